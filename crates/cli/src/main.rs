@@ -1,0 +1,73 @@
+//! The `evident` binary: parses argv, loads the optional `evident.toml`,
+//! dispatches to one command module, and turns the outcome into an exit
+//! code (0 ok, 1 nothing found, 2 error). Commands only wire library crates
+//! together; they hold no domain logic of their own.
+
+mod commands;
+mod config;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Evident: LLM agents over patient records that show their evidence.
+#[derive(Parser, Debug)]
+#[command(name = "evident", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The Evident store (SQLite file).
+    #[arg(long, global = true, env = "EVIDENT_DB", default_value = "./evident.db")]
+    pub db: PathBuf,
+    /// Configuration file; read if it exists.
+    #[arg(long, global = true, env = "EVIDENT_CONFIG", default_value = "evident.toml")]
+    pub config: PathBuf,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Ingest records (notes + manifest, FHIR R4, MIMIC-IV, n2c2 2018, TrialGPT queries).
+    Ingest(commands::ingest::Args),
+    /// List patients in the store.
+    Patients(commands::patients::Args),
+    /// Show one patient's documents and lab summary.
+    Show(commands::show::Args),
+    /// A patient's lab values, by canonical concept.
+    Labs(commands::labs::Args),
+    /// Search one patient's record (BM25, dense or hybrid).
+    Search(commands::search::Args),
+    /// Compute dense embeddings for stored sections.
+    Embed(commands::embed::Args),
+    /// List and fetch local models.
+    Models(commands::models::Args),
+    /// Talk to a model, or serve the embedded models over HTTP.
+    Llm(commands::llm::Args),
+    /// Model-call runs: calls, tokens, cost, latency, failures.
+    Runs(commands::runs::Args),
+    /// Statistics for observational studies.
+    Stats(commands::stats::Args),
+}
+
+/// What a successful command found. Errors are reported separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Found,
+    NothingFound,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(&cli) {
+        Ok(Outcome::Found) => ExitCode::from(0),
+        Ok(Outcome::NothingFound) => ExitCode::from(1),
+        Err(err) => {
+            output::print_error(&err, cli.json);
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The all-MiniLM-L6-v2 sentence embedder (candle BERT + tokenizers).

@@ -1,0 +1,1 @@
+//! Readers for real record formats.

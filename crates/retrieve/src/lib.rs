@@ -1,0 +1,1 @@
+//! Retrieval over sections: BM25, dense and hybrid.

@@ -1,0 +1,1 @@
+//! Statistics for observational studies on plain numeric tables.
