@@ -1,3 +1,92 @@
-//! The SQLite store.
-pub struct Store;
-impl Store { pub fn open(_p: &std::path::Path) -> Result<Store, String> { todo!() } }
+//! The Evident store: one SQLite file (WAL mode, foreign keys on, bundled
+//! SQLite with FTS5) holding patients, documents, their sections (indexed
+//! for BM25 with porter stemming) and sentences, lab observations,
+//! evaluation labels and section embeddings. Writes go through a [`Writer`],
+//! one transaction, so an ingest either lands whole or not at all.
+
+mod migrate;
+mod read;
+mod search;
+mod write;
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
+pub use search::{ScoredSection, SectionFilter, SectionRecord};
+pub use write::{PutOutcome, Writer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the store has schema version {found}, newer than this evident supports ({supported}); upgrade evident")]
+    TooNew { found: i64, supported: i64 },
+    /// A record that would break a store invariant; the caller's input is wrong.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+pub struct Store {
+    conn: Connection,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it if missing, and applies any
+    /// pending migrations.
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path)?;
+        Store::setup(conn, true)
+    }
+
+    pub fn open_in_memory() -> Result<Store> {
+        Store::setup(Connection::open_in_memory()?, false)
+    }
+
+    fn setup(mut conn: Connection, wal: bool) -> Result<Store> {
+        if wal {
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+        }
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        migrate::migrate(&mut conn)?;
+        Ok(Store { conn })
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self.conn.pragma_query_value(None, "user_version", |row| row.get(0))?)
+    }
+
+    /// The schema version this build writes.
+    pub fn latest_schema_version() -> i64 {
+        migrate::latest_version()
+    }
+
+    /// Starts one write transaction. Nothing is visible to readers, and
+    /// nothing persists, until [`Writer::commit`].
+    pub fn writer(&mut self) -> Result<Writer<'_>> {
+        Writer::begin(&mut self.conn)
+    }
+}
+
+/// Dates are stored as `YYYY-MM-DD HH:MM:SS` text so that they sort.
+pub(crate) const DATE_FORMAT: &str = "%Y-%m-%d %H:%M:%S";
+
+pub(crate) fn format_date(date: &chrono::NaiveDateTime) -> String {
+    date.format(DATE_FORMAT).to_string()
+}
+
+pub(crate) fn parse_date(text: &str) -> Result<chrono::NaiveDateTime> {
+    chrono::NaiveDateTime::parse_from_str(text, DATE_FORMAT)
+        .map_err(|e| StoreError::Corrupt(format!("date {text:?}: {e}")))
+}
