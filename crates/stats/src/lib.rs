@@ -1,1 +1,21 @@
-//! Statistics for observational studies on plain numeric tables.
+//! Statistics for observational studies on plain numeric tables: Table 1
+//! descriptives, two-sample and contingency tests, linear / logistic /
+//! Poisson regression, Cox models, Kaplan–Meier and log-rank, propensity
+//! score matching and weighting, ROC AUC, and SVG plots of the results.
+//!
+//! The crate sees numbers and column names only: no IO, no free text, no
+//! clock. Every estimator follows the algorithm of the R function it is
+//! checked against (named in each module) so that the results agree with R
+//! to 1e-6 relative; `tests/` runs R at test time to prove it.
+
+pub mod describe;
+pub mod dist;
+pub mod error;
+pub mod frame;
+pub mod glm;
+pub mod htest;
+pub mod linalg;
+pub mod zeroin;
+
+pub use error::{Result, StatsError};
+pub use frame::{Frame, MissingReport};
