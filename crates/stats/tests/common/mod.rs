@@ -17,7 +17,7 @@ pub fn r_json(script: &str) -> Value {
     let path = dir.path().join("script.R");
     let r_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/r");
     let full = format!(
-        "suppressPackageStartupMessages({{library(jsonlite); library(survival); library(MASS)}})\nR_DIR <- '{r_dir}'\nout <- function(x) cat(toJSON(x, digits = NA, auto_unbox = TRUE, na = 'string'))\n{script}\n"
+        "suppressPackageStartupMessages({{library(jsonlite); library(survival); library(MASS)}})\nR_DIR <- '{r_dir}'\nout <- function(x) cat(toJSON(x, dataframe = 'columns', digits = NA, auto_unbox = TRUE, na = 'string'))\n{script}\n"
     );
     std::fs::write(&path, full).unwrap();
     let output = Command::new("Rscript")
