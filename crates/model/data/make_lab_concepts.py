@@ -53,7 +53,7 @@ c("Immunoglobulin G", "myeloma", ["2465-3"], ["IgG", "Immunoglobulin G, serum", 
   ["Immunoglobulin G|Blood"])
 c("Immunoglobulin A", "myeloma", ["2458-8"], ["IgA", "Immunoglobulin A, serum", "Immunglobulin A", "IgA im Serum"],
   ["Immunoglobulin A|Blood"])
-c("Immunoglobulin M", "myeloma", ["2472-4"], ["IgM", "Immunoglobulin M, serum", "Immunglobulin M", "IgM im Serum"],
+c("Immunoglobulin M", "myeloma", ["2472-9"], ["IgM", "Immunoglobulin M, serum", "Immunglobulin M", "IgM im Serum"],
   ["Immunoglobulin M|Blood"])
 c("Immunoglobulin D", "myeloma", [], ["IgD", "Immunglobulin D"])
 c("Immunoglobulin E", "immunology", ["19113-0"], ["IgE", "Total IgE", "Immunglobulin E", "IgE gesamt"], ["Immunoglobulin E|Blood"])
@@ -282,7 +282,7 @@ c("Sodium, urine", "urine", ["2955-3"], ["Urine sodium", "Natrium im Urin"], ["S
 c("Potassium, urine", "urine", ["2829-0"], ["Urine potassium", "Kalium im Urin"], ["Potassium, Urine|Urine"])
 c("Chloride, urine", "urine", ["2078-4"], ["Urine chloride"], ["Chloride, Urine|Urine"])
 c("Urea nitrogen, urine", "urine", ["3095-7"], ["Urine urea nitrogen", "UUN"], ["Urea Nitrogen, Urine|Urine"])
-c("Osmolality, urine", "urine", ["2695-1"], ["Urine osmolality"], ["Osmolality, Urine|Urine"])
+c("Osmolality, urine", "urine", ["2695-5"], ["Urine osmolality"], ["Osmolality, Urine|Urine"])
 c("Protein, total, urine", "urine", ["2888-6"][:0], ["Urine total protein"], ["Total Protein, Urine|Urine"])
 c("Albumin, urine", "urine", ["14957-5"], ["Urine albumin", "Microalbumin", "Albumin im Urin"], ["Albumin, Urine|Urine"])
 c("Albumin/creatinine ratio, urine", "urine", ["14959-1", "9318-7"],

@@ -110,9 +110,10 @@ pub struct LabCatalogue {
     /// keys shared by two concepts are left out as ambiguous.
     by_compact: HashMap<String, usize>,
     by_loinc: HashMap<String, usize>,
-    /// Search terms per concept: the tokens of its normalised name and
-    /// aliases, pre-computed for `find`.
-    terms: Vec<BTreeSet<String>>,
+    /// Search terms, pre-computed for `find`: the tokens of every
+    /// normalised name and alias (and, as one token, its compact form),
+    /// with the concept it belongs to.
+    terms: Vec<(Vec<String>, usize)>,
 }
 
 impl LabCatalogue {
@@ -242,11 +243,15 @@ impl LabCatalogue {
             .filter(|(_, owners)| owners.len() == 1)
             .map(|(k, owners)| (k, *owners.iter().next().expect("one owner")))
             .collect();
-        let mut terms = vec![BTreeSet::new(); concepts.len()];
+        let mut terms: Vec<(Vec<String>, usize)> = Vec::with_capacity(by_name.len() * 2);
         for (key, &i) in &by_name {
-            terms[i].extend(key.split(' ').map(str::to_string));
-            terms[i].insert(key.replace(' ', ""));
+            terms.push((key.split(' ').map(str::to_string).collect(), i));
+            if key.contains(' ') {
+                terms.push((vec![key.replace(' ', "")], i));
+            }
         }
+        // HashMap order is random; `find` must not depend on it.
+        terms.sort();
         Ok(LabCatalogue { concepts, by_name, by_compact, by_loinc, terms })
     }
 
@@ -296,9 +301,11 @@ impl LabCatalogue {
         self.resolve_name(&format!("{label}|{fluid}"))
     }
 
-    /// Fuzzy search over the pre-computed search terms: concepts whose
-    /// terms match the query's tokens exactly or by prefix, best first. An
-    /// exact name or alias match always comes first.
+    /// Fuzzy search over the pre-computed search terms: concepts with a
+    /// name or alias whose tokens match the query's tokens exactly or by
+    /// prefix, best first. An exact name or alias match always comes first;
+    /// among equal scores, the name or alias with fewer unmatched tokens
+    /// wins, then the canonical name in alphabetical order.
     pub fn find(&self, query: &str) -> Vec<&LabConcept> {
         let key = normalise_name(query);
         if key.is_empty() {
@@ -306,25 +313,36 @@ impl LabCatalogue {
         }
         let tokens: Vec<&str> = key.split(' ').collect();
         let exact = self.resolve_name(query).map(|c| c.id.as_str());
-        let mut scored: Vec<(u32, usize, usize)> = Vec::new();
-        for (i, terms) in self.terms.iter().enumerate() {
+        // Best (score, -unmatched) per concept.
+        let mut best: HashMap<usize, (u32, i64)> = HashMap::new();
+        for (terms, i) in &self.terms {
             let mut score = 0u32;
+            let mut used = vec![false; terms.len()];
             for token in &tokens {
-                score += terms
-                    .iter()
-                    .map(|term| match_score(token, term))
-                    .max()
-                    .unwrap_or(0);
+                let hit = terms.iter().enumerate().map(|(t, term)| (match_score(token, term), t)).max();
+                if let Some((points, t)) = hit.filter(|(points, _)| *points > 0) {
+                    score += points;
+                    used[t] = true;
+                }
             }
-            if Some(self.concepts[i].id.as_str()) == exact {
-                score = u32::MAX;
-            }
-            // Keep concepts that match at least half the query, in points.
-            if score > 0 && score as u64 * 2 >= tokens.len() as u64 * 10 {
-                scored.push((score, terms.len(), i));
+            let unmatched = used.iter().filter(|u| !**u).count() as i64;
+            let entry = best.entry(*i).or_insert((0, i64::MIN));
+            if (score, -unmatched) > *entry {
+                *entry = (score, -unmatched);
             }
         }
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(self.concepts[a.2].name.cmp(&self.concepts[b.2].name)));
+        let mut scored: Vec<(u32, i64, usize)> = best
+            .into_iter()
+            .map(|(i, (score, neg_unmatched))| {
+                let score = if Some(self.concepts[i].id.as_str()) == exact { u32::MAX } else { score };
+                (score, neg_unmatched, i)
+            })
+            // Keep concepts that match at least half the query, in points.
+            .filter(|(score, _, _)| *score > 0 && *score as u64 * 2 >= tokens.len() as u64 * 10)
+            .collect();
+        scored.sort_by(|a, b| {
+            b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(self.concepts[a.2].name.cmp(&self.concepts[b.2].name))
+        });
         scored.into_iter().map(|(_, _, i)| &self.concepts[i]).collect()
     }
 }
