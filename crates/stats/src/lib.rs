@@ -15,6 +15,7 @@ pub mod frame;
 pub mod glm;
 pub mod htest;
 pub mod linalg;
+pub mod survival;
 pub mod zeroin;
 
 pub use error::{Result, StatsError};
