@@ -59,7 +59,9 @@ pub fn html_to_text(html: &str) -> String {
             }
             // A lone '<' ("x < 5") is text.
         }
-        let text_end = rest[1..].find('<').map(|p| p + 1).unwrap_or(rest.len());
+        // At least the first character is text (it may be a lone '<').
+        let first = rest.chars().next().map(char::len_utf8).unwrap_or(1);
+        let text_end = rest[first..].find('<').map(|p| p + first).unwrap_or(rest.len());
         let decoded = decode_entities(&rest[..text_end]);
         if pre_depth > 0 {
             out.push_str(&decoded);
@@ -331,6 +333,7 @@ mod tests {
     #[test]
     fn malformed_markup_still_gives_text() {
         check("x < 5 and y > 3", "x < 5 and y > 3");
+        check("ä<b>ö</b>", "äö");
         check("<p>unclosed", "unclosed");
         check("text <b", "text");
         check("<div title=\"a>b\">in</div>", "in");

@@ -241,8 +241,10 @@ fn ends_sentence(block: &str, sentence_start: usize, dot: usize, after: usize) -
     }
     // The token that ends in this dot.
     let token_start = block[sentence_start..dot]
-        .rfind(|c: char| c.is_whitespace() || c == '(')
-        .map(|p| sentence_start + p + 1)
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace() || *c == '(')
+        .map(|(p, c)| sentence_start + p + c.len_utf8())
         .unwrap_or(sentence_start);
     let token = &block[token_start..=dot];
     let lower = token.to_lowercase();
@@ -386,6 +388,7 @@ mod tests {
             "Hämoglobin erniedrigt.",
         ]);
         check("Ödem z.B. Beine. Ende.", &["Ödem z.B. Beine.", "Ende."]);
+        check("!\u{2028}. A", &["!\u{2028}.", "A"]);
     }
 
     #[test]
