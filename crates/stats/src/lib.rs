@@ -15,6 +15,8 @@ pub mod frame;
 pub mod glm;
 pub mod htest;
 pub mod linalg;
+pub mod propensity;
+pub mod roc;
 pub mod survival;
 pub mod zeroin;
 
