@@ -145,15 +145,12 @@ pub(crate) fn decode_entities(s: &str) -> String {
             .take(32)
             .find(|(_, c)| *c == ';' || c.is_whitespace() || *c == '&' || *c == '<')
             .map(|(i, c)| (i + 1, c));
-        match end {
-            Some((semi, ';')) => {
-                if let Some(c) = decode_reference(&rest[1..semi]) {
-                    out.push_str(&c);
-                    rest = &rest[semi + 1..];
-                    continue;
-                }
+        if let Some((semi, ';')) = end {
+            if let Some(c) = decode_reference(&rest[1..semi]) {
+                out.push_str(&c);
+                rest = &rest[semi + 1..];
+                continue;
             }
-            _ => {}
         }
         out.push('&');
         rest = &rest[1..];

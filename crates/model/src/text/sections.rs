@@ -246,6 +246,22 @@ mod tests {
     }
 
     #[test]
+    fn mimic_discharge_summary_headings() {
+        let text = format!(
+            "Service: MEDICINE\n\nAllergies: \nNo Known Allergies\n\nChief Complaint:\nabd pain\n\n\
+             History of Present Illness:\n{}\n# Ascites: s/p paracentesis (3L removed).\n{}\n\n\
+             Brief Hospital Course:\n{}\n\nDischarge Medications:\n1. Furosemide 20 mg PO DAILY\n",
+            words(60, "h"),
+            words(10, "x"),
+            words(70, "b")
+        );
+        // Service and Allergies merge forward into Chief Complaint, which is
+        // itself short and joins the HPI; the problem-list line is no heading;
+        // the short medication list joins the hospital course.
+        check(&text, &[(Some("Allergies"), 90), (Some("Brief Hospital Course"), 81)]);
+    }
+
+    #[test]
     fn short_document_is_one_section() {
         check("Just a short note.", &[(None, 4)]);
         check("", &[]);

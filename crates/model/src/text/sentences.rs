@@ -119,11 +119,16 @@ fn continues_on_next_line(line: &str, next: &str) -> bool {
 /// line: these stand alone as a sentence.
 pub(crate) fn is_heading_line(line: &str) -> bool {
     let line = line.trim();
-    if line.starts_with('#') {
-        let rest = line.trim_start_matches('#');
-        return line.len() - rest.len() <= 6 && (rest.is_empty() || rest.starts_with(' '));
-    }
     let words = line.split_whitespace().count();
+    if line.starts_with('#') {
+        // "## Plan", not a MIMIC problem-list line such as
+        // "# Ascites: s/p paracentesis (3L removed)."
+        let rest = line.trim_start_matches('#');
+        return line.len() - rest.len() <= 6
+            && (rest.is_empty() || rest.starts_with(' '))
+            && words <= 10
+            && !rest.trim_end().ends_with(['.', '!', '?']);
+    }
     if words == 0 || words > 8 {
         return false;
     }
@@ -398,6 +403,7 @@ mod tests {
         assert!(is_heading_line("PHYSICAL EXAMINATION"));
         assert!(!is_heading_line("BP 120/80, HR 72"));
         assert!(!is_heading_line("#hashtag"));
+        assert!(!is_heading_line("# Ascites: s/p paracentesis (3L removed)."));
         assert!(!is_heading_line("He said: hi."));
         assert!(is_heading_line("Major Surgical or Invasive Procedure:"));
         assert!(is_heading_line("Chief complaint:"));
