@@ -18,6 +18,7 @@ pub mod linalg;
 pub mod propensity;
 pub mod roc;
 pub mod survival;
+pub mod svg;
 pub mod zeroin;
 
 pub use error::{Result, StatsError};
