@@ -20,49 +20,54 @@ pub struct RankDeficient(pub usize);
 /// A column whose remaining norm after the previous reflections falls below
 /// `tol` times its original norm is reported as linearly dependent (R's
 /// `dqrdc2` criterion).
+///
+/// The QR is computed block by block (TSQR): each block of rows is stacked
+/// under the current R and reduced with Householder reflections in a small
+/// cache-resident buffer. This is the same factorisation as one Householder
+/// pass over the whole matrix (R is unique up to signs) but touches each row
+/// once, which is what makes million-row fits fast.
 pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls, RankDeficient> {
+    const BLOCK: usize = 256;
     let n = y.len();
     let p = x.len();
-    let sw: Option<Vec<f64>> = w.map(|w| w.iter().map(|v| v.sqrt()).collect());
-    let mut a: Vec<Vec<f64>> = x
-        .iter()
-        .map(|col| match &sw {
-            Some(s) => col.iter().zip(s).map(|(v, s)| v * s).collect(),
-            None => col.clone(),
-        })
-        .collect();
-    let mut b: Vec<f64> = match &sw {
-        Some(s) => y.iter().zip(s).map(|(v, s)| v * s).collect(),
-        None => y.to_vec(),
-    };
-    let orig_norm: Vec<f64> = a.iter().map(|c| norm(c)).collect();
+    let width = p + 1;
+    let mut buf = vec![0.0; (p + BLOCK) * width];
+    let mut sumsq = vec![0.0; p];
+    let mut start = 0;
+    while start < n {
+        let m = BLOCK.min(n - start);
+        for r in 0..m {
+            let i = start + r;
+            let s = w.map_or(1.0, |w| w[i].sqrt());
+            let row = &mut buf[(p + r) * width..(p + r + 1) * width];
+            for j in 0..p {
+                let v = x[j][i] * s;
+                row[j] = v;
+                sumsq[j] += v * v;
+            }
+            row[p] = y[i] * s;
+        }
+        householder_rows(&mut buf, p + m, width, p);
+        // Rows below p are now the residual part: drop them.
+        start += m;
+    }
     let mut r = vec![0.0; p * p];
+    let mut qty = vec![0.0; p];
+    for i in 0..p {
+        for j in i..p {
+            r[i * p + j] = buf[i * width + j];
+        }
+        qty[i] = buf[i * width + p];
+    }
     for j in 0..p {
-        let (done, rest) = a.split_at_mut(j + 1);
-        let v = &mut done[j];
-        let nrm = norm(&v[j..]);
-        if !(nrm > tol * orig_norm[j]) || nrm == 0.0 {
+        let orig = sumsq[j].sqrt();
+        if !(r[j * p + j].abs() > tol * orig) || orig == 0.0 {
             return Err(RankDeficient(j));
         }
-        let alpha = if v[j] > 0.0 { -nrm } else { nrm };
-        v[j] -= alpha;
-        let vnorm2 = dot(&v[j..], &v[j..]);
-        for col in rest.iter_mut() {
-            let s = 2.0 * dot(&v[j..], &col[j..]) / vnorm2;
-            axpy(-s, &v[j..], &mut col[j..]);
-        }
-        let s = 2.0 * dot(&v[j..], &b[j..]) / vnorm2;
-        axpy(-s, &v[j..], &mut b[j..]);
-        r[j * p + j] = alpha;
-        for (k, col) in rest.iter().enumerate() {
-            r[j * p + j + 1 + k] = col[j];
-        }
     }
-    let _ = n;
-    // Back-substitute R b = Q'y.
     let mut coef = vec![0.0; p];
     for j in (0..p).rev() {
-        let mut s = b[j];
+        let mut s = qty[j];
         for k in j + 1..p {
             s -= r[j * p + k] * coef[k];
         }
@@ -92,6 +97,51 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
         }
     }
     Ok(Wls { coef, cov_unscaled: cov })
+}
+
+/// Householder QR in place of the first `p` columns of a row-major
+/// `rows x width` buffer, applying the reflections to all `width` columns.
+fn householder_rows(buf: &mut [f64], rows: usize, width: usize, p: usize) {
+    let mut v = vec![0.0; rows];
+    for j in 0..p.min(rows) {
+        let mut scale = 0.0_f64;
+        for i in j..rows {
+            scale = scale.max(buf[i * width + j].abs());
+        }
+        if scale == 0.0 {
+            continue;
+        }
+        let mut nrm2 = 0.0;
+        for i in j..rows {
+            let t = buf[i * width + j] / scale;
+            nrm2 += t * t;
+        }
+        let nrm = scale * nrm2.sqrt();
+        let x0 = buf[j * width + j];
+        let alpha = if x0 > 0.0 { -nrm } else { nrm };
+        for i in j..rows {
+            v[i] = buf[i * width + j];
+        }
+        v[j] -= alpha;
+        let vnorm2: f64 = v[j..rows].iter().map(|t| t * t).sum();
+        if vnorm2 == 0.0 {
+            continue;
+        }
+        for c in j + 1..width {
+            let mut d = 0.0;
+            for i in j..rows {
+                d += v[i] * buf[i * width + c];
+            }
+            let f = 2.0 * d / vnorm2;
+            for i in j..rows {
+                buf[i * width + c] -= f * v[i];
+            }
+        }
+        buf[j * width + j] = alpha;
+        for i in j + 1..rows {
+            buf[i * width + j] = 0.0;
+        }
+    }
 }
 
 /// Cholesky factorisation of a symmetric positive-definite row-major p x p
@@ -165,17 +215,3 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
-    }
-}
-
-fn norm(a: &[f64]) -> f64 {
-    // Scaled to avoid overflow on huge columns.
-    let scale = a.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-    if scale == 0.0 {
-        return 0.0;
-    }
-    scale * a.iter().map(|v| (v / scale).powi(2)).sum::<f64>().sqrt()
-}
