@@ -1,1 +1,337 @@
-//! The all-MiniLM-L6-v2 sentence embedder (candle BERT + tokenizers).
+//! The all-MiniLM-L6-v2 sentence embedder (candle BERT + tokenizers), built
+//! to reproduce sentence-transformers' output: WordPiece tokenisation with
+//! the model's own `tokenizer.json`, truncation at `max_seq_length` from
+//! `sentence_bert_config.json` (256 for this model), mean pooling over the
+//! attention mask, and L2 normalisation. It implements
+//! [`evident_llm::Embedder`], so retrieval never sees candle.
+//!
+//! Texts longer than the window are handled by [`LongTextPolicy`]: the
+//! default splits the token sequence into consecutive windows of at most
+//! `max_seq_length` tokens (including `[CLS]`/`[SEP]`), embeds every window,
+//! averages the window vectors weighted by their token count and normalises
+//! again, so the tail of a long section still counts. `Truncate` embeds the
+//! first window only, exactly as sentence-transformers does. For texts that
+//! fit in one window both policies give the same vector.
+
+mod cache;
+mod pooling;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use tokenizers::Tokenizer;
+
+pub use cache::{cache_root, default_model_dir, MODEL_NAME};
+pub use evident_llm::{EmbedError, Embedder};
+
+/// The files a model folder must hold.
+pub const REQUIRED_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];
+
+/// Why the embedder could not be loaded or could not embed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedLoadError {
+    #[error(
+        "model folder {dir} has no {file}; run `evident models pull minilm-l6` \
+         or point --model-dir at a folder holding {files}",
+        files = REQUIRED_FILES.join(", ")
+    )]
+    MissingFile { dir: PathBuf, file: &'static str },
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid {what}: {message}; re-fetch the model with `evident models pull minilm-l6`")]
+    BadFile {
+        path: PathBuf,
+        what: &'static str,
+        message: String,
+    },
+    #[error("inference failed: {0}")]
+    Inference(#[from] candle_core::Error),
+    #[error("tokenisation failed: {0}")]
+    Tokenize(String),
+}
+
+impl From<EmbedLoadError> for EmbedError {
+    fn from(err: EmbedLoadError) -> Self {
+        match err {
+            EmbedLoadError::MissingFile { .. }
+            | EmbedLoadError::Io { .. }
+            | EmbedLoadError::BadFile { .. } => EmbedError::ModelUnavailable(err.to_string()),
+            EmbedLoadError::Inference(_) | EmbedLoadError::Tokenize(_) => {
+                EmbedError::Failed(err.to_string())
+            }
+        }
+    }
+}
+
+/// How texts longer than the model's window are embedded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LongTextPolicy {
+    /// Consecutive windows, vectors averaged by token count, renormalised.
+    #[default]
+    AverageWindows,
+    /// The first window only (sentence-transformers' behaviour).
+    Truncate,
+}
+
+/// Knobs for [`MiniLmEmbedder`]. Defaults reproduce sentence-transformers
+/// for texts within the window.
+#[derive(Debug, Clone)]
+pub struct EmbedderConfig {
+    /// Window length in tokens including `[CLS]` and `[SEP]`. `None` reads
+    /// `max_seq_length` from `sentence_bert_config.json` (256 for MiniLM-L6),
+    /// falling back to the model's position limit.
+    pub max_seq_length: Option<usize>,
+    pub long_text: LongTextPolicy,
+    /// Sequences per forward pass. Texts are sorted by length first so a
+    /// batch pads little.
+    pub batch_size: usize,
+}
+
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        EmbedderConfig {
+            max_seq_length: None,
+            long_text: LongTextPolicy::AverageWindows,
+            batch_size: 32,
+        }
+    }
+}
+
+/// all-MiniLM-L6-v2 on the CPU.
+pub struct MiniLmEmbedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dimensions: usize,
+    /// Invariant: 3 <= max_seq_length <= max_position_embeddings.
+    max_seq_length: usize,
+    cls_id: u32,
+    sep_id: u32,
+    pad_id: u32,
+    config: EmbedderConfig,
+    model_id: String,
+}
+
+#[derive(serde::Deserialize)]
+struct SentenceBertConfig {
+    max_seq_length: usize,
+}
+
+#[derive(serde::Deserialize)]
+struct PositionLimit {
+    max_position_embeddings: usize,
+    hidden_size: usize,
+}
+
+fn read_text(path: &Path) -> Result<String, EmbedLoadError> {
+    std::fs::read_to_string(path).map_err(|source| EmbedLoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl MiniLmEmbedder {
+    /// Loads the model from the cache folder (`<cache root>/models/minilm-l6`).
+    pub fn load_default(config: EmbedderConfig) -> Result<Self, EmbedLoadError> {
+        Self::load(&default_model_dir(), config)
+    }
+
+    /// Loads from any folder holding `model.safetensors`, `tokenizer.json`
+    /// and `config.json` (and optionally `sentence_bert_config.json`).
+    pub fn load(dir: &Path, config: EmbedderConfig) -> Result<Self, EmbedLoadError> {
+        for file in REQUIRED_FILES {
+            if !dir.join(file).is_file() {
+                return Err(EmbedLoadError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    file,
+                });
+            }
+        }
+        let config_path = dir.join("config.json");
+        let config_text = read_text(&config_path)?;
+        let bad = |path: &Path, what: &'static str, message: String| EmbedLoadError::BadFile {
+            path: path.to_path_buf(),
+            what,
+            message,
+        };
+        let bert_config: BertConfig = serde_json::from_str(&config_text)
+            .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
+        let limits: PositionLimit = serde_json::from_str(&config_text)
+            .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
+
+        let st_path = dir.join("sentence_bert_config.json");
+        let st_max = if st_path.is_file() {
+            let st: SentenceBertConfig = serde_json::from_str(&read_text(&st_path)?)
+                .map_err(|e| bad(&st_path, "sentence-transformers config", e.to_string()))?;
+            Some(st.max_seq_length)
+        } else {
+            None
+        };
+        let max_seq_length = config
+            .max_seq_length
+            .or(st_max)
+            .unwrap_or(limits.max_position_embeddings)
+            .clamp(3, limits.max_position_embeddings);
+
+        let tok_path = dir.join("tokenizer.json");
+        let mut tokenizer = Tokenizer::from_file(&tok_path)
+            .map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
+        // tokenizer.json ships with truncation at 128 and fixed padding; we
+        // window and pad ourselves, so both are switched off.
+        tokenizer
+            .with_truncation(None)
+            .map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
+        tokenizer.with_padding(None);
+        let id = |token: &str| {
+            tokenizer.token_to_id(token).ok_or_else(|| {
+                bad(&tok_path, "BERT tokenizer", format!("no {token} token in the vocabulary"))
+            })
+        };
+        let (cls_id, sep_id, pad_id) = (id("[CLS]")?, id("[SEP]")?, id("[PAD]")?);
+
+        let device = Device::Cpu;
+        let weights = dir.join("model.safetensors");
+        // SAFETY: the file is memory-mapped read-only; nothing in this
+        // process writes it, and a concurrent writer would be a user error
+        // the safetensors header check mostly catches.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .map_err(|e| bad(&weights, "safetensors file", e.to_string()))?;
+        let model = BertModel::load(vb, &bert_config)
+            .map_err(|e| bad(&weights, "BERT checkpoint", e.to_string()))?;
+
+        let model_id = match config.long_text {
+            LongTextPolicy::AverageWindows => MODEL_NAME.to_string(),
+            LongTextPolicy::Truncate => format!("{MODEL_NAME}/truncate-{max_seq_length}"),
+        };
+        Ok(MiniLmEmbedder {
+            model,
+            tokenizer,
+            device,
+            dimensions: limits.hidden_size,
+            max_seq_length,
+            cls_id,
+            sep_id,
+            pad_id,
+            config,
+            model_id,
+        })
+    }
+
+    /// Window length in tokens, including `[CLS]` and `[SEP]`.
+    pub fn max_seq_length(&self) -> usize {
+        self.max_seq_length
+    }
+
+    /// Number of tokens (without special tokens) each text tokenises to.
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, EmbedLoadError> {
+        Ok(self.tokenize(texts)?.iter().map(Vec::len).collect())
+    }
+
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedLoadError> {
+        let encodings = self
+            .tokenizer
+            .encode_batch_fast(texts.to_vec(), false)
+            .map_err(|e| EmbedLoadError::Tokenize(e.to_string()))?;
+        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// Embeds `texts`, one unit vector each, in input order.
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedLoadError> {
+        let content = self.max_seq_length - 2;
+        // Every text becomes one or more windows: (text index, token ids).
+        let mut windows: Vec<(usize, Vec<u32>)> = Vec::with_capacity(texts.len());
+        for (i, ids) in self.tokenize(texts)?.into_iter().enumerate() {
+            let chunks: Vec<&[u32]> = if ids.is_empty() {
+                vec![&[][..]]
+            } else {
+                match self.config.long_text {
+                    LongTextPolicy::Truncate => vec![&ids[..ids.len().min(content)]],
+                    LongTextPolicy::AverageWindows => ids.chunks(content).collect(),
+                }
+            };
+            for chunk in chunks {
+                let mut w = Vec::with_capacity(chunk.len() + 2);
+                w.push(self.cls_id);
+                w.extend_from_slice(chunk);
+                w.push(self.sep_id);
+                windows.push((i, w));
+            }
+        }
+
+        // Sort by length (as sentence-transformers does) so batches pad little.
+        let mut order: Vec<usize> = (0..windows.len()).collect();
+        order.sort_by_key(|&w| std::cmp::Reverse(windows[w].1.len()));
+        let mut window_vectors: Vec<Vec<f32>> = vec![Vec::new(); windows.len()];
+        for batch in order.chunks(self.config.batch_size.max(1)) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&w| windows[w].1.as_slice()).collect();
+            let vectors = self.forward_batch(&seqs)?;
+            for (&w, v) in batch.iter().zip(vectors) {
+                window_vectors[w] = v;
+            }
+        }
+
+        // Combine windows per text, weighted by window length (content tokens).
+        let mut sums: Vec<Vec<f32>> = vec![vec![0.0; self.dimensions]; texts.len()];
+        for ((text, ids), v) in windows.iter().zip(&window_vectors) {
+            let weight = (ids.len() - 2).max(1) as f32;
+            for (s, x) in sums[*text].iter_mut().zip(v) {
+                *s += weight * x;
+            }
+        }
+        // A single window is already unit length; normalising again only
+        // divides out its weight.
+        for sum in &mut sums {
+            pooling::l2_normalize(sum);
+        }
+        Ok(sums)
+    }
+
+    /// One padded forward pass; returns mean-pooled, normalised vectors.
+    fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedLoadError> {
+        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        let n = seqs.len();
+        let mut ids = Vec::with_capacity(n * longest);
+        let mut mask = Vec::with_capacity(n * longest);
+        for s in seqs {
+            ids.extend_from_slice(s);
+            ids.extend(std::iter::repeat_n(self.pad_id, longest - s.len()));
+            mask.extend(std::iter::repeat_n(1u32, s.len()));
+            mask.extend(std::iter::repeat_n(0u32, longest - s.len()));
+        }
+        let ids = Tensor::from_vec(ids, (n, longest), &self.device)?;
+        let mask_t = Tensor::from_vec(mask.clone(), (n, longest), &self.device)?;
+        let type_ids = ids.zeros_like()?;
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask_t))?;
+        let hidden: Vec<Vec<Vec<f32>>> = hidden.to_dtype(DType::F32)?.to_vec3()?;
+        Ok(hidden
+            .iter()
+            .enumerate()
+            .map(|(row, tokens)| {
+                let m = &mask[row * longest..(row + 1) * longest];
+                let mut v = pooling::masked_mean(tokens, m, self.dimensions);
+                pooling::l2_normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+impl Embedder for MiniLmEmbedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_texts(texts).map_err(EmbedError::from)
+    }
+}

@@ -1,0 +1,127 @@
+//! Checks the candle embedder against sentence-transformers' own vectors
+//! (tests/fixtures/minilm/reference.json, made by scripts/embed_reference.py
+//! from the same model files). Fails, never skips, when the model folder is
+//! missing: run `evident models pull minilm-l6` first.
+
+use std::path::PathBuf;
+
+use evident_embed::{default_model_dir, EmbedderConfig, Embedder, LongTextPolicy, MiniLmEmbedder};
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    max_seq_length: usize,
+    items: Vec<Item>,
+}
+
+#[derive(serde::Deserialize)]
+struct Item {
+    sentence: String,
+    tokens: usize,
+    vector: Vec<f32>,
+}
+
+fn reference() -> Reference {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/minilm/reference.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; regenerate with scripts/embed_reference.py", path.display()));
+    serde_json::from_str(&text).expect("reference.json parses")
+}
+
+fn load(policy: LongTextPolicy) -> MiniLmEmbedder {
+    let dir = default_model_dir();
+    MiniLmEmbedder::load(&dir, EmbedderConfig { long_text: policy, ..EmbedderConfig::default() })
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot load all-MiniLM-L6-v2 from {}: {e}\n\
+                 run `evident models pull minilm-l6` (or set EVIDENT_CACHE_DIR) before the tests",
+                dir.display()
+            )
+        })
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+#[test]
+fn matches_sentence_transformers_on_clinical_sentences() {
+    let reference = reference();
+    assert!(reference.items.len() >= 40, "fixture should hold ~40 sentences");
+    let embedder = load(LongTextPolicy::Truncate);
+    assert_eq!(embedder.max_seq_length(), reference.max_seq_length);
+    assert_eq!(embedder.dimensions(), 384);
+    let texts: Vec<&str> = reference.items.iter().map(|i| i.sentence.as_str()).collect();
+    // Token counts agree with the Python tokenizer.
+    let counts = embedder.token_counts(&texts).unwrap();
+    for (item, n) in reference.items.iter().zip(&counts) {
+        assert_eq!(item.tokens, *n, "token count for {:?}", item.sentence);
+    }
+    let vectors = embedder.embed(&texts).unwrap();
+    let mut worst = (1.0f32, "");
+    for (item, v) in reference.items.iter().zip(&vectors) {
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "vector for {:?} has norm {norm}", item.sentence);
+        let c = cosine(&item.vector, v);
+        if c < worst.0 {
+            worst = (c, &item.sentence);
+        }
+        assert!(c >= 0.999, "cosine {c} < 0.999 for {:?}", item.sentence);
+    }
+    eprintln!("lowest cosine {:.6} for {:?}", worst.0, worst.1);
+}
+
+#[test]
+fn batching_and_order_do_not_change_vectors() {
+    let reference = reference();
+    let embedder = load(LongTextPolicy::Truncate);
+    let texts: Vec<&str> = reference.items.iter().map(|i| i.sentence.as_str()).collect();
+    let together = embedder.embed(&texts).unwrap();
+    for (i, text) in texts.iter().enumerate().step_by(7) {
+        let alone = embedder.embed(&[text]).unwrap();
+        let c = cosine(&alone[0], &together[i]);
+        assert!(c > 0.99999, "padding changed the vector of {text:?}: cosine {c}");
+    }
+}
+
+#[test]
+fn long_texts_average_their_windows() {
+    let reference = reference();
+    let long = reference.items.iter().find(|i| i.tokens > 256).expect("fixture has a long text");
+    let windows = load(LongTextPolicy::AverageWindows);
+    let truncate = load(LongTextPolicy::Truncate);
+    assert_ne!(windows.model_id(), truncate.model_id());
+
+    // Short texts: both policies give the sentence-transformers vector.
+    let short = &reference.items[0];
+    let a = windows.embed(&[&short.sentence]).unwrap();
+    assert!(cosine(&a[0], &short.vector) >= 0.999);
+
+    // Long text: the averaged vector differs from the truncated one but is
+    // still close to it (same topic), and unit length.
+    let averaged = windows.embed(&[&long.sentence]).unwrap().remove(0);
+    let truncated = truncate.embed(&[&long.sentence]).unwrap().remove(0);
+    let c = cosine(&averaged, &truncated);
+    assert!(c < 0.99999 && c > 0.8, "averaged vs truncated cosine {c}");
+    let norm: f32 = averaged.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-4);
+}
+
+#[test]
+fn missing_model_folder_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = MiniLmEmbedder::load(dir.path(), EmbedderConfig::default()).err().expect("must fail");
+    let message = err.to_string();
+    assert!(message.contains("evident models pull minilm-l6"), "{message}");
+    assert!(message.contains("model.safetensors"), "{message}");
+}
+
+#[test]
+fn empty_text_embeds_like_sentence_transformers() {
+    // sentence-transformers embeds "" as [CLS][SEP]; we must not panic.
+    let embedder = load(LongTextPolicy::AverageWindows);
+    let v = embedder.embed(&[""]).unwrap();
+    assert_eq!(v[0].len(), 384);
+}
