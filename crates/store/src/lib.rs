@@ -4,6 +4,7 @@
 //! evaluation labels and section embeddings. Writes go through a [`Writer`],
 //! one transaction, so an ingest either lands whole or not at all.
 
+mod calls;
 mod migrate;
 mod read;
 mod search;
@@ -13,6 +14,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
 pub use search::{ScoredSection, SectionFilter, SectionRecord};
 pub use write::{PutOutcome, Writer};

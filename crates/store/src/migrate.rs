@@ -9,6 +9,7 @@ use crate::StoreError;
 /// Migrations in order. Never edit a released entry: add a new one.
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_records.sql")),
+    (2, include_str!("../migrations/0002_model_calls.sql")),
 ];
 
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -1,0 +1,136 @@
+//! The canonical request and response: one shape for every provider. A
+//! provider translates a [`ChatRequest`] for its backend and fills a
+//! [`ChatResponse`]; nothing else crosses the trait boundary.
+
+use serde::{Deserialize, Serialize};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Message { role: Role::System, content: content.into() }
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Message { role: Role::User, content: content.into() }
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// What a workflow asks of a chat model. Every field takes part in the
+/// cache key, so two requests that differ in anything are never confused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<Message>,
+    /// 0.0 means greedy decoding (deterministic, and therefore cacheable).
+    pub temperature: f32,
+    pub max_tokens: u32,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// When set, the answer must be JSON valid against this schema. Providers
+    /// that can constrain decoding do so; every answer is validated anyway.
+    #[serde(default)]
+    pub json_schema: Option<serde_json::Value>,
+    /// Whether the messages carry patient text. Conservative default: true.
+    /// Such requests reach only loopback endpoints unless remote use was
+    /// allowed (see [`crate::privacy`]).
+    #[serde(default = "default_true")]
+    pub contains_patient_text: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl ChatRequest {
+    /// A greedy request with the given messages, 512 tokens at most, marked
+    /// as carrying patient text.
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest {
+            messages,
+            temperature: 0.0,
+            max_tokens: 512,
+            seed: None,
+            stop: Vec::new(),
+            json_schema: None,
+            contains_patient_text: true,
+        }
+    }
+
+    pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
+        self.json_schema = Some(schema);
+        self
+    }
+
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Marks the request as carrying no patient text (e.g. criteria
+    /// augmentation), which may then go to a remote model.
+    pub fn without_patient_text(mut self) -> Self {
+        self.contains_patient_text = false;
+        self
+    }
+
+    /// Greedy decoding, or sampling with a fixed seed, gives the same answer
+    /// for the same request; only those answers are cached.
+    pub fn is_deterministic(&self) -> bool {
+        self.temperature == 0.0 || self.seed.is_some()
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// The model ended its answer (end-of-generation token or stop string).
+    Stop,
+    /// `max_tokens` was reached.
+    Length,
+}
+
+/// A model's answer with what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    pub text: String,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub finish_reason: FinishReason,
+    /// The model that answered, as the backend names it.
+    pub model: String,
+    /// Where it ran: a URL, or `local:<path>` for the embedded model.
+    pub endpoint: String,
+    /// Prompt tokens whose KV cache was reused from the previous request
+    /// (embedded model only; 0 elsewhere).
+    #[serde(default)]
+    pub reused_prompt_tokens: u32,
+}

@@ -1,0 +1,280 @@
+//! Structured output: every answer that should be JSON is validated against
+//! its schema; an invalid answer gets a repair prompt; after the last attempt
+//! the call ends as a [`PipelineFailure`] that keeps the raw text. Nothing is
+//! coerced: a value is returned only if it validates as given.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::chat::ChatModel;
+use crate::error::LlmError;
+use crate::prompts::Prompts;
+use crate::request::{ChatRequest, Message};
+
+/// How many times an invalid answer is sent back for repair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairPolicy {
+    /// Repair prompts after the first answer (0 = no repair).
+    pub repair_attempts: u32,
+}
+
+impl Default for RepairPolicy {
+    fn default() -> Self {
+        RepairPolicy { repair_attempts: 2 }
+    }
+}
+
+/// A call whose answer never validated. Recorded, never coerced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineFailure {
+    pub model: String,
+    /// The last answer, exactly as the model wrote it.
+    pub raw_text: String,
+    /// What was wrong with the last answer.
+    pub errors: Vec<String>,
+    /// Answers requested in all (first + repairs).
+    pub attempts: u32,
+    pub request: ChatRequest,
+}
+
+/// The result of a structured call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StructuredOutcome {
+    Valid { value: Value, raw_text: String, attempts: u32 },
+    PipelineFailure(PipelineFailure),
+}
+
+impl StructuredOutcome {
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            StructuredOutcome::Valid { value, .. } => Some(value),
+            StructuredOutcome::PipelineFailure(_) => None,
+        }
+    }
+}
+
+/// A compiled schema.
+pub struct SchemaValidator {
+    validator: jsonschema::Validator,
+}
+
+impl SchemaValidator {
+    pub fn new(schema: &Value) -> Result<Self, LlmError> {
+        let validator = jsonschema::validator_for(schema)
+            .map_err(|e| LlmError::InvalidSchema(e.to_string()))?;
+        Ok(SchemaValidator { validator })
+    }
+
+    /// Parses `text` as JSON and validates it. The only leniency is removing
+    /// surrounding whitespace and a Markdown code fence around the whole
+    /// answer; anything else that is not the JSON value is an error.
+    pub fn check(&self, text: &str) -> Result<Value, Vec<String>> {
+        let body = strip_code_fence(text.trim());
+        let value: Value = serde_json::from_str(body)
+            .map_err(|e| vec![format!("the answer is not JSON: {e}")])?;
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .map(|e| {
+                let path = e.instance_path.to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at {path}: {e}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+fn strip_code_fence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else { return text };
+    let Some(rest) = rest.strip_suffix("```") else { return text };
+    // Drop an info string such as `json` on the opening line.
+    match rest.find('\n') {
+        Some(newline) => rest[newline + 1..].trim(),
+        None => rest.trim(),
+    }
+}
+
+/// Asks `model` for JSON valid against `schema` (also set on the request so
+/// providers can constrain decoding), repairing up to the policy's limit.
+/// A transport error is returned as `Err`; an answer that stays invalid is
+/// `Ok(PipelineFailure)` and is handed to `model.record_pipeline_failure`.
+pub fn chat_json(
+    model: &dyn ChatModel,
+    request: &ChatRequest,
+    schema: &Value,
+    policy: RepairPolicy,
+    prompts: &Prompts,
+) -> Result<StructuredOutcome, LlmError> {
+    let validator = SchemaValidator::new(schema)?;
+    let schema_text = serde_json::to_string_pretty(schema).unwrap_or_default();
+    let mut request = request.clone();
+    request.json_schema = Some(schema.clone());
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let response = model.chat(&request)?;
+        match validator.check(&response.text) {
+            Ok(value) => {
+                return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts })
+            }
+            Err(errors) => {
+                if attempts > policy.repair_attempts {
+                    let failure = PipelineFailure {
+                        model: model.model_id().to_string(),
+                        raw_text: response.text,
+                        errors,
+                        attempts,
+                        request,
+                    };
+                    model.record_pipeline_failure(&failure);
+                    return Ok(StructuredOutcome::PipelineFailure(failure));
+                }
+                let repair = prompts
+                    .render(
+                        "repair.prompt.md",
+                        serde_json::json!({"errors": errors, "schema": schema_text}),
+                    )
+                    .map_err(|e| LlmError::Backend(e.to_string()))?;
+                request.messages.push(Message::assistant(response.text));
+                request.messages.push(Message::user(repair));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{ChatResponse, FinishReason};
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// A model that replays scripted answers and remembers what it was asked.
+    struct Scripted {
+        answers: Mutex<Vec<String>>,
+        seen: Mutex<Vec<ChatRequest>>,
+        failures: Mutex<Vec<PipelineFailure>>,
+    }
+
+    impl Scripted {
+        fn new(answers: &[&str]) -> Self {
+            Scripted {
+                answers: Mutex::new(answers.iter().rev().map(|s| s.to_string()).collect()),
+                seen: Mutex::new(Vec::new()),
+                failures: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    impl ChatModel for Scripted {
+        fn model_id(&self) -> &str {
+            "scripted"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            self.seen.lock().unwrap().push(request.clone());
+            let text = self.answers.lock().unwrap().pop().expect("script exhausted");
+            Ok(ChatResponse {
+                text,
+                prompt_tokens: 1,
+                completion_tokens: 1,
+                finish_reason: FinishReason::Stop,
+                model: "scripted".into(),
+                endpoint: "test".into(),
+                reused_prompt_tokens: 0,
+            })
+        }
+        fn record_pipeline_failure(&self, failure: &PipelineFailure) {
+            self.failures.lock().unwrap().push(failure.clone());
+        }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {"age": {"type": "integer", "minimum": 0}},
+            "required": ["age"],
+            "additionalProperties": false
+        })
+    }
+
+    fn run(answers: &[&str], attempts: u32) -> (StructuredOutcome, Scripted) {
+        let model = Scripted::new(answers);
+        let request = ChatRequest::new(vec![Message::user("How old?")]);
+        let outcome = chat_json(
+            &model,
+            &request,
+            &schema(),
+            RepairPolicy { repair_attempts: attempts },
+            &Prompts::builtin(None),
+        )
+        .unwrap();
+        (outcome, model)
+    }
+
+    #[test]
+    fn valid_first_answer_needs_one_call() {
+        let (outcome, model) = run(&["{\"age\": 71}"], 2);
+        assert_eq!(outcome.value(), Some(&json!({"age": 71})));
+        assert_eq!(model.seen.lock().unwrap().len(), 1);
+        assert_eq!(model.seen.lock().unwrap()[0].json_schema, Some(schema()));
+    }
+
+    #[test]
+    fn code_fence_is_accepted_but_nothing_else_around_json() {
+        let (outcome, _) = run(&["```json\n{\"age\": 3}\n```"], 0);
+        assert_eq!(outcome.value(), Some(&json!({"age": 3})));
+        let (outcome, _) = run(&["The answer: {\"age\": 3}"], 0);
+        assert!(matches!(outcome, StructuredOutcome::PipelineFailure(_)));
+    }
+
+    #[test]
+    fn invalid_answer_is_repaired_with_errors_in_the_prompt() {
+        let (outcome, model) = run(&["{\"age\": \"71\"}", "{\"age\": 71}"], 2);
+        match outcome {
+            StructuredOutcome::Valid { value, attempts, .. } => {
+                assert_eq!(value, json!({"age": 71}));
+                assert_eq!(attempts, 2);
+            }
+            other => panic!("expected valid, got {other:?}"),
+        }
+        let seen = model.seen.lock().unwrap();
+        let repair = &seen[1].messages;
+        assert_eq!(repair.len(), 3);
+        assert_eq!(repair[1].content, "{\"age\": \"71\"}");
+        assert!(repair[2].content.contains("/age"), "{}", repair[2].content);
+    }
+
+    #[test]
+    fn last_invalid_answer_becomes_a_pipeline_failure_with_raw_text() {
+        let (outcome, model) = run(&["nope", "{\"age\": -1}", "{\"age\": 1.5}"], 2);
+        let StructuredOutcome::PipelineFailure(failure) = outcome else {
+            panic!("expected a pipeline failure")
+        };
+        assert_eq!(failure.raw_text, "{\"age\": 1.5}");
+        assert_eq!(failure.attempts, 3);
+        assert!(!failure.errors.is_empty());
+        assert_eq!(model.failures.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn invalid_schema_is_reported() {
+        let model = Scripted::new(&[]);
+        let err = chat_json(
+            &model,
+            &ChatRequest::new(vec![]),
+            &json!({"type": "no-such-type"}),
+            RepairPolicy::default(),
+            &Prompts::builtin(None),
+        )
+        .unwrap_err();
+        assert!(matches!(err, LlmError::InvalidSchema(_)));
+    }
+}
