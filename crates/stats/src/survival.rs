@@ -171,12 +171,7 @@ impl CoxData {
                     s1[a] += r * xk[a];
                 }
                 if need_imat {
-                    for a in 0..p {
-                        let ra = r * xk[a];
-                        for b in 0..=a {
-                            s2[a * p + b] += ra * xk[b];
-                        }
-                    }
+                    add_outer_lower(&mut s2, xk, r, p);
                 }
                 if self.status[k] == 1.0 {
                     deaths += 1;
@@ -187,12 +182,7 @@ impl CoxData {
                         u[a] += xk[a];
                     }
                     if need_imat {
-                        for a in 0..p {
-                            let ra = r * xk[a];
-                            for b in 0..=a {
-                                d2[a * p + b] += ra * xk[b];
-                            }
-                        }
+                        add_outer_lower(&mut d2, xk, r, p);
                     }
                 }
             }
@@ -218,9 +208,13 @@ impl CoxData {
                         u[c] -= mult * a[c];
                     }
                     if need_imat {
+                        let inv = mult / denom;
                         for c in 0..p {
-                            for b in 0..=c {
-                                imat[c * p + b] += mult * ((s2[c * p + b] - frac * d2[c * p + b]) / denom - a[c] * a[b]);
+                            let lo = c * p;
+                            let ac = mult * a[c];
+                            let row = &mut imat[lo..=lo + c];
+                            for (((m, s2v), d2v), ab) in row.iter_mut().zip(&s2[lo..=lo + c]).zip(&d2[lo..=lo + c]).zip(&a[..=c]) {
+                                *m += (s2v - frac * d2v) * inv - ac * ab;
                             }
                         }
                     }
@@ -234,6 +228,18 @@ impl CoxData {
             }
         }
         CoxEval { loglik, u, imat }
+    }
+}
+
+/// m[a][b] += r x[a] x[b] for b <= a (lower triangle, row-major p x p).
+#[inline]
+fn add_outer_lower(m: &mut [f64], x: &[f64], r: f64, p: usize) {
+    for a in 0..p {
+        let ra = r * x[a];
+        let lo = a * p;
+        for (mv, xb) in m[lo..=lo + a].iter_mut().zip(&x[..=a]) {
+            *mv += ra * xb;
+        }
     }
 }
 
