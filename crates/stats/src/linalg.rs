@@ -31,23 +31,29 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
     let n = y.len();
     let p = x.len();
     let width = p + 1;
-    let mut buf = vec![0.0; (p + BLOCK) * width];
+    let rows = p + BLOCK;
+    // Column-major block: column c occupies buf[c * rows .. (c + 1) * rows];
+    // its first p entries hold the current R (and Q'y), the rest the new rows.
+    let mut buf = vec![0.0; rows * width];
     let mut sumsq = vec![0.0; p];
+    let mut sw = vec![0.0; BLOCK];
     let mut start = 0;
     while start < n {
         let m = BLOCK.min(n - start);
-        for r in 0..m {
-            let i = start + r;
-            let s = w.map_or(1.0, |w| w[i].sqrt());
-            let row = &mut buf[(p + r) * width..(p + r + 1) * width];
-            for j in 0..p {
-                let v = x[j][i] * s;
-                row[j] = v;
-                sumsq[j] += v * v;
-            }
-            row[p] = y[i] * s;
+        for (r, s) in sw[..m].iter_mut().enumerate() {
+            *s = w.map_or(1.0, |w| w[start + r].sqrt());
         }
-        householder_rows(&mut buf, p + m, width, p);
+        for c in 0..width {
+            let src = if c < p { &x[c][start..start + m] } else { &y[start..start + m] };
+            let dst = &mut buf[c * rows + p..c * rows + p + m];
+            for ((d, v), s) in dst.iter_mut().zip(src).zip(&sw[..m]) {
+                *d = v * s;
+            }
+            if c < p {
+                sumsq[c] += dst.iter().map(|v| v * v).sum::<f64>();
+            }
+        }
+        householder_cols(&mut buf, rows, p + m, width, p);
         // Rows below p are now the residual part: drop them.
         start += m;
     }
@@ -55,9 +61,9 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
     let mut qty = vec![0.0; p];
     for i in 0..p {
         for j in i..p {
-            r[i * p + j] = buf[i * width + j];
+            r[i * p + j] = buf[j * rows + i];
         }
-        qty[i] = buf[i * width + p];
+        qty[i] = buf[p * rows + i];
     }
     for j in 0..p {
         let orig = sumsq[j].sqrt();
@@ -99,48 +105,41 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
     Ok(Wls { coef, cov_unscaled: cov })
 }
 
-/// Householder QR in place of the first `p` columns of a row-major
-/// `rows x width` buffer, applying the reflections to all `width` columns.
-fn householder_rows(buf: &mut [f64], rows: usize, width: usize, p: usize) {
-    let mut v = vec![0.0; rows];
-    for j in 0..p.min(rows) {
-        let mut scale = 0.0_f64;
-        for i in j..rows {
-            scale = scale.max(buf[i * width + j].abs());
-        }
+/// Householder QR in place of the first `p` columns of a column-major
+/// buffer (column stride `stride`, `used` rows in use), applying the
+/// reflections to all `width` columns. Rows j+1..p of column j are already
+/// zero (they hold the previous R), so each reflection touches row j and the
+/// new rows only.
+fn householder_cols(buf: &mut [f64], stride: usize, used: usize, width: usize, p: usize) {
+    let mut v = vec![0.0; used];
+    for j in 0..p.min(used) {
+        // Active rows: j, and p..used.
+        let col = &buf[j * stride..j * stride + used];
+        let scale = col[p..used].iter().fold(col[j].abs(), |m, t| m.max(t.abs()));
         if scale == 0.0 {
             continue;
         }
-        let mut nrm2 = 0.0;
-        for i in j..rows {
-            let t = buf[i * width + j] / scale;
-            nrm2 += t * t;
-        }
+        let nrm2 = (col[j] / scale).powi(2) + col[p..used].iter().map(|t| (t / scale).powi(2)).sum::<f64>();
         let nrm = scale * nrm2.sqrt();
-        let x0 = buf[j * width + j];
-        let alpha = if x0 > 0.0 { -nrm } else { nrm };
-        for i in j..rows {
-            v[i] = buf[i * width + j];
-        }
-        v[j] -= alpha;
-        let vnorm2: f64 = v[j..rows].iter().map(|t| t * t).sum();
+        let alpha = if col[j] > 0.0 { -nrm } else { nrm };
+        let vj = col[j] - alpha;
+        v[p..used].copy_from_slice(&col[p..used]);
+        let vnorm2 = vj * vj + v[p..used].iter().map(|t| t * t).sum::<f64>();
         if vnorm2 == 0.0 {
             continue;
         }
         for c in j + 1..width {
-            let mut d = 0.0;
-            for i in j..rows {
-                d += v[i] * buf[i * width + c];
-            }
+            let cc = &mut buf[c * stride..c * stride + used];
+            let d = vj * cc[j] + v[p..used].iter().zip(&cc[p..used]).map(|(a, b)| a * b).sum::<f64>();
             let f = 2.0 * d / vnorm2;
-            for i in j..rows {
-                buf[i * width + c] -= f * v[i];
+            cc[j] -= f * vj;
+            for (t, vi) in cc[p..used].iter_mut().zip(&v[p..used]) {
+                *t -= f * vi;
             }
         }
-        buf[j * width + j] = alpha;
-        for i in j + 1..rows {
-            buf[i * width + j] = 0.0;
-        }
+        let cj = &mut buf[j * stride..j * stride + used];
+        cj[j] = alpha;
+        cj[p..used].iter_mut().for_each(|t| *t = 0.0);
     }
 }
 
