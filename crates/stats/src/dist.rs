@@ -61,6 +61,7 @@ fn qnorm_lower(p: f64, _q: f64) -> f64 {
     x
 }
 
+#[allow(clippy::inconsistent_digit_grouping, clippy::excessive_precision)]
 fn as241(p: f64) -> f64 {
     let q = p - 0.5;
     if q.abs() <= 0.425 {

@@ -44,7 +44,11 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
             *s = w.map_or(1.0, |w| w[start + r].sqrt());
         }
         for c in 0..width {
-            let src = if c < p { &x[c][start..start + m] } else { &y[start..start + m] };
+            let src = if c < p {
+                &x[c][start..start + m]
+            } else {
+                &y[start..start + m]
+            };
             let dst = &mut buf[c * rows + p..c * rows + p + m];
             for ((d, v), s) in dst.iter_mut().zip(src).zip(&sw[..m]) {
                 *d = v * s;
@@ -102,7 +106,10 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
             cov[j * p + i] = s;
         }
     }
-    Ok(Wls { coef, cov_unscaled: cov })
+    Ok(Wls {
+        coef,
+        cov_unscaled: cov,
+    })
 }
 
 /// Householder QR in place of the first `p` columns of a column-major
@@ -115,11 +122,17 @@ fn householder_cols(buf: &mut [f64], stride: usize, used: usize, width: usize, p
     for j in 0..p.min(used) {
         // Active rows: j, and p..used.
         let col = &buf[j * stride..j * stride + used];
-        let scale = col[p..used].iter().fold(col[j].abs(), |m, t| m.max(t.abs()));
+        let scale = col[p..used]
+            .iter()
+            .fold(col[j].abs(), |m, t| m.max(t.abs()));
         if scale == 0.0 {
             continue;
         }
-        let nrm2 = (col[j] / scale).powi(2) + col[p..used].iter().map(|t| (t / scale).powi(2)).sum::<f64>();
+        let nrm2 = (col[j] / scale).powi(2)
+            + col[p..used]
+                .iter()
+                .map(|t| (t / scale).powi(2))
+                .sum::<f64>();
         let nrm = scale * nrm2.sqrt();
         let alpha = if col[j] > 0.0 { -nrm } else { nrm };
         let vj = col[j] - alpha;
@@ -130,7 +143,12 @@ fn householder_cols(buf: &mut [f64], stride: usize, used: usize, width: usize, p
         }
         for c in j + 1..width {
             let cc = &mut buf[c * stride..c * stride + used];
-            let d = vj * cc[j] + v[p..used].iter().zip(&cc[p..used]).map(|(a, b)| a * b).sum::<f64>();
+            let d = vj * cc[j]
+                + v[p..used]
+                    .iter()
+                    .zip(&cc[p..used])
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>();
             let f = 2.0 * d / vnorm2;
             cc[j] -= f * vj;
             for (t, vi) in cc[p..used].iter_mut().zip(&v[p..used]) {
@@ -213,4 +231,3 @@ pub fn spd_inverse(m: &[f64], p: usize, tol: f64) -> Result<Vec<f64>, RankDefici
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
-

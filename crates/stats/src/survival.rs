@@ -32,7 +32,11 @@ pub struct ChiTest {
 
 impl ChiTest {
     fn new(statistic: f64, df: f64) -> Self {
-        Self { statistic, df, p_value: pchisq_upper(statistic, df) }
+        Self {
+            statistic,
+            df,
+            p_value: pchisq_upper(statistic, df),
+        }
     }
 }
 
@@ -67,10 +71,17 @@ pub struct CoxFit {
 /// Validates survival outcome columns.
 pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result<()> {
     if time.is_empty() {
-        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
+        return Err(StatsError::NoRows {
+            analysis: analysis.into(),
+            rows_in: 0,
+            rows_dropped: 0,
+        });
     }
     if time.len() != status.len() {
-        return Err(invalid(analysis, format!("time has {} rows, status has {}", time.len(), status.len())));
+        return Err(invalid(
+            analysis,
+            format!("time has {} rows, status has {}", time.len(), status.len()),
+        ));
     }
     for (i, t) in time.iter().enumerate() {
         if !t.is_finite() {
@@ -79,11 +90,16 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
                 column: "time".into(),
                 row: i + 1,
                 value: *t,
-                expected: "expected a finite time; remove missing values first (listwise deletion)".into(),
+                expected: "expected a finite time; remove missing values first (listwise deletion)"
+                    .into(),
             });
         }
         if *t < 0.0 {
-            return Err(StatsError::NegativeTime { analysis: analysis.into(), row: i + 1, value: *t });
+            return Err(StatsError::NegativeTime {
+                analysis: analysis.into(),
+                row: i + 1,
+                value: *t,
+            });
         }
     }
     for (i, s) in status.iter().enumerate() {
@@ -98,7 +114,10 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
         }
     }
     if status.iter().all(|s| *s == 0.0) {
-        return Err(StatsError::AllCensored { analysis: analysis.into(), n: time.len() });
+        return Err(StatsError::AllCensored {
+            analysis: analysis.into(),
+            n: time.len(),
+        });
     }
     Ok(())
 }
@@ -164,7 +183,12 @@ impl CoxData {
             }
             for k in i..j {
                 let xk = &self.x[k * p..(k + 1) * p];
-                let eta: f64 = xk.iter().zip(beta).map(|(x, b)| x * b).sum::<f64>().clamp(-200.0, 22.0);
+                let eta: f64 = xk
+                    .iter()
+                    .zip(beta)
+                    .map(|(x, b)| x * b)
+                    .sum::<f64>()
+                    .clamp(-200.0, 22.0);
                 let r = eta.exp();
                 s0 += r;
                 for a in 0..p {
@@ -213,7 +237,12 @@ impl CoxData {
                             let lo = c * p;
                             let ac = mult * a[c];
                             let row = &mut imat[lo..=lo + c];
-                            for (((m, s2v), d2v), ab) in row.iter_mut().zip(&s2[lo..=lo + c]).zip(&d2[lo..=lo + c]).zip(&a[..=c]) {
+                            for (((m, s2v), d2v), ab) in row
+                                .iter_mut()
+                                .zip(&s2[lo..=lo + c])
+                                .zip(&d2[lo..=lo + c])
+                                .zip(&a[..=c])
+                            {
                                 *m += (s2v - frac * d2v) * inv - ac * ab;
                             }
                         }
@@ -257,11 +286,17 @@ pub fn coxph(
     check_surv(analysis, time, status)?;
     check_design(analysis, time, x)?;
     if x.is_empty() {
-        return Err(invalid(analysis, "no covariates given; use km or logrank for a model without covariates"));
+        return Err(invalid(
+            analysis,
+            "no covariates given; use km or logrank for a model without covariates",
+        ));
     }
     if let Some(s) = strata {
         if s.len() != time.len() || s.iter().any(|v| !v.is_finite()) {
-            return Err(invalid(analysis, "strata must have one finite value per row"));
+            return Err(invalid(
+                analysis,
+                "strata must have one finite value per row",
+            ));
         }
     }
     let n = time.len();
@@ -269,10 +304,16 @@ pub fn coxph(
     // Collinearity check on the design with an intercept, as lm would see it.
     let (names, cols) = design_columns(n, x);
     if let Err(e) = wls(&cols, time, None, 1e-7) {
-        return Err(StatsError::SingularDesign { analysis: analysis.into(), column: names[e.0].clone() });
+        return Err(StatsError::SingularDesign {
+            analysis: analysis.into(),
+            column: names[e.0].clone(),
+        });
     }
     let order = risk_order(time, strata);
-    let means: Vec<f64> = x.iter().map(|c| c.values.iter().sum::<f64>() / n as f64).collect();
+    let means: Vec<f64> = x
+        .iter()
+        .map(|c| c.values.iter().sum::<f64>() / n as f64)
+        .collect();
     let mut xs = vec![0.0; n * p];
     for (r, &i) in order.iter().enumerate() {
         for (c, pred) in x.iter().enumerate() {
@@ -283,7 +324,10 @@ pub fn coxph(
         x: xs,
         time: order.iter().map(|&i| time[i]).collect(),
         status: order.iter().map(|&i| status[i]).collect(),
-        stratum: order.iter().map(|&i| strata.map_or(0.0, |s| s[i])).collect(),
+        stratum: order
+            .iter()
+            .map(|&i| strata.map_or(0.0, |s| s[i]))
+            .collect(),
         n,
         p,
     };
@@ -310,7 +354,10 @@ pub fn coxph(
         iterations = iter;
         let ev = data.eval(&newbeta, ties, true);
         if !ev.loglik.is_finite() {
-            return Err(StatsError::NoConvergence { analysis: analysis.into(), iterations: iter });
+            return Err(StatsError::NoConvergence {
+                analysis: analysis.into(),
+                iterations: iter,
+            });
         }
         if (1.0 - loglik / ev.loglik).abs() <= eps && !halving {
             result = Some((newbeta.clone(), ev));
@@ -321,7 +368,11 @@ pub fn coxph(
         }
         if ev.loglik < loglik {
             halving = true;
-            newbeta = newbeta.iter().zip(&beta).map(|(nb, b)| (nb + b) / 2.0).collect();
+            newbeta = newbeta
+                .iter()
+                .zip(&beta)
+                .map(|(nb, b)| (nb + b) / 2.0)
+                .collect();
         } else {
             halving = false;
             loglik = ev.loglik;
@@ -333,12 +384,21 @@ pub fn coxph(
         }
     }
     let Some((beta, ev)) = result else {
-        return Err(StatsError::NoConvergence { analysis: analysis.into(), iterations });
+        return Err(StatsError::NoConvergence {
+            analysis: analysis.into(),
+            iterations,
+        });
     };
     let mut l = ev.imat.clone();
     cholesky(&mut l, p, toler).map_err(singular)?;
     let covariance = chol_inverse(&l, p);
-    let wald: f64 = (0..p).map(|a| (0..p).map(|b| beta[a] * ev.imat[a * p + b] * beta[b]).sum::<f64>()).sum();
+    let wald: f64 = (0..p)
+        .map(|a| {
+            (0..p)
+                .map(|b| beta[a] * ev.imat[a * p + b] * beta[b])
+                .sum::<f64>()
+        })
+        .sum();
     let level = if conf_level > 0.0 { conf_level } else { 0.95 };
     let z = qnorm(0.5 + level / 2.0);
     let coefficients = (0..p)
@@ -355,7 +415,9 @@ pub fn coxph(
             }
         })
         .collect();
-    let lp: Vec<f64> = (0..n).map(|r| (0..p).map(|c| data.x[r * p + c] * beta[c]).sum()).collect();
+    let lp: Vec<f64> = (0..n)
+        .map(|r| (0..p).map(|c| data.x[r * p + c] * beta[c]).sum())
+        .collect();
     let concordance = concordance_sorted(&data.time, &data.status, &data.stratum, &lp);
     Ok(CoxFit {
         ties,
@@ -377,11 +439,19 @@ pub fn coxph(
 /// survival), counting pairs within strata. A pair is comparable when the
 /// shorter time is an event; a subject censored at an event time counts as
 /// surviving longer; two events at the same time are `tied_time`.
-pub fn concordance(time: &[f64], status: &[f64], strata: Option<&[f64]>, score: &[f64]) -> Concordance {
+pub fn concordance(
+    time: &[f64],
+    status: &[f64],
+    strata: Option<&[f64]>,
+    score: &[f64],
+) -> Concordance {
     let order = risk_order(time, strata);
     let t: Vec<f64> = order.iter().map(|&i| time[i]).collect();
     let s: Vec<f64> = order.iter().map(|&i| status[i]).collect();
-    let st: Vec<f64> = order.iter().map(|&i| strata.map_or(0.0, |v| v[i])).collect();
+    let st: Vec<f64> = order
+        .iter()
+        .map(|&i| strata.map_or(0.0, |v| v[i]))
+        .collect();
     let sc: Vec<f64> = order.iter().map(|&i| score[i]).collect();
     concordance_sorted(&t, &s, &st, &sc)
 }
@@ -494,7 +564,13 @@ pub struct KmCurve {
 
 /// Kaplan–Meier curves of (time, status) for each value of `group`
 /// (R: `survfit(Surv(time, status) ~ group, conf.type = ...)`).
-pub fn kaplan_meier(time: &[f64], status: &[f64], group: Option<&[f64]>, conf: ConfType, conf_level: f64) -> Result<Vec<KmCurve>> {
+pub fn kaplan_meier(
+    time: &[f64],
+    status: &[f64],
+    group: Option<&[f64]>,
+    conf: ConfType,
+    conf_level: f64,
+) -> Result<Vec<KmCurve>> {
     let analysis = "Kaplan-Meier";
     check_surv(analysis, time, status)?;
     let zeros = vec![0.0; time.len()];
@@ -506,8 +582,13 @@ pub fn kaplan_meier(time: &[f64], status: &[f64], group: Option<&[f64]>, conf: C
     let z = qnorm(1.0 - (1.0 - level) / 2.0);
     let mut out = Vec::new();
     for lv in levels {
-        let mut rows: Vec<(f64, f64)> =
-            time.iter().zip(status).zip(g).filter(|(_, gi)| **gi == lv).map(|((t, s), _)| (*t, *s)).collect();
+        let mut rows: Vec<(f64, f64)> = time
+            .iter()
+            .zip(status)
+            .zip(g)
+            .filter(|(_, gi)| **gi == lv)
+            .map(|((t, s), _)| (*t, *s))
+            .collect();
         rows.sort_by(|a, b| a.0.total_cmp(&b.0));
         let n = rows.len();
         let mut c = KmCurve {
@@ -554,7 +635,10 @@ pub fn kaplan_meier(time: &[f64], status: &[f64], group: Option<&[f64]>, conf: C
                         (f64::NAN, f64::NAN)
                     } else {
                         let se2 = z * se / s.ln();
-                        ((-((-s.ln()).ln() - se2).exp()).exp(), (-((-s.ln()).ln() + se2).exp()).exp())
+                        (
+                            (-((-s.ln()).ln() - se2).exp()).exp(),
+                            (-((-s.ln()).ln() + se2).exp()).exp(),
+                        )
                     }
                 }
             };
@@ -580,8 +664,15 @@ pub fn kaplan_meier(time: &[f64], status: &[f64], group: Option<&[f64]>, conf: C
 /// flat at exactly 0.5 gives the midpoint to the next drop).
 fn minmin(y: &[f64], x: &[f64]) -> f64 {
     let tol = f64::EPSILON.sqrt();
-    let keep: Vec<(f64, f64)> = y.iter().zip(x).filter(|(v, _)| !v.is_nan() && **v < 0.5 + tol).map(|(v, t)| (*v, *t)).collect();
-    let Some(&(y1, x1)) = keep.first() else { return f64::NAN };
+    let keep: Vec<(f64, f64)> = y
+        .iter()
+        .zip(x)
+        .filter(|(v, _)| !v.is_nan() && **v < 0.5 + tol)
+        .map(|(v, t)| (*v, *t))
+        .collect();
+    let Some(&(y1, x1)) = keep.first() else {
+        return f64::NAN;
+    };
     if (y1 - 0.5).abs() < tol {
         if let Some(&(_, x2)) = keep.iter().find(|(v, _)| *v < y1) {
             return (x1 + x2) / 2.0;
@@ -601,7 +692,12 @@ pub struct LogRank {
 
 /// Log-rank test of survival across groups, optionally stratified
 /// (R: `survdiff(Surv(time, status) ~ group + strata(s))`).
-pub fn logrank(time: &[f64], status: &[f64], group: &[f64], strata: Option<&[f64]>) -> Result<LogRank> {
+pub fn logrank(
+    time: &[f64],
+    status: &[f64],
+    group: &[f64],
+    strata: Option<&[f64]>,
+) -> Result<LogRank> {
     let analysis = "log-rank test";
     check_surv(analysis, time, status)?;
     let mut groups: Vec<f64> = group.to_vec();
@@ -618,9 +714,15 @@ pub fn logrank(time: &[f64], status: &[f64], group: &[f64], strata: Option<&[f64
     groups.dedup();
     let k = groups.len();
     if k < 2 {
-        return Err(invalid(analysis, "all rows are in one group; need at least 2 groups"));
+        return Err(invalid(
+            analysis,
+            "all rows are in one group; need at least 2 groups",
+        ));
     }
-    let gi: Vec<usize> = group.iter().map(|v| groups.iter().position(|g| g == v).unwrap()).collect();
+    let gi: Vec<usize> = group
+        .iter()
+        .map(|v| groups.iter().position(|g| g == v).unwrap())
+        .collect();
     let order = risk_order(time, strata);
     // Walk each stratum in ascending time: reverse of the risk order.
     let mut observed = vec![0.0; k];
@@ -683,8 +785,18 @@ pub fn logrank(time: &[f64], status: &[f64], group: &[f64], strata: Option<&[f64
     }
     let diff: Vec<f64> = (0..m).map(|g| observed[g] - expected[g]).collect();
     let mut l = sub.clone();
-    cholesky(&mut l, m, 1e-10).map_err(|_| invalid(analysis, "a group has no one at risk at any event time; drop it"))?;
+    cholesky(&mut l, m, 1e-10).map_err(|_| {
+        invalid(
+            analysis,
+            "a group has no one at risk at any event time; drop it",
+        )
+    })?;
     let sol = chol_solve(&l, m, &diff);
     let stat: f64 = sol.iter().zip(&diff).map(|(a, b)| a * b).sum();
-    Ok(LogRank { groups, observed, expected, test: ChiTest::new(stat, m as f64) })
+    Ok(LogRank {
+        groups,
+        observed,
+        expected,
+        test: ChiTest::new(stat, m as f64),
+    })
 }

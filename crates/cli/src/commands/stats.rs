@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use evident_stats::glm::{Coefficient, Family, GlmConfig, Predictor};
-use evident_stats::propensity::{self, DistanceArithmetic, Estimand, MatchConfig, MatchOrder, OutcomeModel};
+use evident_stats::propensity::{
+    self, DistanceArithmetic, Estimand, MatchConfig, MatchOrder, OutcomeModel,
+};
 use evident_stats::survival::{self, ConfType, Ties};
 use evident_stats::{describe, htest, roc, svg, Frame, MissingReport};
 use serde_json::json;
@@ -269,7 +271,8 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
     let mut problems = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let line = i + 2;
-        let record = record.with_context(|| format!("{}:{line}: malformed CSV record", path.display()))?;
+        let record =
+            record.with_context(|| format!("{}:{line}: malformed CSV record", path.display()))?;
         for (j, cell) in record.iter().enumerate() {
             let value = match cell {
                 "" | "NA" | "NaN" | "." => f64::NAN,
@@ -293,8 +296,20 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
     }
     if !problems.is_empty() {
         let shown: Vec<&String> = problems.iter().take(20).collect();
-        let more = if problems.len() > 20 { format!("\n({} more)", problems.len() - 20) } else { String::new() };
-        bail!("{} non-numeric values:\n{}{more}", problems.len(), shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"));
+        let more = if problems.len() > 20 {
+            format!("\n({} more)", problems.len() - 20)
+        } else {
+            String::new()
+        };
+        bail!(
+            "{} non-numeric values:\n{}{more}",
+            problems.len(),
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
     let mut frame = Frame::new();
     for (h, c) in headers.iter().zip(columns) {
@@ -304,9 +319,15 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
 }
 
 /// Loads the CSV and keeps the rows complete in `columns`.
-fn load(data: &Data, analysis: &str, columns: &[&str]) -> anyhow::Result<(Vec<Vec<f64>>, MissingReport)> {
+fn load(
+    data: &Data,
+    analysis: &str,
+    columns: &[&str],
+) -> anyhow::Result<(Vec<Vec<f64>>, MissingReport)> {
     let frame = read_csv(&data.data)?;
-    let (cols, report) = frame.complete_cases(analysis, columns).with_context(|| data.data.display().to_string())?;
+    let (cols, report) = frame
+        .complete_cases(analysis, columns)
+        .with_context(|| data.data.display().to_string())?;
     Ok((cols, report))
 }
 
@@ -314,7 +335,11 @@ fn missing_line(report: &MissingReport) -> String {
     if report.rows_dropped() == 0 {
         format!("rows: {} used, none missing", report.rows_used)
     } else {
-        let by: Vec<String> = report.missing_by_column.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        let by: Vec<String> = report
+            .missing_by_column
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
         format!(
             "rows: {} of {} used; {} dropped for missing values ({})",
             report.rows_used,
@@ -325,19 +350,36 @@ fn missing_line(report: &MissingReport) -> String {
     }
 }
 
-fn two_groups(outcome: &[f64], group: &[f64], name: &str) -> anyhow::Result<(f64, f64, Vec<f64>, Vec<f64>)> {
+fn two_groups(
+    outcome: &[f64],
+    group: &[f64],
+    name: &str,
+) -> anyhow::Result<(f64, f64, Vec<f64>, Vec<f64>)> {
     let mut levels = group.to_vec();
     levels.sort_by(|a, b| a.total_cmp(b));
     levels.dedup();
     if levels.len() != 2 {
-        bail!("column {name} must have exactly 2 distinct values (it has {})", levels.len());
+        bail!(
+            "column {name} must have exactly 2 distinct values (it has {})",
+            levels.len()
+        );
     }
-    let pick = |lv: f64| outcome.iter().zip(group).filter(|(_, g)| **g == lv).map(|(v, _)| *v).collect::<Vec<_>>();
+    let pick = |lv: f64| {
+        outcome
+            .iter()
+            .zip(group)
+            .filter(|(_, g)| **g == lv)
+            .map(|(v, _)| *v)
+            .collect::<Vec<_>>()
+    };
     Ok((levels[0], levels[1], pick(levels[0]), pick(levels[1])))
 }
 
 fn coef_table(title: &str, coefs: &[Coefficient], exp: bool) -> String {
-    let mut s = format!("{:<24} {:>12} {:>12} {:>10} {:>12} {:>12} {:>12}\n", "term", "estimate", "std.error", "statistic", "p.value", "conf.low", "conf.high");
+    let mut s = format!(
+        "{:<24} {:>12} {:>12} {:>10} {:>12} {:>12} {:>12}\n",
+        "term", "estimate", "std.error", "statistic", "p.value", "conf.low", "conf.high"
+    );
     for c in coefs {
         s.push_str(&format!(
             "{:<24} {:>12.6} {:>12.6} {:>10.4} {:>12.4e} {:>12.6} {:>12.6}\n",
@@ -345,17 +387,30 @@ fn coef_table(title: &str, coefs: &[Coefficient], exp: bool) -> String {
         ));
     }
     if exp {
-        s.push_str(&format!("\n{:<24} {:>12} {:>12} {:>12}\n", "term", title, "conf.low", "conf.high"));
+        s.push_str(&format!(
+            "\n{:<24} {:>12} {:>12} {:>12}\n",
+            "term", title, "conf.low", "conf.high"
+        ));
         for c in coefs {
             let (lo, hi) = c.exp_conf();
-            s.push_str(&format!("{:<24} {:>12.6} {:>12.6} {:>12.6}\n", c.term, c.exp_estimate(), lo, hi));
+            s.push_str(&format!(
+                "{:<24} {:>12.6} {:>12.6} {:>12.6}\n",
+                c.term,
+                c.exp_estimate(),
+                lo,
+                hi
+            ));
         }
     }
     s
 }
 
 fn predictors<'a>(names: &'a [String], cols: &'a [Vec<f64>]) -> Vec<Predictor<'a>> {
-    names.iter().zip(cols).map(|(n, c)| Predictor { name: n, values: c }).collect()
+    names
+        .iter()
+        .zip(cols)
+        .map(|(n, c)| Predictor { name: n, values: c })
+        .collect()
 }
 
 fn write_svg(path: &Path, svg: &str) -> anyhow::Result<()> {
@@ -368,7 +423,12 @@ fn forest_rows(coefs: &[Coefficient], skip_intercept: bool) -> Vec<svg::ForestRo
         .filter(|c| !(skip_intercept && c.term == "(Intercept)"))
         .map(|c| {
             let (lo, hi) = c.exp_conf();
-            svg::ForestRow { label: c.term.clone(), estimate: c.exp_estimate(), conf_low: lo, conf_high: hi }
+            svg::ForestRow {
+                label: c.term.clone(),
+                estimate: c.exp_estimate(),
+                conf_low: lo,
+                conf_high: hi,
+            }
         })
         .collect()
 }
@@ -384,10 +444,20 @@ fn emit(ctx: &Context, value: serde_json::Value, text: String) -> anyhow::Result
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     match &args.command {
-        StatsCommand::Describe { data, columns, group, max_levels } => {
+        StatsCommand::Describe {
+            data,
+            columns,
+            group,
+            max_levels,
+        } => {
             let frame = read_csv(&data.data)?;
             let mut names: Vec<String> = if columns.is_empty() {
-                frame.names().iter().filter(|n| Some(*n) != group.as_ref()).cloned().collect()
+                frame
+                    .names()
+                    .iter()
+                    .filter(|n| Some(*n) != group.as_ref())
+                    .cloned()
+                    .collect()
             } else {
                 columns.clone()
             };
@@ -399,7 +469,9 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 if let Some(g) = group {
                     wanted.push(g);
                 }
-                let (cols, report) = frame.complete_cases("describe", &wanted).with_context(|| format!("column {name}"))?;
+                let (cols, report) = frame
+                    .complete_cases("describe", &wanted)
+                    .with_context(|| format!("column {name}"))?;
                 match group {
                     Some(_) => {
                         let row = describe::table_one_row(name, &cols[0], &cols[1], *max_levels)?;
@@ -411,7 +483,13 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                         for (all, g0, g1) in &row.levels {
                             text.push_str(&format!(
                                 "  = {}: {} ({:.1}%) | group 0 {} ({:.1}%) | group 1 {} ({:.1}%)\n",
-                                all.level, all.count, all.percent, g0.count, g0.percent, g1.count, g1.percent
+                                all.level,
+                                all.count,
+                                all.percent,
+                                g0.count,
+                                g0.percent,
+                                g1.count,
+                                g1.percent
                             ));
                         }
                         rows.push(json!({ "row": row, "missing": report }));
@@ -425,7 +503,10 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                         let levels = describe::counts(&cols[0]);
                         if levels.len() <= *max_levels {
                             for l in &levels {
-                                text.push_str(&format!("  = {}: {} ({:.1}%)\n", l.level, l.count, l.percent));
+                                text.push_str(&format!(
+                                    "  = {}: {} ({:.1}%)\n",
+                                    l.level, l.count, l.percent
+                                ));
                             }
                         }
                         rows.push(json!({ "variable": name, "summary": s, "levels": if levels.len() <= *max_levels { levels } else { vec![] }, "missing": report }));
@@ -434,7 +515,12 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             }
             emit(ctx, json!({ "describe": rows }), text)
         }
-        StatsCommand::Ttest { data, outcome, group, equal_var } => {
+        StatsCommand::Ttest {
+            data,
+            outcome,
+            group,
+            equal_var,
+        } => {
             let (cols, report) = load(data, "t-test", &[outcome, group])?;
             let (g0, g1, x0, x1) = two_groups(&cols[0], &cols[1], group)?;
             let t = htest::t_test(&x1, &x0, *equal_var, data.conf_level)?;
@@ -442,9 +528,17 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "{} t-test of {outcome}: {group}={g1} vs {group}={g0}\nmeans {:.6} vs {:.6}, difference CI {:.6} to {:.6}\nt = {:.6}, df = {:.6}, p = {:.6e}\n{}\n",
                 if *equal_var { "Student" } else { "Welch" }, t.mean_x, t.mean_y, t.conf_low, t.conf_high, t.statistic, t.df, t.p_value, missing_line(&report)
             );
-            emit(ctx, json!({ "ttest": t, "groups": [g1, g0], "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "ttest": t, "groups": [g1, g0], "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Wilcoxon { data, outcome, group } => {
+        StatsCommand::Wilcoxon {
+            data,
+            outcome,
+            group,
+        } => {
             let (cols, report) = load(data, "Wilcoxon rank-sum test", &[outcome, group])?;
             let (g0, g1, x0, x1) = two_groups(&cols[0], &cols[1], group)?;
             let w = htest::wilcoxon(&x1, &x0)?;
@@ -452,15 +546,34 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "Wilcoxon rank-sum test of {outcome}: {group}={g1} vs {group}={g0}\nW = {}, p = {:.6e} ({})\n{}\n",
                 w.statistic, w.p_value, if w.exact { "exact" } else { "normal approximation with continuity correction" }, missing_line(&report)
             );
-            emit(ctx, json!({ "wilcoxon": w, "groups": [g1, g0], "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "wilcoxon": w, "groups": [g1, g0], "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Kruskal { data, outcome, group } => {
+        StatsCommand::Kruskal {
+            data,
+            outcome,
+            group,
+        } => {
             let (cols, report) = load(data, "Kruskal-Wallis test", &[outcome, group])?;
             let k = htest::kruskal_wallis(&cols[0], &cols[1])?;
-            let text = format!("Kruskal-Wallis chi-squared = {:.6}, df = {}, p = {:.6e}\n{}\n", k.statistic, k.df, k.p_value, missing_line(&report));
+            let text = format!(
+                "Kruskal-Wallis chi-squared = {:.6}, df = {}, p = {:.6e}\n{}\n",
+                k.statistic,
+                k.df,
+                k.p_value,
+                missing_line(&report)
+            );
             emit(ctx, json!({ "kruskal": k, "missing": report }), text)
         }
-        StatsCommand::Chisq { data, row, col, no_yates } => {
+        StatsCommand::Chisq {
+            data,
+            row,
+            col,
+            no_yates,
+        } => {
             let (cols, report) = load(data, "chi-square test", &[row, col])?;
             let (rl, cl, table) = crosstab(&cols[0], &cols[1]);
             let c = htest::chisq_test(&table, rl.len(), cl.len(), !no_yates)?;
@@ -468,37 +581,84 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "chi-square test of {row} x {col} ({}x{} table{}): X-squared = {:.6}, df = {}, p = {:.6e}\n{}\n",
                 rl.len(), cl.len(), if c.yates { ", Yates' correction" } else { "" }, c.statistic, c.df, c.p_value, missing_line(&report)
             );
-            emit(ctx, json!({ "chisq": c, "row_levels": rl, "col_levels": cl, "table": table, "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "chisq": c, "row_levels": rl, "col_levels": cl, "table": table, "missing": report }),
+                text,
+            )
         }
         StatsCommand::Fisher { data, row, col } => {
             let (cols, report) = load(data, "Fisher's exact test", &[row, col])?;
             let (rl, cl, table) = crosstab(&cols[0], &cols[1]);
             if rl.len() != 2 || cl.len() != 2 {
-                bail!("Fisher's exact test needs a 2x2 table; {row} has {} values and {col} has {}", rl.len(), cl.len());
+                bail!(
+                    "Fisher's exact test needs a 2x2 table; {row} has {} values and {col} has {}",
+                    rl.len(),
+                    cl.len()
+                );
             }
-            let f = htest::fisher_test(table[0] as u64, table[1] as u64, table[2] as u64, table[3] as u64, data.conf_level)?;
+            let f = htest::fisher_test(
+                table[0] as u64,
+                table[1] as u64,
+                table[2] as u64,
+                table[3] as u64,
+                data.conf_level,
+            )?;
             let text = format!(
                 "Fisher's exact test of {row} x {col}: odds ratio {:.6} (CI {:.6} to {:.6}), p = {:.6e}\n{}\n",
                 f.odds_ratio, f.conf_low, f.conf_high, f.p_value, missing_line(&report)
             );
-            emit(ctx, json!({ "fisher": f, "row_levels": rl, "col_levels": cl, "table": table, "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "fisher": f, "row_levels": rl, "col_levels": cl, "table": table, "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Logistic { data, outcome, covariates, forest } => {
+        StatsCommand::Logistic {
+            data,
+            outcome,
+            covariates,
+            forest,
+        } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "logistic regression", &wanted)?;
             let x = predictors(covariates, &cols[1..]);
-            let fit = evident_stats::glm::glm(&cols[0], &x, Family::Binomial, &GlmConfig { conf_level: data.conf_level, ..Default::default() })?;
+            let fit = evident_stats::glm::glm(
+                &cols[0],
+                &x,
+                Family::Binomial,
+                &GlmConfig {
+                    conf_level: data.conf_level,
+                    ..Default::default()
+                },
+            )?;
             if let Some(path) = forest {
-                write_svg(path, &svg::forest_svg(&forest_rows(&fit.coefficients, true), "Odds ratio", 1.0, true))?;
+                write_svg(
+                    path,
+                    &svg::forest_svg(
+                        &forest_rows(&fit.coefficients, true),
+                        "Odds ratio",
+                        1.0,
+                        true,
+                    ),
+                )?;
             }
             let text = format!(
                 "logistic regression of {outcome}\n{}\ndeviance {:.6} on {} df; null deviance {:.6} on {} df; AIC {:.6}; {} iterations\n{}\n",
                 coef_table("odds ratio", &fit.coefficients, true), fit.deviance, fit.df_residual, fit.null_deviance, fit.df_null, fit.aic, fit.iterations, missing_line(&report)
             );
-            emit(ctx, json!({ "logistic": strip_glm(&fit), "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "logistic": strip_glm(&fit), "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Linear { data, outcome, covariates } => {
+        StatsCommand::Linear {
+            data,
+            outcome,
+            covariates,
+        } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "linear regression", &wanted)?;
@@ -516,7 +676,12 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 text,
             )
         }
-        StatsCommand::Poisson { data, outcome, covariates, offset } => {
+        StatsCommand::Poisson {
+            data,
+            outcome,
+            covariates,
+            offset,
+        } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             if let Some(o) = offset {
@@ -529,16 +694,32 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 &cols[0],
                 &x,
                 Family::Poisson,
-                &GlmConfig { offset: off.as_deref(), conf_level: data.conf_level, ..Default::default() },
+                &GlmConfig {
+                    offset: off.as_deref(),
+                    conf_level: data.conf_level,
+                    ..Default::default()
+                },
             )?;
             let text = format!(
                 "Poisson regression of {outcome}{}\n{}\ndeviance {:.6} on {} df; null deviance {:.6} on {} df; AIC {:.6}\n{}\n",
                 offset.as_ref().map(|o| format!(" with offset {o}")).unwrap_or_default(),
                 coef_table("rate ratio", &fit.coefficients, true), fit.deviance, fit.df_residual, fit.null_deviance, fit.df_null, fit.aic, missing_line(&report)
             );
-            emit(ctx, json!({ "poisson": strip_glm(&fit), "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "poisson": strip_glm(&fit), "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Cox { data, time, event, covariates, strata, ties, forest } => {
+        StatsCommand::Cox {
+            data,
+            time,
+            event,
+            covariates,
+            strata,
+            ties,
+            forest,
+        } => {
             let mut wanted = vec![time.as_str(), event.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             if let Some(s) = strata {
@@ -553,7 +734,15 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             };
             let fit = survival::coxph(&cols[0], &cols[1], &x, s.as_deref(), ties, data.conf_level)?;
             if let Some(path) = forest {
-                write_svg(path, &svg::forest_svg(&forest_rows(&fit.coefficients, false), "Hazard ratio", 1.0, true))?;
+                write_svg(
+                    path,
+                    &svg::forest_svg(
+                        &forest_rows(&fit.coefficients, false),
+                        "Hazard ratio",
+                        1.0,
+                        true,
+                    ),
+                )?;
             }
             let text = format!(
                 "Cox model ({:?} ties{}): n = {}, events = {}\n{}\nlikelihood ratio test {:.6} on {} df, p = {:.6e}\nWald test {:.6} on {} df, p = {:.6e}\nscore (log-rank) test {:.6} on {} df, p = {:.6e}\nconcordance {:.6}\n{}\n",
@@ -565,7 +754,14 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             );
             emit(ctx, json!({ "cox": fit, "missing": report }), text)
         }
-        StatsCommand::Km { data, time, event, group, conf_type, svg: svg_path } => {
+        StatsCommand::Km {
+            data,
+            time,
+            event,
+            group,
+            conf_type,
+            svg: svg_path,
+        } => {
             let mut wanted = vec![time.as_str(), event.as_str()];
             if let Some(g) = group {
                 wanted.push(g);
@@ -575,23 +771,55 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 ConfTypeArg::Log => ConfType::Log,
                 ConfTypeArg::LogLog => ConfType::LogLog,
             };
-            let curves = survival::kaplan_meier(&cols[0], &cols[1], group.as_ref().map(|_| cols[2].as_slice()), conf, data.conf_level)?;
+            let curves = survival::kaplan_meier(
+                &cols[0],
+                &cols[1],
+                group.as_ref().map(|_| cols[2].as_slice()),
+                conf,
+                data.conf_level,
+            )?;
             let labels: Vec<String> = curves
                 .iter()
-                .map(|c| group.as_ref().map(|g| format!("{g}={}", c.group)).unwrap_or_else(|| "all".into()))
+                .map(|c| {
+                    group
+                        .as_ref()
+                        .map(|g| format!("{g}={}", c.group))
+                        .unwrap_or_else(|| "all".into())
+                })
                 .collect();
             if let Some(path) = svg_path {
                 write_svg(path, &svg::kaplan_meier_svg(&curves, &labels, time))?;
             }
-            let mut text = format!("{:<16} {:>6} {:>7} {:>10} {:>10} {:>10}\n", "group", "n", "events", "median", "lower", "upper");
+            let mut text = format!(
+                "{:<16} {:>6} {:>7} {:>10} {:>10} {:>10}\n",
+                "group", "n", "events", "median", "lower", "upper"
+            );
             for (c, l) in curves.iter().zip(&labels) {
-                text.push_str(&format!("{:<16} {:>6} {:>7} {:>10} {:>10} {:>10}\n", l, c.n, c.events, na(c.median), na(c.median_lower), na(c.median_upper)));
+                text.push_str(&format!(
+                    "{:<16} {:>6} {:>7} {:>10} {:>10} {:>10}\n",
+                    l,
+                    c.n,
+                    c.events,
+                    na(c.median),
+                    na(c.median_lower),
+                    na(c.median_upper)
+                ));
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
-            emit(ctx, json!({ "km": curves, "labels": labels, "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "km": curves, "labels": labels, "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Logrank { data, time, event, group, strata } => {
+        StatsCommand::Logrank {
+            data,
+            time,
+            event,
+            group,
+            strata,
+        } => {
             let mut wanted = vec![time.as_str(), event.as_str(), group.as_str()];
             if let Some(s) = strata {
                 wanted.push(s);
@@ -599,14 +827,34 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             let (cols, report) = load(data, "log-rank test", &wanted)?;
             let s = strata.as_ref().map(|_| cols[3].clone());
             let t = survival::logrank(&cols[0], &cols[1], &cols[2], s.as_deref())?;
-            let mut text = format!("log-rank test by {group}{}\n", strata.as_ref().map(|s| format!(", stratified by {s}")).unwrap_or_default());
+            let mut text = format!(
+                "log-rank test by {group}{}\n",
+                strata
+                    .as_ref()
+                    .map(|s| format!(", stratified by {s}"))
+                    .unwrap_or_default()
+            );
             for ((g, o), e) in t.groups.iter().zip(&t.observed).zip(&t.expected) {
                 text.push_str(&format!("{group}={g}: observed {o}, expected {e:.4}\n"));
             }
-            text.push_str(&format!("chi-squared = {:.6} on {} df, p = {:.6e}\n{}\n", t.test.statistic, t.test.df, t.test.p_value, missing_line(&report)));
+            text.push_str(&format!(
+                "chi-squared = {:.6} on {} df, p = {:.6e}\n{}\n",
+                t.test.statistic,
+                t.test.df,
+                t.test.p_value,
+                missing_line(&report)
+            ));
             emit(ctx, json!({ "logrank": t, "missing": report }), text)
         }
-        StatsCommand::PsMatch { data, treatment, covariates, ratio, caliper, order, matchit_compat } => {
+        StatsCommand::PsMatch {
+            data,
+            treatment,
+            covariates,
+            ratio,
+            caliper,
+            order,
+            matchit_compat,
+        } => {
             let mut wanted = vec![treatment.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "propensity score matching", &wanted)?;
@@ -620,7 +868,11 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                     OrderArg::Smallest => MatchOrder::Smallest,
                     OrderArg::Data => MatchOrder::Data,
                 },
-                arithmetic: if *matchit_compat { DistanceArithmetic::MatchIt451 } else { DistanceArithmetic::Exact },
+                arithmetic: if *matchit_compat {
+                    DistanceArithmetic::MatchIt451
+                } else {
+                    DistanceArithmetic::Exact
+                },
             };
             let m = propensity::match_nearest(&cols[0], &ps.logit, &config)?;
             let bal = propensity::balance(&cols[0], &x, &m.weights)?;
@@ -631,7 +883,10 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "covariate", "SMD before", "SMD after"
             );
             for b in &bal {
-                text.push_str(&format!("{:<20} {:>12.4} {:>12.4}\n", b.covariate, b.smd_before, b.smd_after));
+                text.push_str(&format!(
+                    "{:<20} {:>12.4} {:>12.4}\n",
+                    b.covariate, b.smd_before, b.smd_after
+                ));
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
@@ -646,7 +901,14 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 text,
             )
         }
-        StatsCommand::Iptw { data, treatment, covariates, outcome, estimand, outcome_model } => {
+        StatsCommand::Iptw {
+            data,
+            treatment,
+            covariates,
+            outcome,
+            estimand,
+            outcome_model,
+        } => {
             let mut wanted = vec![treatment.as_str(), outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "inverse probability weighting", &wanted)?;
@@ -670,20 +932,34 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                     e.conf_low.exp(),
                     e.conf_high.exp()
                 ),
-                OutcomeModel::Linear => format!("mean difference {:.6} (CI {:.6} to {:.6})", e.estimate, e.conf_low, e.conf_high),
+                OutcomeModel::Linear => format!(
+                    "mean difference {:.6} (CI {:.6} to {:.6})",
+                    e.estimate, e.conf_low, e.conf_high
+                ),
             };
             let mut text = format!(
                 "IPTW ({:?}) effect of {treatment} on {outcome}: {scale}; robust SE {:.6}, p = {:.6e}\n{:<20} {:>12} {:>12}\n",
                 est, e.robust_se, e.p_value, "covariate", "SMD before", "SMD after"
             );
             for b in &bal {
-                text.push_str(&format!("{:<20} {:>12.4} {:>12.4}\n", b.covariate, b.smd_before, b.smd_after));
+                text.push_str(&format!(
+                    "{:<20} {:>12.4} {:>12.4}\n",
+                    b.covariate, b.smd_before, b.smd_after
+                ));
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
-            emit(ctx, json!({ "iptw": { "estimand": est, "effect": e, "balance": bal }, "missing": report }), text)
+            emit(
+                ctx,
+                json!({ "iptw": { "estimand": est, "effect": e, "balance": bal }, "missing": report }),
+                text,
+            )
         }
-        StatsCommand::Auc { data, outcome, predictor } => {
+        StatsCommand::Auc {
+            data,
+            outcome,
+            predictor,
+        } => {
             let (cols, report) = load(data, "ROC AUC", &[outcome, predictor])?;
             let a = roc::auc_delong(&cols[0], &cols[1], data.conf_level)?;
             let text = format!(

@@ -66,13 +66,27 @@ pub fn close(what: &str, ours: f64, r: f64) {
         return;
     }
     let err = (ours - r).abs();
-    let ok = if r.abs() < 1e-12 { err < 1e-12 } else { err <= REL_TOL * r.abs() };
-    assert!(ok, "{what}: ours {ours:.15e}, R {r:.15e}, relative error {:.3e}", err / r.abs());
+    let ok = if r.abs() < 1e-12 {
+        err < 1e-12
+    } else {
+        err <= REL_TOL * r.abs()
+    };
+    assert!(
+        ok,
+        "{what}: ours {ours:.15e}, R {r:.15e}, relative error {:.3e}",
+        err / r.abs()
+    );
 }
 
 #[track_caller]
 pub fn close_all(what: &str, ours: &[f64], r: &[f64]) {
-    assert_eq!(ours.len(), r.len(), "{what}: lengths differ (ours {}, R {})", ours.len(), r.len());
+    assert_eq!(
+        ours.len(),
+        r.len(),
+        "{what}: lengths differ (ours {}, R {})",
+        ours.len(),
+        r.len()
+    );
     for (i, (a, b)) in ours.iter().zip(r).enumerate() {
         close(&format!("{what}[{i}]"), *a, *b);
     }
