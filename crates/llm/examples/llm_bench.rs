@@ -59,7 +59,7 @@ fn criterion_request(criterion: &str, constrained: bool, max_tokens: u32) -> Cha
 
 fn load(path: &std::path::Path, reuse: bool) -> LlamaChatModel {
     let mut config = LlamaConfig::new(path);
-    config.threads = Some(2);
+    config.threads = Some(std::env::var("EVIDENT_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2));
     config.prefix_reuse = reuse;
     LlamaChatModel::load(config).expect("load model")
 }
@@ -96,6 +96,10 @@ impl Sum {
     }
 }
 
+fn bench_calls() -> usize {
+    std::env::var("EVIDENT_BENCH_CALLS").ok().and_then(|t| t.parse().ok()).unwrap_or(4)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<String> = if args.is_empty() {
@@ -120,13 +124,13 @@ fn main() {
             let mut sum = Sum::default();
             let mut valid = 0;
             // Without prefix reuse every call reads the whole prompt.
-            for criterion in CRITERIA.iter().take(4) {
+            for criterion in CRITERIA.iter().take(bench_calls()) {
                 let (r, t) = model.chat_with_timings(&criterion_request(criterion, constrained, 48)).unwrap();
                 valid += usize::from(validator.check(&r.text).is_ok());
                 sum.add(t);
             }
             sum.report(if constrained { "constrained (JSON schema)" } else { "unconstrained" });
-            println!("<!-- {name} constrained={constrained}: {valid}/4 schema-valid -->");
+            println!("<!-- {name} constrained={constrained}: {valid}/{} schema-valid -->", bench_calls());
         }
         drop(model);
         println!("\nprefix reuse, 13 criteria one at a time over one record, constrained, 48 tokens max:\n");
