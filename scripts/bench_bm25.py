@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""BM25 query latency: Evident (SQLite FTS5 through `Store::search_bm25`)
+against rank_bm25's BM25Okapi (the BM25 the myeloma paper's report
+retrieval tool used), in one run, on the same corpus and queries.
+
+1. Runs the Rust benchmark (crates/retrieve/examples/bench_bm25.rs), which
+   sections the Synthea notes, writes the base sections to a JSONL file,
+   replicates them to each size, and times top-10 queries.
+2. Replicates the same base sections to the same sizes in Python, builds
+   BM25Okapi, and times `get_scores` + top-10 selection for the same queries.
+
+Usage (from the repository root):
+    pip install rank_bm25 numpy
+    python3 scripts/bench_bm25.py [--sizes 10000,100000,1000000] [--python-max 1000000]
+
+Tokenisation for rank_bm25: lower-cased runs of letters and digits (FTS5's
+unicode61 tokenizer splits the same way; FTS5 additionally applies the
+porter stemmer, rank_bm25 gets no stemming).
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+
+TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+# The workspace's dev profile already builds every dependency (candle,
+# tokenizers, SQLite) at opt-level 3; these flags optimise Evident's own
+# crates too, so the benchmark needs no separate release build of candle.
+OPTIMISED = [
+    arg
+    for crate in ["evident-model", "evident-store", "evident-llm", "evident-embed", "evident-retrieve"]
+    for setting in ("opt-level=3", "debug-assertions=false", "overflow-checks=false")
+    for arg in ("--config", f"profile.dev.package.{crate}.{setting}")
+]
+
+
+def tokenize(text):
+    return [t.lower() for t in TOKEN.findall(text)]
+
+
+def percentile(sorted_ms, p):
+    import math
+
+    rank = max(1, math.ceil(p / 100 * len(sorted_ms)))
+    return sorted_ms[min(rank, len(sorted_ms)) - 1]
+
+
+def summarise(ms):
+    ms = sorted(ms)
+    return {
+        "queries": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+        "mean_ms": sum(ms) / len(ms),
+        "max_ms": ms[-1],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--python-max", type=int, default=1_000_000, help="largest size rank_bm25 is run at")
+    ap.add_argument("--python-repeats", type=int, default=1)
+    ap.add_argument("--rust-repeats", type=int, default=3)
+    ap.add_argument("--db", default="/tmp/evident_bench_bm25.db")
+    ap.add_argument("--corpus", default="/tmp/evident_bench_sections.jsonl")
+    ap.add_argument(
+        "--notes",
+        default="../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson",
+    )
+    ap.add_argument("--out", default="/tmp/evident_bench_bm25.json")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    env = dict(os.environ)
+    env.setdefault("CARGO_TARGET_DIR", "target")
+    cmd = [
+        "cargo", "run", "-q", *OPTIMISED, "-p", "evident-retrieve", "--example", "bench_bm25", "--",
+        "--notes", args.notes, "--db", args.db, "--sizes", args.sizes,
+        "--corpus-out", args.corpus, "--repeats", str(args.rust_repeats),
+    ]
+    print("+", " ".join(cmd), file=sys.stderr)
+    rust = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout)
+    queries = rust["queries"]
+    tokenized_queries = [tokenize(q) for q in queries]
+
+    base = [json.loads(line)["text"] for line in open(args.corpus, encoding="utf-8")]
+    base_tokens = [tokenize(t) for t in base]
+    python_rows = []
+    for size, rust_row in zip(sizes, rust["sizes"]):
+        n = rust_row["sections"]  # the Rust store's exact section count
+        if size > args.python_max:
+            python_rows.append({"sections": n, "skipped": f"above --python-max {args.python_max}"})
+            continue
+        corpus = [base_tokens[i % len(base_tokens)] for i in range(n)]
+        t0 = time.perf_counter()
+        bm25 = BM25Okapi(corpus)
+        build_s = time.perf_counter() - t0
+        del corpus
+        ms = []
+        for _ in range(args.python_repeats):
+            for q in tokenized_queries:
+                t = time.perf_counter()
+                scores = bm25.get_scores(q)
+                top = np.argpartition(-scores, 10)[:10]
+                top = top[np.argsort(-scores[top])]
+                ms.append((time.perf_counter() - t) * 1e3)
+        row = {
+            "sections": n,
+            "build_seconds": build_s,
+            "top10": summarise(ms),
+            "max_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        }
+        print(json.dumps(row), file=sys.stderr)
+        python_rows.append(row)
+        del bm25
+
+    result = {"rust": rust, "rank_bm25": python_rows}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"{'sections':>10} {'FTS5 p50':>10} {'FTS5 p99':>10} {'1-pt p50':>10} {'rank_bm25 p50':>14} {'rank_bm25 p99':>14} {'speed-up p50':>12}")
+    for r, p in zip(rust["sizes"], python_rows):
+        fts = r["whole_corpus_top10"]
+        one = r["one_patient_top10"]
+        if "top10" in p:
+            py = p["top10"]
+            speedup = py["p50_ms"] / fts["p50_ms"]
+            print(f"{r['sections']:>10} {fts['p50_ms']:>10.3f} {fts['p99_ms']:>10.3f} {one['p50_ms']:>10.3f} {py['p50_ms']:>14.1f} {py['p99_ms']:>14.1f} {speedup:>11.0f}x")
+        else:
+            print(f"{r['sections']:>10} {fts['p50_ms']:>10.3f} {fts['p99_ms']:>10.3f} {one['p50_ms']:>10.3f} {'(not run)':>14}")
+    print(f"raw results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
