@@ -1,0 +1,1 @@
+//! Evaluation datasets and metrics.

@@ -1,0 +1,15 @@
+//! Trial eligibility screening. [`criteria`] holds the criteria-set format
+//! and its validation; [`plain`] and [`ctgov`] read eligibility text and
+//! ClinicalTrials.gov studies into it; [`decision`] holds the labels
+//! (MET / NOT MET / NOT ENOUGH INFORMATION / NOT APPLICABLE, shown in
+//! TrialGPT's wording), note-level pooling, trial-level eligibility and
+//! TrialGPT's ranking score; [`zero_shot`] is Wornow et al.'s matcher with
+//! the ACAN/ACIN/ICAN/ICIN strategies over the `evident_llm` traits.
+
+pub mod criteria;
+pub mod ctgov;
+pub mod plain;
+
+pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};
+pub use ctgov::criteria_from_ctgov_json;
+pub use plain::{split_criteria_text, SplitCriteria};
