@@ -8,8 +8,13 @@
 
 pub mod criteria;
 pub mod ctgov;
+pub mod decision;
 pub mod plain;
 
 pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};
 pub use ctgov::criteria_from_ctgov_json;
 pub use plain::{split_criteria_text, SplitCriteria};
+pub use decision::{
+    count_labels, matching_score, pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision,
+    DecisionFailure, Eligibility, LabelCounts, Outcome, SentenceRef, TrialVerdict,
+};
