@@ -10,6 +10,7 @@ pub mod criteria;
 pub mod ctgov;
 pub mod decision;
 pub mod plain;
+pub mod zero_shot;
 
 pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};
 pub use ctgov::criteria_from_ctgov_json;

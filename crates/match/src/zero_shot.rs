@@ -1,0 +1,409 @@
+//! The zero-shot matcher of Wornow et al. (2024): four prompting strategies
+//! over a patient's notes, ACAN (all criteria, all notes: one call), ACIN
+//! (all criteria, one call per note), ICAN (one call per criterion over all
+//! notes) and ICIN (one call per note and criterion); note-level results of
+//! ACIN/ICIN are pooled per criterion with the criterion's rule
+//! ([`crate::decision::pool`]).
+//!
+//! Prompts are files (`prompts/zero_shot_*.prompt.md`, overridable). The
+//! system message is fixed per strategy and the user message starts with
+//! the record and ends with the criteria, so consecutive ICAN calls for one
+//! patient share their whole prefix up to the criterion (the embedded
+//! model's KV reuse skips it). Sentences are shown with prompt-local integer
+//! ids; every cited id is mapped back to (document id, ordinal) and an id
+//! that was not shown is kept as an unresolved citation, which flags the
+//! decision. An answer that never validates is a failed decision.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::NaiveDateTime;
+use evident_llm::{chat_json, ChatModel, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredOutcome};
+use evident_store::Store;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::criteria::{CriteriaSet, Criterion};
+use crate::decision::{pool, Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Outcome, SentenceRef};
+
+/// The templates of this crate, with the model layer's repair prompt.
+pub const MATCH_PROMPTS: &[(&str, &str)] = &[
+    ("zero_shot_system.prompt.md", include_str!("../prompts/zero_shot_system.prompt.md")),
+    ("zero_shot_user.prompt.md", include_str!("../prompts/zero_shot_user.prompt.md")),
+];
+
+/// Built-in templates of this crate and of `evident_llm` (repair), with an
+/// optional directory whose files override them by name.
+pub fn match_prompts(override_dir: Option<&Path>) -> Prompts {
+    let mut all: Vec<(&'static str, &'static str)> = MATCH_PROMPTS.to_vec();
+    all.extend_from_slice(evident_llm::prompts::BUILTIN_PROMPTS);
+    Prompts::new(&all, override_dir)
+}
+
+/// Wornow et al.'s prompting strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    Acan,
+    Acin,
+    Ican,
+    Icin,
+}
+
+impl Strategy {
+    pub fn all_criteria(self) -> bool {
+        matches!(self, Strategy::Acan | Strategy::Acin)
+    }
+    pub fn individual_notes(self) -> bool {
+        matches!(self, Strategy::Acin | Strategy::Icin)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Acan => "acan",
+            Strategy::Acin => "acin",
+            Strategy::Ican => "ican",
+            Strategy::Icin => "icin",
+        }
+    }
+    pub fn parse(text: &str) -> Option<Strategy> {
+        [Strategy::Acan, Strategy::Acin, Strategy::Ican, Strategy::Icin]
+            .into_iter()
+            .find(|s| s.as_str().eq_ignore_ascii_case(text))
+    }
+}
+
+/// One note as the matcher shows it: the stored sentences (all of them, or
+/// those inside retrieved sections).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoteText {
+    pub document_id: String,
+    pub date: Option<NaiveDateTime>,
+    pub title: String,
+    /// (ordinal in the store, text).
+    pub sentences: Vec<(i64, String)>,
+}
+
+/// A patient's notes, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatientRecord {
+    pub patient_id: String,
+    pub notes: Vec<NoteText>,
+}
+
+impl PatientRecord {
+    /// Every document of the patient with its stored sentences, oldest first
+    /// (undated documents last, then by id).
+    pub fn from_store(store: &Store, patient_id: &str) -> Result<PatientRecord, MatchError> {
+        let mut docs = store.documents(patient_id).map_err(|e| MatchError::Store(e.to_string()))?;
+        docs.sort_by(|a, b| (a.date.is_none(), a.date, &a.id).cmp(&(b.date.is_none(), b.date, &b.id)));
+        let mut notes = Vec::new();
+        for d in docs {
+            let sentences = store
+                .sentences(&d.id)
+                .map_err(|e| MatchError::Store(e.to_string()))?
+                .into_iter()
+                .map(|s| (s.ordinal, s.text))
+                .collect();
+            notes.push(NoteText { document_id: d.id, date: d.date, title: d.title, sentences });
+        }
+        Ok(PatientRecord { patient_id: patient_id.to_string(), notes })
+    }
+
+    /// Two-stage retrieval: keeps only the sentences inside the given
+    /// sections (document id, byte start, byte end), e.g. the top-k hits of
+    /// `evident_retrieve::Retriever::search`. `sentence_spans` gives each
+    /// kept sentence's byte span, from `Store::sentences`. Notes left with
+    /// no sentence are dropped.
+    pub fn restrict_to_sections(
+        &self,
+        sections: &[(String, usize, usize)],
+        sentence_spans: &BTreeMap<(String, i64), (usize, usize)>,
+    ) -> PatientRecord {
+        let notes = self
+            .notes
+            .iter()
+            .filter_map(|n| {
+                let kept: Vec<(i64, String)> = n
+                    .sentences
+                    .iter()
+                    .filter(|(ordinal, _)| {
+                        sentence_spans.get(&(n.document_id.clone(), *ordinal)).is_some_and(|(s, e)| {
+                            sections.iter().any(|(doc, start, end)| *doc == n.document_id && s < end && e > start)
+                        })
+                    })
+                    .cloned()
+                    .collect();
+                (!kept.is_empty()).then(|| NoteText { sentences: kept, ..n.clone() })
+            })
+            .collect();
+        PatientRecord { patient_id: self.patient_id.clone(), notes }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ZeroShotConfig {
+    pub strategy: Strategy,
+    pub repair: RepairPolicy,
+    /// Answer budget per criterion in one call (ACAN/ACIN multiply it).
+    pub max_tokens_per_criterion: u32,
+    /// The date most_recent pooling counts back from; the latest note when `None`.
+    pub reference_date: Option<NaiveDateTime>,
+}
+
+impl Default for ZeroShotConfig {
+    fn default() -> Self {
+        ZeroShotConfig { strategy: Strategy::Ican, repair: RepairPolicy::default(), max_tokens_per_criterion: 512, reference_date: None }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MatchError {
+    /// The model call failed (transport, privacy, context); see the
+    /// inner error for whether a retry can help.
+    #[error("model call for patient {patient_id}: {source}")]
+    Llm { patient_id: String, source: LlmError },
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("store: {0}")]
+    Store(String),
+}
+
+/// The results for one patient: one pooled result per criterion, in the
+/// order of the set, and the note-level results they came from (ACIN/ICIN).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PatientMatch {
+    pub patient_id: String,
+    pub trial_id: String,
+    pub strategy: Strategy,
+    pub results: Vec<CriterionResult>,
+    pub note_results: Vec<CriterionResult>,
+    pub calls: u32,
+    pub prompt_tokens_estimate: usize,
+}
+
+/// A rendered prompt and the map from its sentence ids to the record.
+pub struct RenderedPrompt {
+    pub request: ChatRequest,
+    pub schema: Value,
+    pub sentence_ids: BTreeMap<i64, SentenceRef>,
+}
+
+pub struct ZeroShotMatcher<'a> {
+    model: &'a dyn ChatModel,
+    prompts: Prompts,
+    config: ZeroShotConfig,
+}
+
+const MAX_STRING: u64 = 2000;
+
+/// The JSON Schema of one assessment.
+pub fn assessment_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "medications_and_supplements": {"type": "array", "maxItems": 40, "items": {"type": "string", "maxLength": 120}},
+            "rationale": {"type": "string", "maxLength": MAX_STRING},
+            "decision": {"type": "string", "enum": ["MET", "NOT MET", "NOT ENOUGH INFORMATION", "NOT APPLICABLE"]},
+            "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
+            "evidence": {"type": "array", "maxItems": 20, "items": {"type": "integer", "minimum": 0}}
+        },
+        "required": ["medications_and_supplements", "rationale", "decision", "confidence", "evidence"],
+        "additionalProperties": false
+    })
+}
+
+/// The schema for all criteria at once: one required key per criterion id.
+pub fn all_criteria_schema(criteria: &[&Criterion]) -> Value {
+    let properties: serde_json::Map<String, Value> =
+        criteria.iter().map(|c| (c.id.clone(), assessment_schema())).collect();
+    let required: Vec<&str> = criteria.iter().map(|c| c.id.as_str()).collect();
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+impl<'a> ZeroShotMatcher<'a> {
+    pub fn new(model: &'a dyn ChatModel, config: ZeroShotConfig, prompt_override_dir: Option<&Path>) -> Self {
+        ZeroShotMatcher { model, prompts: match_prompts(prompt_override_dir), config }
+    }
+
+    pub fn config(&self) -> &ZeroShotConfig {
+        &self.config
+    }
+
+    /// Renders the request for some notes and criteria (one criterion for
+    /// IC*, all for AC*).
+    pub fn render(&self, notes: &[&NoteText], criteria: &[&Criterion]) -> Result<RenderedPrompt, MatchError> {
+        let all_criteria = self.config.strategy.all_criteria();
+        let mut sentence_ids = BTreeMap::new();
+        let mut next = 0i64;
+        let shown: Vec<Value> = notes
+            .iter()
+            .map(|n| {
+                let sentences: Vec<Value> = n
+                    .sentences
+                    .iter()
+                    .map(|(ordinal, text)| {
+                        let id = next;
+                        next += 1;
+                        sentence_ids.insert(id, SentenceRef { document_id: n.document_id.clone(), ordinal: *ordinal });
+                        json!({"id": id, "text": text.split_whitespace().collect::<Vec<_>>().join(" ")})
+                    })
+                    .collect();
+                json!({
+                    "date": n.date.map(|d| d.format("%Y-%m-%d").to_string()),
+                    "title": n.title,
+                    "sentences": sentences,
+                })
+            })
+            .collect();
+        let criteria_ctx: Vec<Value> = criteria
+            .iter()
+            .map(|c| json!({"id": c.id, "type": c.criterion_type.as_str(), "text": c.prompt_text()}))
+            .collect();
+        let ctx = json!({"all_criteria": all_criteria, "notes": shown, "criteria": criteria_ctx});
+        let system = self.prompts.render("zero_shot_system.prompt.md", &ctx)?;
+        let user = self.prompts.render("zero_shot_user.prompt.md", &ctx)?;
+        let schema = if all_criteria { all_criteria_schema(criteria) } else { assessment_schema() };
+        let max_tokens = self.config.max_tokens_per_criterion.saturating_mul(criteria.len().max(1) as u32);
+        let request = ChatRequest::new(vec![Message::system(system), Message::user(user)]).with_max_tokens(max_tokens);
+        Ok(RenderedPrompt { request, schema, sentence_ids })
+    }
+
+    /// Asks the model about `criteria` over `notes` and returns one result
+    /// per criterion (failed results when the answer never validated).
+    fn assess(
+        &self,
+        patient_id: &str,
+        notes: &[&NoteText],
+        criteria: &[&Criterion],
+        calls: &mut u32,
+        prompt_chars: &mut usize,
+    ) -> Result<Vec<CriterionResult>, MatchError> {
+        let rendered = self.render(notes, criteria)?;
+        *prompt_chars += rendered.request.messages.iter().map(|m| m.content.len()).sum::<usize>();
+        *calls += 1;
+        let outcome = chat_json(self.model, &rendered.request, &rendered.schema, self.config.repair, &self.prompts)
+            .map_err(|source| MatchError::Llm { patient_id: patient_id.to_string(), source })?;
+        let (document_id, document_date) = match notes {
+            [one] if self.config.strategy.individual_notes() => (Some(one.document_id.clone()), one.date),
+            _ => (None, None),
+        };
+        let base = |c: &Criterion, outcome: Outcome, unresolved: Vec<String>| CriterionResult {
+            criterion_id: c.id.clone(),
+            criterion_type: c.criterion_type,
+            document_id: document_id.clone(),
+            document_date,
+            outcome,
+            unresolved_citations: unresolved,
+        };
+        Ok(match outcome {
+            StructuredOutcome::PipelineFailure(f) => criteria
+                .iter()
+                .map(|c| base(c, Outcome::Failed(DecisionFailure { errors: f.errors.clone(), raw_text: f.raw_text.clone() }), vec![]))
+                .collect(),
+            StructuredOutcome::Valid { value, .. } => criteria
+                .iter()
+                .map(|c| {
+                    let v = if self.config.strategy.all_criteria() { &value[c.id.as_str()] } else { &value };
+                    let (assessment, unresolved) = parse_assessment(v, &rendered.sentence_ids);
+                    base(c, Outcome::Assessed(assessment), unresolved)
+                })
+                .collect(),
+        })
+    }
+
+    /// Runs the configured strategy for one patient over a criteria set.
+    pub fn match_patient(&self, set: &CriteriaSet, record: &PatientRecord) -> Result<PatientMatch, MatchError> {
+        let criteria: Vec<&Criterion> = set.criteria.iter().collect();
+        let all_notes: Vec<&NoteText> = record.notes.iter().collect();
+        let note_groups: Vec<Vec<&NoteText>> = if self.config.strategy.individual_notes() {
+            all_notes.iter().map(|n| vec![*n]).collect()
+        } else {
+            vec![all_notes.clone()]
+        };
+        let criterion_groups: Vec<Vec<&Criterion>> = if self.config.strategy.all_criteria() {
+            vec![criteria.clone()]
+        } else {
+            criteria.iter().map(|c| vec![*c]).collect()
+        };
+        let mut calls = 0;
+        let mut prompt_chars = 0;
+        let mut raw = Vec::new();
+        // Notes in the outer loop: for ICIN and ICAN consecutive calls share
+        // the record prefix.
+        for notes in &note_groups {
+            for group in &criterion_groups {
+                raw.extend(self.assess(&record.patient_id, notes, group, &mut calls, &mut prompt_chars)?);
+            }
+        }
+        let (results, note_results) = if self.config.strategy.individual_notes() {
+            let pooled = criteria
+                .iter()
+                .filter_map(|c| {
+                    let notes: Vec<CriterionResult> = raw.iter().filter(|r| r.criterion_id == c.id).cloned().collect();
+                    pool(&notes, c.pooling_or_default(), c.window_months, self.config.reference_date)
+                })
+                .collect();
+            (pooled, raw)
+        } else {
+            (raw, Vec::new())
+        };
+        Ok(PatientMatch {
+            patient_id: record.patient_id.clone(),
+            trial_id: set.trial_id.clone(),
+            strategy: self.config.strategy,
+            results,
+            note_results,
+            calls,
+            prompt_tokens_estimate: prompt_chars / 4,
+        })
+    }
+}
+
+/// Reads a schema-valid assessment and maps its evidence ids; ids that were
+/// not shown are returned as unresolved citations.
+fn parse_assessment(v: &Value, ids: &BTreeMap<i64, SentenceRef>) -> (Assessment, Vec<String>) {
+    let strings = |key: &str| -> Vec<String> {
+        v[key].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    };
+    let decision = v["decision"].as_str().and_then(Decision::parse).expect("schema enforces the decision enum");
+    let confidence = match v["confidence"].as_str() {
+        Some("low") => Confidence::Low,
+        Some("medium") => Confidence::Medium,
+        _ => Confidence::High,
+    };
+    let mut evidence = Vec::new();
+    let mut unresolved = Vec::new();
+    for id in v["evidence"].as_array().into_iter().flatten().filter_map(Value::as_i64) {
+        match ids.get(&id) {
+            Some(r) if !evidence.contains(r) => evidence.push(r.clone()),
+            Some(_) => {}
+            None => unresolved.push(format!("sentence id {id} was not in the prompt")),
+        }
+    }
+    (
+        Assessment {
+            medications_and_supplements: strings("medications_and_supplements"),
+            rationale: v["rationale"].as_str().unwrap_or_default().to_string(),
+            decision,
+            confidence,
+            evidence,
+        },
+        unresolved,
+    )
+}
+
+/// Checks that every cited sentence exists in the store with the text it
+/// had; returns one message per citation that does not resolve. The report
+/// shows cited sentences verbatim from the store through the same lookup.
+pub fn verify_citations(store: &Store, result: &CriterionResult) -> Result<Vec<String>, MatchError> {
+    let mut problems = Vec::new();
+    if let Outcome::Assessed(a) = &result.outcome {
+        for e in &a.evidence {
+            let found = store.sentence(&e.document_id, e.ordinal).map_err(|err| MatchError::Store(err.to_string()))?;
+            if found.is_none() {
+                problems.push(format!("sentence {} of document {} is not in the store", e.ordinal, e.document_id));
+            }
+        }
+    }
+    Ok(problems)
+}
