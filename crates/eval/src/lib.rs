@@ -1,1 +1,49 @@
-//! Evaluation datasets and metrics.
+//! Evaluation: datasets ([`trialgpt`] annotation rows), metric definitions
+//! ([`metrics`]: accuracy, per-class precision/recall/F1, Cohen's kappa,
+//! evidence-sentence scores, patient-level bootstrap; [`n2c2`]: the n2c2
+//! 2018 met/not-met F1s), and the GPT-4 reference row computed from the
+//! annotations themselves.
+
+pub mod metrics;
+pub mod n2c2;
+pub mod trialgpt;
+
+pub use metrics::{bootstrap_by_patient, criterion_metrics, CriterionMetrics, Interval, Prediction};
+pub use n2c2::{n2c2_metrics, N2c2Metrics, N2c2Pair};
+pub use trialgpt::{load_annotations, AnnotationRow};
+
+/// An evaluation input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{path}: cannot read: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}: not in the expected format: {message}")]
+    Format { path: String, message: String },
+}
+
+/// The headline figures with 95% bootstrap intervals over patients.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReportRow {
+    pub metrics: CriterionMetrics,
+    pub accuracy: Interval,
+    pub accuracy_collapsed: Interval,
+    pub kappa: Interval,
+    pub evidence_f1: Interval,
+}
+
+/// Bootstrap replicates and seed used for every reported interval.
+pub const BOOTSTRAP_REPLICATES: usize = 2000;
+pub const BOOTSTRAP_SEED: u64 = 20_240_101;
+
+pub fn report_row(predictions: &[Prediction]) -> ReportRow {
+    let b = |f: fn(&CriterionMetrics) -> f64| {
+        bootstrap_by_patient(predictions, BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, |rows| f(&criterion_metrics(rows)))
+    };
+    ReportRow {
+        metrics: criterion_metrics(predictions),
+        accuracy: b(|m| m.accuracy),
+        accuracy_collapsed: b(|m| m.accuracy_collapsed),
+        kappa: b(|m| m.kappa),
+        evidence_f1: b(|m| m.evidence_f1),
+    }
+}
