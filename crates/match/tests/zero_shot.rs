@@ -224,3 +224,18 @@ fn retrieval_restricts_to_sentences_inside_sections() {
     assert_eq!(only.notes.len(), 1);
     assert_eq!(only.notes[0].sentences, [(1, second.text.clone())]);
 }
+
+#[test]
+fn citations_are_verified_against_the_store() {
+    let store = store();
+    let (m, _) = run(Strategy::Ican, &[&answer("MET", &[2]), &answer("MET", &[3])]);
+    assert!(evident_match::zero_shot::verify_citations(&store, &m.results[0]).unwrap().is_empty());
+    let mut forged = m.results[0].clone();
+    if let Outcome::Assessed(a) = &mut forged.outcome {
+        a.evidence.push(SentenceRef { document_id: "new".into(), ordinal: 42 });
+    }
+    assert_eq!(
+        evident_match::zero_shot::verify_citations(&store, &forged).unwrap(),
+        ["sentence 42 of document new is not in the store"]
+    );
+}
