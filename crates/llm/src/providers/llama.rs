@@ -309,7 +309,14 @@ impl Engine<'_> {
         };
         let mut chain = Vec::new();
         if let Some(schema) = &request.json_schema {
-            let schema = bound_strings(schema, self.config.max_string_length);
+            let mut schema = bound_strings(schema, self.config.max_string_length);
+            // Compact JSON only: with llguidance's default flexible
+            // whitespace a small model can emit newlines until max_tokens.
+            if let Some(object) = schema.as_object_mut() {
+                object
+                    .entry("x-guidance")
+                    .or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
+            }
             let tok_env = self
                 .tok_env
                 .get_or_insert_with(|| LlamaSampler::llguidance_tok_env(self.model))
