@@ -405,10 +405,10 @@ fn patient_id_from_reference(reference: &str) -> Option<String> {
 
 pub(crate) fn read_ndjson(path: &Path) -> (Batch, Vec<Problem>) {
     let mut reading = Reading::new(path);
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::problem::read_text(path) {
         Ok(t) => t,
-        Err(e) => {
-            reading.problems.push(Problem::new(path, "", None, format!("cannot read: {e}"), "check the path"));
+        Err(problem) => {
+            reading.problems.push(problem);
             return reading.finish();
         }
     };
@@ -433,10 +433,10 @@ pub(crate) fn read_ndjson(path: &Path) -> (Batch, Vec<Problem>) {
 
 pub(crate) fn read_bundle(path: &Path) -> (Batch, Vec<Problem>) {
     let mut reading = Reading::new(path);
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::problem::read_text(path) {
         Ok(t) => t,
-        Err(e) => {
-            reading.problems.push(Problem::new(path, "", None, format!("cannot read: {e}"), "check the path"));
+        Err(problem) => {
+            reading.problems.push(problem);
             return reading.finish();
         }
     };

@@ -51,3 +51,10 @@ impl std::fmt::Display for Problem {
         Ok(())
     }
 }
+
+/// Reads a whole input file as UTF-8 text, or says why it cannot.
+pub(crate) fn read_text(path: &Path) -> Result<String, Problem> {
+    std::fs::read_to_string(path).map_err(|e| {
+        Problem::new(path, "", None, format!("cannot read as UTF-8 text: {e}"), "check the path and the file's encoding")
+    })
+}

@@ -10,10 +10,10 @@ use crate::{Batch, Problem};
 pub(crate) fn read(path: &Path) -> (Batch, Vec<Problem>) {
     let mut batch = Batch::default();
     let mut problems = Vec::new();
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::problem::read_text(path) {
         Ok(t) => t,
-        Err(e) => {
-            problems.push(Problem::new(path, "", None, format!("cannot read: {e}"), "check the path"));
+        Err(problem) => {
+            problems.push(problem);
             return (batch, problems);
         }
     };
