@@ -109,3 +109,16 @@ fn example_records_ingest_with_labs_and_show() {
     sandbox.run(&["labs", "P001", "--concept", "ferritin"]).fails_with(1, "0 value(s)");
     sandbox.run(&["show", "nobody"]).fails_with(2, "patient \"nobody\" is not in the store");
 }
+
+#[test]
+fn a_dry_run_checks_everything_and_writes_nothing() {
+    let sandbox = Sandbox::new();
+    let data = shared_data().join("synthea/sample-bulk-fhir-datasets-10-patients");
+    // Later files refer to the patients of Patient.000.ndjson, which a dry
+    // run does not write: that must not count as a problem.
+    let out = sandbox.run(&["--json", "ingest", "--dry-run", data.to_str().unwrap()]).ok().json();
+    assert_eq!(out["dry_run"], true);
+    let planned: u64 = out["units"].as_array().unwrap().iter().map(|u| u["documents_inserted"].as_u64().unwrap()).sum();
+    assert!(planned >= 1215, "{planned}");
+    assert_eq!(sandbox.counts().documents, 0);
+}

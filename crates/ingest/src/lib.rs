@@ -247,10 +247,16 @@ pub fn ingest(
     progress: &dyn Progress,
 ) -> Result<IngestReport, IngestError> {
     let mut report = IngestReport { dry_run, units: Vec::new() };
+    // Patients of earlier clean units in this run: on a dry run they are not
+    // in the store, yet later units may refer to them.
+    let mut earlier_patients = BTreeSet::new();
     for (index, unit) in units.iter().enumerate() {
         progress.start_unit(unit, index, units.len());
         let (batch, mut problems) = read_unit(unit);
-        check_patients_exist(store, unit, &batch, &mut problems)?;
+        check_patients_exist(store, unit, &batch, &earlier_patients, &mut problems)?;
+        if problems.is_empty() {
+            earlier_patients.extend(batch.patients.iter().map(|p| p.id.clone()));
+        }
         let mut unit_report = UnitReport {
             path: unit.path.clone(),
             format: Some(unit.format),
@@ -280,6 +286,7 @@ fn check_patients_exist(
     store: &Store,
     unit: &Unit,
     batch: &Batch,
+    earlier: &BTreeSet<String>,
     problems: &mut Vec<Problem>,
 ) -> Result<(), IngestError> {
     let in_batch: BTreeSet<&str> = batch.patients.iter().map(|p| p.id.as_str()).collect();
@@ -292,7 +299,7 @@ fn check_patients_exist(
         .collect();
     let mut missing = Vec::new();
     for id in referenced.difference(&in_batch) {
-        if store.patient(id)?.is_none() {
+        if !earlier.contains(*id) && store.patient(id)?.is_none() {
             missing.push(*id);
         }
     }
