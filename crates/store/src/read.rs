@@ -243,12 +243,23 @@ impl Store {
 
     /// All sentences of a document, in order, with their text.
     pub fn sentences(&self, document_id: &str) -> Result<Vec<SentenceRecord>> {
-        let mut stmt = self.conn().prepare(
+        self.sentence_rows(document_id, None)
+    }
+
+    /// One sentence by its id, if the document has it.
+    pub fn sentence(&self, document_id: &str, ordinal: i64) -> Result<Option<SentenceRecord>> {
+        Ok(self.sentence_rows(document_id, Some(ordinal))?.pop())
+    }
+
+    /// Sentences of a document (all, or the one with `ordinal`), with the
+    /// text sliced from the stored document at their byte span.
+    fn sentence_rows(&self, document_id: &str, ordinal: Option<i64>) -> Result<Vec<SentenceRecord>> {
+        let mut stmt = self.conn().prepare_cached(
             "SELECT s.ordinal, s.start, s.end, substr(CAST(d.text AS BLOB), s.start + 1, s.end - s.start)
              FROM sentences s JOIN documents d ON d.id = s.document_id
-             WHERE s.document_id = ?1 ORDER BY s.ordinal",
+             WHERE s.document_id = ?1 AND (?2 IS NULL OR s.ordinal = ?2) ORDER BY s.ordinal",
         )?;
-        let rows = stmt.query_map([document_id], |r| {
+        let rows = stmt.query_map(params![document_id, ordinal], |r| {
             Ok(SentenceRecord {
                 document_id: document_id.to_string(),
                 ordinal: r.get(0)?,
@@ -258,29 +269,6 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    /// One sentence by its id, if the document has it.
-    pub fn sentence(&self, document_id: &str, ordinal: i64) -> Result<Option<SentenceRecord>> {
-        let row = self
-            .conn()
-            .query_row(
-                "SELECT s.start, s.end, substr(CAST(d.text AS BLOB), s.start + 1, s.end - s.start)
-                 FROM sentences s JOIN documents d ON d.id = s.document_id
-                 WHERE s.document_id = ?1 AND s.ordinal = ?2",
-                params![document_id, ordinal],
-                |r| {
-                    Ok(SentenceRecord {
-                        document_id: document_id.to_string(),
-                        ordinal,
-                        start: r.get::<_, i64>(0)? as usize,
-                        end: r.get::<_, i64>(1)? as usize,
-                        text: String::from_utf8_lossy(&r.get::<_, Vec<u8>>(2)?).into_owned(),
-                    })
-                },
-            )
-            .optional()?;
-        Ok(row)
     }
 
     /// A patient's labs in time order.
