@@ -51,6 +51,8 @@ pub enum Command {
     Runs(commands::runs::Args),
     /// Statistics for observational studies.
     Stats(commands::stats::Args),
+    /// The local knowledge base that MAKAR's retrieval agent searches.
+    Kb(commands::kb::Args),
 }
 
 /// What a successful command found. Errors are reported separately.

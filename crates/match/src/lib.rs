@@ -4,11 +4,14 @@
 //! (MET / NOT MET / NOT ENOUGH INFORMATION / NOT APPLICABLE, shown in
 //! TrialGPT's wording), note-level pooling, trial-level eligibility and
 //! TrialGPT's ranking score; [`zero_shot`] is Wornow et al.'s matcher with
-//! the ACAN/ACIN/ICAN/ICIN strategies over the `evident_llm` traits.
+//! the ACAN/ACIN/ICAN/ICIN strategies over the `evident_llm` traits;
+//! [`makar`] is the MAKAR multi-agent workflow (router, augmentation,
+//! critic, reasoning, matching, supervision).
 
 pub mod criteria;
 pub mod ctgov;
 pub mod decision;
+pub mod makar;
 pub mod plain;
 pub mod zero_shot;
 

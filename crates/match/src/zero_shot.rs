@@ -166,6 +166,12 @@ pub enum MatchError {
     Prompt(#[from] PromptError),
     #[error("store: {0}")]
     Store(String),
+    /// The local knowledge base (MAKAR's retrieval agent) failed.
+    #[error("knowledge base: {0}")]
+    Knowledge(String),
+    /// The online search endpoint (MAKAR's online agent) failed or is not configured.
+    #[error("online search: {0}")]
+    OnlineSearch(String),
 }
 
 /// The results for one patient: one pooled result per criterion, in the
@@ -233,28 +239,7 @@ impl<'a> ZeroShotMatcher<'a> {
     /// IC*, all for AC*).
     pub fn render(&self, notes: &[&NoteText], criteria: &[&Criterion]) -> Result<RenderedPrompt, MatchError> {
         let all_criteria = self.config.strategy.all_criteria();
-        let mut sentence_ids = BTreeMap::new();
-        let mut next = 0i64;
-        let shown: Vec<Value> = notes
-            .iter()
-            .map(|n| {
-                let sentences: Vec<Value> = n
-                    .sentences
-                    .iter()
-                    .map(|(ordinal, text)| {
-                        let id = next;
-                        next += 1;
-                        sentence_ids.insert(id, SentenceRef { document_id: n.document_id.clone(), ordinal: *ordinal });
-                        json!({"id": id, "text": text.split_whitespace().collect::<Vec<_>>().join(" ")})
-                    })
-                    .collect();
-                json!({
-                    "date": n.date.map(|d| d.format("%Y-%m-%d").to_string()),
-                    "title": n.title,
-                    "sentences": sentences,
-                })
-            })
-            .collect();
+        let (shown, sentence_ids) = record_context(notes);
         let criteria_ctx: Vec<Value> = criteria
             .iter()
             .map(|c| json!({"id": c.id, "type": c.criterion_type.as_str(), "text": c.prompt_text()}))
@@ -359,9 +344,38 @@ impl<'a> ZeroShotMatcher<'a> {
     }
 }
 
+/// The notes as prompt templates see them (`date`, `title`, `sentences`
+/// with prompt-local integer `id` and whitespace-collapsed `text`), and the
+/// map from those ids back to the record. Ids count from 0 across notes.
+pub fn record_context(notes: &[&NoteText]) -> (Vec<Value>, BTreeMap<i64, SentenceRef>) {
+    let mut sentence_ids = BTreeMap::new();
+    let mut next = 0i64;
+    let shown = notes
+        .iter()
+        .map(|n| {
+            let sentences: Vec<Value> = n
+                .sentences
+                .iter()
+                .map(|(ordinal, text)| {
+                    let id = next;
+                    next += 1;
+                    sentence_ids.insert(id, SentenceRef { document_id: n.document_id.clone(), ordinal: *ordinal });
+                    json!({"id": id, "text": text.split_whitespace().collect::<Vec<_>>().join(" ")})
+                })
+                .collect();
+            json!({
+                "date": n.date.map(|d| d.format("%Y-%m-%d").to_string()),
+                "title": n.title,
+                "sentences": sentences,
+            })
+        })
+        .collect();
+    (shown, sentence_ids)
+}
+
 /// Reads a schema-valid assessment and maps its evidence ids; ids that were
 /// not shown are returned as unresolved citations.
-fn parse_assessment(v: &Value, ids: &BTreeMap<i64, SentenceRef>) -> (Assessment, Vec<String>) {
+pub fn parse_assessment(v: &Value, ids: &BTreeMap<i64, SentenceRef>) -> (Assessment, Vec<String>) {
     let strings = |key: &str| -> Vec<String> {
         v[key].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default()
     };

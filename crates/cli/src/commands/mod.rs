@@ -3,6 +3,7 @@
 
 pub mod embed;
 pub mod ingest;
+pub mod kb;
 pub mod labs;
 pub mod llm;
 pub mod models;
@@ -28,6 +29,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Llm(args) => llm::run(&ctx, args),
         Command::Runs(args) => runs::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
+        Command::Kb(args) => kb::run(&ctx, args),
     }
 }
 
