@@ -90,6 +90,16 @@ fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// `?, ?, ...` for an `IN` list of `n` values (`NULL` when empty, which
+/// matches nothing).
+fn placeholders(n: usize) -> String {
+    if n == 0 {
+        "NULL".to_string()
+    } else {
+        vec!["?"; n].join(", ")
+    }
+}
+
 /// Nearest-rank percentile of sorted values.
 fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
@@ -212,31 +222,62 @@ impl Store {
             )
             .optional()?;
         let Some((label, started_at, finished_at)) = head else { return Ok(None) };
+        Ok(Some(self.summarize_runs(run_id.to_string(), label, started_at, finished_at, &[run_id])?))
+    }
+
+    /// One summary over several runs (e.g. the invocations of one resumed
+    /// trial-matching run): sums, and latency percentiles over all their
+    /// calls. `id` and `label` name the whole.
+    pub fn model_runs_summary(&self, id: &str, label: &str, run_ids: &[&str]) -> Result<ModelRunSummary> {
+        let in_list = placeholders(run_ids.len());
+        let (started_at, finished_at): (Option<String>, Option<String>) = self.conn().query_row(
+            &format!("SELECT MIN(started_at), MAX(finished_at) FROM model_runs WHERE id IN ({in_list})"),
+            rusqlite::params_from_iter(run_ids),
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        self.summarize_runs(id.to_string(), label.to_string(), started_at.unwrap_or_default(), finished_at, run_ids)
+    }
+
+    fn summarize_runs(
+        &self,
+        id: String,
+        label: String,
+        started_at: String,
+        finished_at: Option<String>,
+        run_ids: &[&str],
+    ) -> Result<ModelRunSummary> {
+        let in_list = placeholders(run_ids.len());
+        let ids = || rusqlite::params_from_iter(run_ids);
         let (calls, cache_hits, errors, prompt_tokens, completion_tokens, cost_usd): (i64, i64, i64, i64, i64, f64) =
             self.conn().query_row(
-                "SELECT COUNT(*), COALESCE(SUM(cache_hit), 0), COALESCE(SUM(error IS NOT NULL), 0),
+                &format!(
+                    "SELECT COUNT(*), COALESCE(SUM(cache_hit), 0), COALESCE(SUM(error IS NOT NULL), 0),
                         COALESCE(SUM(CASE WHEN cache_hit = 0 THEN prompt_tokens END), 0),
                         COALESCE(SUM(CASE WHEN cache_hit = 0 THEN completion_tokens END), 0),
                         COALESCE(SUM(CASE WHEN cache_hit = 0 THEN cost_usd END), 0.0)
-                 FROM model_calls WHERE run_id = ?1",
-                [run_id],
+                     FROM model_calls WHERE run_id IN ({in_list})"
+                ),
+                ids(),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
             )?;
         let mut latencies: Vec<f64> = self
             .conn()
-            .prepare("SELECT latency_ms FROM model_calls WHERE run_id = ?1 AND cache_hit = 0")?
-            .query_map([run_id], |r| r.get(0))?
+            .prepare(&format!("SELECT latency_ms FROM model_calls WHERE run_id IN ({in_list}) AND cache_hit = 0"))?
+            .query_map(ids(), |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         latencies.sort_by(f64::total_cmp);
         let models: Vec<String> = self
             .conn()
-            .prepare("SELECT DISTINCT model FROM model_calls WHERE run_id = ?1 ORDER BY model")?
-            .query_map([run_id], |r| r.get(0))?
+            .prepare(&format!("SELECT DISTINCT model FROM model_calls WHERE run_id IN ({in_list}) ORDER BY model"))?
+            .query_map(ids(), |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
-        let pipeline_failures: i64 =
-            self.conn().query_row("SELECT COUNT(*) FROM pipeline_failures WHERE run_id = ?1", [run_id], |r| r.get(0))?;
-        Ok(Some(ModelRunSummary {
-            id: run_id.to_string(),
+        let pipeline_failures: i64 = self.conn().query_row(
+            &format!("SELECT COUNT(*) FROM pipeline_failures WHERE run_id IN ({in_list})"),
+            ids(),
+            |r| r.get(0),
+        )?;
+        Ok(ModelRunSummary {
+            id,
             label,
             started_at,
             finished_at,
@@ -253,7 +294,7 @@ impl Store {
             latency_p99_ms: percentile(&latencies, 99.0),
             latency_max_ms: latencies.last().copied(),
             models,
-        }))
+        })
     }
 
     /// A run's calls in the order they were made.

@@ -5,6 +5,7 @@
 //! one transaction, so an ingest either lands whole or not at all.
 
 mod calls;
+mod matches;
 mod migrate;
 mod read;
 mod search;
@@ -15,6 +16,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
+pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
 pub use search::{ScoredSection, SectionFilter, SectionRecord};
 pub use write::{PutOutcome, Writer};

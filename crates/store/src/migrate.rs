@@ -10,6 +10,7 @@ use crate::StoreError;
 pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_records.sql")),
     (2, include_str!("../migrations/0002_model_calls.sql")),
+    (4, include_str!("../migrations/0004_match_runs.sql")),
 ];
 
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
