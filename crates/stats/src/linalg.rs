@@ -26,7 +26,12 @@ pub struct RankDeficient(pub usize);
 /// cache-resident buffer. This is the same factorisation as one Householder
 /// pass over the whole matrix (R is unique up to signs) but touches each row
 /// once, which is what makes million-row fits fast.
-pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls, RankDeficient> {
+pub fn wls<C: AsRef<[f64]>>(
+    x: &[C],
+    y: &[f64],
+    w: Option<&[f64]>,
+    tol: f64,
+) -> Result<Wls, RankDeficient> {
     const BLOCK: usize = 256;
     let n = y.len();
     let p = x.len();
@@ -45,7 +50,7 @@ pub fn wls(x: &[Vec<f64>], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls
         }
         for c in 0..width {
             let src = if c < p {
-                &x[c][start..start + m]
+                &x[c].as_ref()[start..start + m]
             } else {
                 &y[start..start + m]
             };

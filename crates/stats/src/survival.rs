@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::dist::{p_two_sided_z, pchisq_upper, qnorm};
 use crate::error::{invalid, Result, StatsError};
-use crate::glm::{check_design, design_columns, Coefficient, Predictor};
+use crate::glm::{check_design, Coefficient, Predictor};
 use crate::linalg::{chol_inverse, chol_solve, cholesky, wls};
 
 /// How tied event times enter the Cox partial likelihood.
@@ -122,26 +122,118 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
     Ok(())
 }
 
-/// Risk-set order: by stratum, then time descending, deaths before censored
-/// at the same time is irrelevant (all tied times enter the risk set together).
-fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..time.len()).collect();
-    idx.sort_by(|&a, &b| {
-        let sa = strata.map_or(0.0, |s| s[a]);
-        let sb = strata.map_or(0.0, |s| s[b]);
-        sa.total_cmp(&sb).then(time[b].total_cmp(&time[a]))
-    });
-    idx
+/// An order-preserving map of a finite f64 to u64 (-0.0 and 0.0 alike), so
+/// that sorting plain integer keys sorts the numbers.
+fn order_key(v: f64) -> u64 {
+    let bits = (v + 0.0).to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
 }
 
+/// Risk-set order: by stratum, then time descending (all tied times enter
+/// the risk set together, so the order within a tie does not matter; ties
+/// keep the input order).
+fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
+    let n = time.len();
+    // Stratum codes: ranks of the distinct stratum values.
+    let codes: Vec<u32> = match strata {
+        None => vec![0; n],
+        Some(s) => {
+            let mut levels: Vec<u64> = s.iter().map(|v| order_key(*v)).collect();
+            levels.sort_unstable();
+            levels.dedup();
+            s.iter()
+                .map(|v| levels.partition_point(|l| *l < order_key(*v)) as u32)
+                .collect()
+        }
+    };
+    if n > u32::MAX as usize {
+        let mut idx: Vec<usize> = (0..n).collect();
+        idx.sort_by(|&a, &b| codes[a].cmp(&codes[b]).then(time[b].total_cmp(&time[a])));
+        return idx;
+    }
+    // One packed key per row (stratum code, descending time, row index):
+    // an unstable sort of distinct integers is as good as a stable sort
+    // and much faster than comparing through indices.
+    let mut keys: Vec<u128> = (0..n)
+        .map(|i| ((codes[i] as u128) << 96) | ((!order_key(time[i]) as u128) << 32) | i as u128)
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|k| (k as u32) as usize).collect()
+}
+
+/// Rows [start, end) of the risk order share one time (and stratum).
+struct TieBlock {
+    start: usize,
+    end: usize,
+    deaths: usize,
+    /// The block with the latest time of its stratum: the risk sets restart.
+    first_in_stratum: bool,
+}
+
+/// The tie blocks of data in risk order.
+fn tie_blocks(time: &[f64], status: &[f64], stratum: &[f64]) -> Vec<TieBlock> {
+    let n = time.len();
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < n {
+        let mut j = i + 1;
+        while j < n && time[j] == time[i] && stratum[j] == stratum[i] {
+            j += 1;
+        }
+        blocks.push(TieBlock {
+            start: i,
+            end: j,
+            deaths: status[i..j].iter().filter(|s| **s == 1.0).count(),
+            first_in_stratum: i == 0 || stratum[i] != stratum[i - 1],
+        });
+        i = j;
+    }
+    blocks
+}
+
+/// The Cox data in risk order, laid out for the Newton iterations.
 struct CoxData {
-    /// Covariates, row-major n x p, centred, in risk order.
+    /// Covariates, column-major (column c is x[c * n..(c + 1) * n]),
+    /// centred, in risk order.
     x: Vec<f64>,
-    time: Vec<f64>,
+    /// 1.0 for an event, 0.0 for censored, in risk order.
     status: Vec<f64>,
-    stratum: Vec<f64>,
+    blocks: Vec<TieBlock>,
+    /// Sum of the covariates over the events: the part of the score and of
+    /// the log-likelihood (times beta) that does not depend on beta.
+    x_events: Vec<f64>,
     n: usize,
     p: usize,
+}
+
+/// Per-row buffers reused by every evaluation (no allocation per iteration).
+struct CoxWork {
+    eta: Vec<f64>,
+    /// exp(eta).
+    risk: Vec<f64>,
+    /// exp(eta) for events, 0 for censored rows.
+    risk_events: Vec<f64>,
+    /// The weight of each row's x x' in the information matrix.
+    weight: Vec<f64>,
+    /// Per tie block: sum over the Efron steps of mult / denom, and of
+    /// mult * frac / denom (the hazard increment and its event share).
+    hazard: Vec<(f64, f64)>,
+}
+
+impl CoxWork {
+    fn new(data: &CoxData) -> Self {
+        Self {
+            eta: vec![0.0; data.n],
+            risk: vec![0.0; data.n],
+            risk_events: vec![0.0; data.n],
+            weight: vec![0.0; data.n],
+            hazard: vec![(0.0, 0.0); data.blocks.len()],
+        }
+    }
 }
 
 struct CoxEval {
@@ -151,108 +243,136 @@ struct CoxEval {
 }
 
 impl CoxData {
+    fn column(&self, c: usize) -> &[f64] {
+        &self.x[c * self.n..(c + 1) * self.n]
+    }
+
+    /// eta = X beta, in risk order.
+    fn linear_predictor(&self, beta: &[f64], eta: &mut [f64]) {
+        const BLOCK: usize = 2048;
+        let n = self.n;
+        let mut start = 0;
+        while start < n {
+            let end = (start + BLOCK).min(n);
+            let out = &mut eta[start..end];
+            out.iter_mut().for_each(|v| *v = 0.0);
+            for (c, b) in beta.iter().enumerate() {
+                for (o, x) in out.iter_mut().zip(&self.column(c)[start..end]) {
+                    *o += x * b;
+                }
+            }
+            start = end;
+        }
+    }
+
     /// Partial log-likelihood, score and information at beta.
-    fn eval(&self, beta: &[f64], ties: Ties, need_imat: bool) -> CoxEval {
+    ///
+    /// `coxfit6` accumulates the weighted sums of x x' row by row (p^2 / 2
+    /// products per row, twice for events). Here the sums are exchanged: the
+    /// information is sum_t sum_k [(S2 - f_k D2) / den_k - a_k a_k'] over
+    /// event times t and Efron steps k, and S2 (resp. D2) is a sum over the
+    /// risk set (resp. the events) at t, so each row's r x x' enters once,
+    /// weighted by the sum of mult / den_k over the event times at which it
+    /// is at risk (minus its own time's mult f_k / den_k if it is an event):
+    /// one weighted Gram matrix X' diag(w) X, computed column-major in
+    /// cache-sized blocks. The a_k a_k' terms, with a_k = (S1 - f_k D1) /
+    /// den_k, expand into three outer products per event time. The sums are
+    /// the same, in a different order.
+    fn eval(&self, beta: &[f64], ties: Ties, work: &mut CoxWork) -> CoxEval {
         let (n, p) = (self.n, self.p);
-        let mut loglik = 0.0;
-        let mut u = vec![0.0; p];
-        let mut imat = vec![0.0; p * p];
-        let mut s1 = vec![0.0; p];
-        let mut s2 = vec![0.0; p * p];
-        let mut d1 = vec![0.0; p];
-        let mut d2 = vec![0.0; p * p];
-        let mut a = vec![0.0; p];
+        self.linear_predictor(beta, &mut work.eta);
+        for (((r, re), eta), s) in work
+            .risk
+            .iter_mut()
+            .zip(work.risk_events.iter_mut())
+            .zip(&work.eta)
+            .zip(&self.status)
+        {
+            *r = eta.clamp(-200.0, 22.0).exp();
+            *re = *r * s;
+        }
+        let mut loglik: f64 = beta.iter().zip(&self.x_events).map(|(b, x)| b * x).sum();
+        let mut u = self.x_events.clone();
+        // Lower triangle of sum_t sum_k mult a_k a_k'.
+        let mut outer = vec![0.0; p * p];
         let mut s0 = 0.0;
-        let mut i = 0;
-        while i < n {
-            if i == 0 || self.stratum[i] != self.stratum[i - 1] {
+        let mut s1 = vec![0.0; p];
+        let mut d1 = vec![0.0; p];
+        for (blk, hz) in self.blocks.iter().zip(work.hazard.iter_mut()) {
+            if blk.first_in_stratum {
                 s0 = 0.0;
                 s1.iter_mut().for_each(|v| *v = 0.0);
-                s2.iter_mut().for_each(|v| *v = 0.0);
             }
-            // The block of rows with the same time (and stratum).
-            let mut j = i;
-            while j < n && self.time[j] == self.time[i] && self.stratum[j] == self.stratum[i] {
-                j += 1;
+            let (i, j) = (blk.start, blk.end);
+            let risk = &work.risk[i..j];
+            s0 += risk.iter().sum::<f64>();
+            for (c, s) in s1.iter_mut().enumerate() {
+                *s += dot_lanes(risk, &self.column(c)[i..j]);
             }
-            let mut d0 = 0.0;
-            let mut deaths = 0usize;
-            d1.iter_mut().for_each(|v| *v = 0.0);
-            if need_imat {
-                d2.iter_mut().for_each(|v| *v = 0.0);
+            if blk.deaths == 0 {
+                *hz = (0.0, 0.0);
+                continue;
             }
-            for k in i..j {
-                let xk = &self.x[k * p..(k + 1) * p];
-                let eta: f64 = xk
-                    .iter()
-                    .zip(beta)
-                    .map(|(x, b)| x * b)
-                    .sum::<f64>()
-                    .clamp(-200.0, 22.0);
-                let r = eta.exp();
-                s0 += r;
-                for a in 0..p {
-                    s1[a] += r * xk[a];
-                }
-                if need_imat {
-                    add_outer_lower(&mut s2, xk, r, p);
-                }
-                if self.status[k] == 1.0 {
-                    deaths += 1;
-                    d0 += r;
-                    loglik += eta;
-                    for a in 0..p {
-                        d1[a] += r * xk[a];
-                        u[a] += xk[a];
-                    }
-                    if need_imat {
-                        add_outer_lower(&mut d2, xk, r, p);
-                    }
-                }
+            let risk_events = &work.risk_events[i..j];
+            let d0: f64 = risk_events.iter().sum();
+            for (c, d) in d1.iter_mut().enumerate() {
+                *d = dot_lanes(risk_events, &self.column(c)[i..j]);
             }
-            if deaths > 0 {
-                let dd = deaths as f64;
-                let steps = match ties {
-                    Ties::Efron => deaths,
-                    Ties::Breslow => 1,
+            let dd = blk.deaths as f64;
+            let (steps, mult) = match ties {
+                Ties::Efron => (blk.deaths, 1.0),
+                Ties::Breslow => (1, dd),
+            };
+            let (mut h, mut h_frac) = (0.0, 0.0);
+            let (mut sa, mut sb, mut sc) = (0.0, 0.0, 0.0);
+            for k in 0..steps {
+                let frac = match ties {
+                    Ties::Efron => k as f64 / dd,
+                    Ties::Breslow => 0.0,
                 };
-                let mult = match ties {
-                    Ties::Efron => 1.0,
-                    Ties::Breslow => dd,
-                };
-                for k in 0..steps {
-                    let frac = match ties {
-                        Ties::Efron => k as f64 / dd,
-                        Ties::Breslow => 0.0,
-                    };
-                    let denom = s0 - frac * d0;
-                    loglik -= mult * denom.ln();
-                    for c in 0..p {
-                        a[c] = (s1[c] - frac * d1[c]) / denom;
-                        u[c] -= mult * a[c];
-                    }
-                    if need_imat {
-                        let inv = mult / denom;
-                        for c in 0..p {
-                            let lo = c * p;
-                            let ac = mult * a[c];
-                            let row = &mut imat[lo..=lo + c];
-                            for (((m, s2v), d2v), ab) in row
-                                .iter_mut()
-                                .zip(&s2[lo..=lo + c])
-                                .zip(&d2[lo..=lo + c])
-                                .zip(&a[..=c])
-                            {
-                                *m += (s2v - frac * d2v) * inv - ac * ab;
-                            }
-                        }
-                    }
+                let denom = s0 - frac * d0;
+                loglik -= mult * denom.ln();
+                let inv = mult / denom;
+                h += inv;
+                h_frac += frac * inv;
+                let inv2 = inv / denom;
+                sa += inv2;
+                sb += frac * inv2;
+                sc += frac * frac * inv2;
+            }
+            for c in 0..p {
+                u[c] -= s1[c] * h - d1[c] * h_frac;
+                let row = &mut outer[c * p..=c * p + c];
+                for (b, o) in row.iter_mut().enumerate() {
+                    *o += s1[c] * s1[b] * sa - (s1[c] * d1[b] + d1[c] * s1[b]) * sb
+                        + d1[c] * d1[b] * sc;
                 }
             }
-            i = j;
+            *hz = (h, h_frac);
         }
+        // Each row's weight: the hazard summed over the event times at which
+        // it is at risk (its own and later blocks of its stratum in risk
+        // order, i.e. earlier times), walked from the end.
+        let mut cumulative = 0.0;
+        for (blk, &(h, h_frac)) in self.blocks.iter().zip(&work.hazard).rev() {
+            cumulative += h;
+            let (i, j) = (blk.start, blk.end);
+            for ((w, r), re) in work.weight[i..j]
+                .iter_mut()
+                .zip(&work.risk[i..j])
+                .zip(&work.risk_events[i..j])
+            {
+                *w = r * cumulative - re * h_frac;
+            }
+            if blk.first_in_stratum {
+                cumulative = 0.0;
+            }
+        }
+        let mut imat = vec![0.0; p * p];
+        weighted_gram_lower(&self.x, n, p, &work.weight, &mut imat);
         for c in 0..p {
-            for b in 0..c {
+            for b in 0..=c {
+                imat[c * p + b] -= outer[c * p + b];
                 imat[b * p + c] = imat[c * p + b];
             }
         }
@@ -260,15 +380,46 @@ impl CoxData {
     }
 }
 
-/// m[a][b] += r x[a] x[b] for b <= a (lower triangle, row-major p x p).
+/// Dot product with eight independent partial sums, which the compiler
+/// turns into vector instructions (a plain sum is one serial chain).
 #[inline]
-fn add_outer_lower(m: &mut [f64], x: &[f64], r: f64, p: usize) {
-    for a in 0..p {
-        let ra = r * x[a];
-        let lo = a * p;
-        for (mv, xb) in m[lo..=lo + a].iter_mut().zip(&x[..=a]) {
-            *mv += ra * xb;
+fn dot_lanes(a: &[f64], b: &[f64]) -> f64 {
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let tail: f64 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut acc = [0.0; 8];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
         }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+/// out[a][b] += sum_i w_i x_ia x_ib for b <= a (lower triangle, row-major
+/// p x p), with x column-major n x p, in blocks of rows that stay in cache.
+fn weighted_gram_lower(x: &[f64], n: usize, p: usize, w: &[f64], out: &mut [f64]) {
+    const BLOCK: usize = 512;
+    let mut wx = vec![0.0; BLOCK];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BLOCK).min(n);
+        let m = end - start;
+        for a in 0..p {
+            let xa = &x[a * n + start..a * n + end];
+            for ((t, xv), wv) in wx[..m].iter_mut().zip(xa).zip(&w[start..end]) {
+                *t = xv * wv;
+            }
+            for b in 0..=a {
+                out[a * p + b] += dot_lanes(&wx[..m], &x[b * n + start..b * n + end]);
+            }
+        }
+        start = end;
     }
 }
 
@@ -302,40 +453,56 @@ pub fn coxph(
     let n = time.len();
     let p = x.len();
     // Collinearity check on the design with an intercept, as lm would see it.
-    let (names, cols) = design_columns(n, x);
+    let names: Vec<String> = std::iter::once("(Intercept)".to_string())
+        .chain(x.iter().map(|c| c.name.to_string()))
+        .collect();
+    let ones = vec![1.0; n];
+    let cols: Vec<&[f64]> = std::iter::once(&ones[..])
+        .chain(x.iter().map(|c| c.values))
+        .collect();
     if let Err(e) = wls(&cols, time, None, 1e-7) {
         return Err(StatsError::SingularDesign {
             analysis: analysis.into(),
             column: names[e.0].clone(),
         });
     }
+    drop(ones);
     let order = risk_order(time, strata);
     let means: Vec<f64> = x
         .iter()
         .map(|c| c.values.iter().sum::<f64>() / n as f64)
         .collect();
     let mut xs = vec![0.0; n * p];
-    for (r, &i) in order.iter().enumerate() {
-        for (c, pred) in x.iter().enumerate() {
-            xs[r * p + c] = pred.values[i] - means[c];
+    for ((col, pred), mean) in xs.chunks_exact_mut(n).zip(x).zip(&means) {
+        for (dst, &i) in col.iter_mut().zip(&order) {
+            *dst = pred.values[i] - mean;
         }
     }
+    let sorted_time: Vec<f64> = order.iter().map(|&i| time[i]).collect();
+    let sorted_status: Vec<f64> = order.iter().map(|&i| status[i]).collect();
+    let stratum: Vec<f64> = match strata {
+        Some(s) => order.iter().map(|&i| s[i]).collect(),
+        None => vec![0.0; n],
+    };
+    drop(order);
+    let x_events = xs
+        .chunks_exact(n)
+        .map(|col| dot_lanes(col, &sorted_status))
+        .collect();
     let data = CoxData {
+        blocks: tie_blocks(&sorted_time, &sorted_status, &stratum),
         x: xs,
-        time: order.iter().map(|&i| time[i]).collect(),
-        status: order.iter().map(|&i| status[i]).collect(),
-        stratum: order
-            .iter()
-            .map(|&i| strata.map_or(0.0, |s| s[i]))
-            .collect(),
+        status: sorted_status,
+        x_events,
         n,
         p,
     };
+    let mut work = CoxWork::new(&data);
     let toler = f64::EPSILON.powf(0.75);
     let eps = 1e-9;
     let maxiter = 20;
     let mut beta = vec![0.0; p];
-    let first = data.eval(&beta, ties, true);
+    let first = data.eval(&beta, ties, &mut work);
     let loglik_null = first.loglik;
     let singular = |e: crate::linalg::RankDeficient| StatsError::SingularDesign {
         analysis: analysis.into(),
@@ -352,7 +519,7 @@ pub fn coxph(
     let mut iterations = 0;
     for iter in 1..=maxiter {
         iterations = iter;
-        let ev = data.eval(&newbeta, ties, true);
+        let ev = data.eval(&newbeta, ties, &mut work);
         if !ev.loglik.is_finite() {
             return Err(StatsError::NoConvergence {
                 analysis: analysis.into(),
@@ -415,10 +582,11 @@ pub fn coxph(
             }
         })
         .collect();
-    let lp: Vec<f64> = (0..n)
-        .map(|r| (0..p).map(|c| data.x[r * p + c] * beta[c]).sum())
-        .collect();
-    let concordance = concordance_sorted(&data.time, &data.status, &data.stratum, &lp);
+    // The linear predictor at the estimate, unclamped, for the concordance.
+    let mut lp = std::mem::take(&mut work.eta);
+    data.linear_predictor(&beta, &mut lp);
+    drop(work);
+    let concordance = concordance_sorted(&sorted_time, &data.status, &stratum, &lp);
     Ok(CoxFit {
         ties,
         coefficients,
@@ -456,40 +624,63 @@ pub fn concordance(
     concordance_sorted(&t, &s, &st, &sc)
 }
 
+/// Dense ranks of the values (equal values share a rank, from 0), by one
+/// sort of packed (value, index) keys.
+fn dense_ranks(values: &[f64]) -> (Vec<usize>, usize) {
+    let mut keys: Vec<u128> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ((order_key(*v) as u128) << 64) | i as u128)
+        .collect();
+    keys.sort_unstable();
+    let mut ranks = vec![0; values.len()];
+    let mut distinct = 0;
+    let mut previous = None;
+    for k in keys {
+        let value = (k >> 64) as u64;
+        if previous.is_some_and(|v| v != value) {
+            distinct += 1;
+        }
+        previous = Some(value);
+        ranks[k as u64 as usize] = distinct;
+    }
+    (ranks, distinct + usize::from(previous.is_some()))
+}
+
 /// Concordance on data in risk order (stratum, time descending), in
 /// O(n log n) with a Fenwick tree over score ranks.
 fn concordance_sorted(time: &[f64], status: &[f64], stratum: &[f64], score: &[f64]) -> Concordance {
     let n = time.len();
-    let mut sorted: Vec<f64> = score.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    sorted.dedup();
-    let rank = |v: f64| sorted.partition_point(|s| *s < v);
-    let m = sorted.len();
-    let mut tree = vec![0.0_f64; m + 1];
-    let add = |tree: &mut Vec<f64>, r: usize| {
+    let (rank, m) = dense_ranks(score);
+    // Fenwick tree of counts by rank, and the plain count at each rank.
+    let mut tree = vec![0u64; m + 1];
+    let mut at_rank = vec![0u64; m];
+    let add = |tree: &mut [u64], at_rank: &mut [u64], r: usize| {
+        at_rank[r] += 1;
         let mut i = r + 1;
         while i <= m {
-            tree[i] += 1.0;
+            tree[i] += 1;
             i += i & i.wrapping_neg();
         }
     };
-    let prefix = |tree: &Vec<f64>, r: usize| -> f64 {
-        // Count of entries with rank < r.
+    // Count of entries with rank < r.
+    let below = |tree: &[u64], r: usize| -> u64 {
         let mut i = r;
-        let mut s = 0.0;
+        let mut s = 0;
         while i > 0 {
             s += tree[i];
             i -= i & i.wrapping_neg();
         }
         s
     };
-    let (mut conc, mut disc, mut tied_x, mut tied_y) = (0.0, 0.0, 0.0, 0.0);
-    let mut total = 0.0;
+    let (mut conc, mut disc, mut tied_x, mut tied_y) = (0u64, 0u64, 0u64, 0u64);
+    let mut total = 0u64;
     let mut i = 0;
     while i < n {
-        if i == 0 || stratum[i] != stratum[i - 1] {
-            tree.iter_mut().for_each(|v| *v = 0.0);
-            total = 0.0;
+        if i > 0 && stratum[i] != stratum[i - 1] {
+            tree.iter_mut().for_each(|v| *v = 0);
+            at_rank.iter_mut().for_each(|v| *v = 0);
+            total = 0;
         }
         let mut j = i;
         while j < n && time[j] == time[i] && stratum[j] == stratum[i] {
@@ -498,35 +689,36 @@ fn concordance_sorted(time: &[f64], status: &[f64], stratum: &[f64], score: &[f6
         // Censored at this time are at risk for the deaths at this time.
         for k in i..j {
             if status[k] == 0.0 {
-                add(&mut tree, rank(score[k]));
-                total += 1.0;
+                add(&mut tree, &mut at_rank, rank[k]);
+                total += 1;
             }
         }
-        let deaths = (i..j).filter(|&k| status[k] == 1.0).count() as f64;
-        tied_y += deaths * (deaths - 1.0) / 2.0;
+        let deaths = (i..j).filter(|&k| status[k] == 1.0).count() as u64;
+        tied_y += deaths * deaths.saturating_sub(1) / 2;
         for k in i..j {
             if status[k] == 1.0 {
-                let r = rank(score[k]);
-                let below = prefix(&tree, r);
-                let upto = prefix(&tree, r + 1);
-                conc += below;
-                tied_x += upto - below;
-                disc += total - upto;
+                let r = rank[k];
+                let lower = below(&tree, r);
+                let same = at_rank[r];
+                conc += lower;
+                tied_x += same;
+                disc += total - lower - same;
             }
         }
         for k in i..j {
             if status[k] == 1.0 {
-                add(&mut tree, rank(score[k]));
-                total += 1.0;
+                add(&mut tree, &mut at_rank, rank[k]);
+                total += 1;
             }
         }
         i = j;
     }
+    let (conc, disc, tied_x) = (conc as f64, disc as f64, tied_x as f64);
     Concordance {
         concordant: conc,
         discordant: disc,
         tied_risk: tied_x,
-        tied_time: tied_y,
+        tied_time: tied_y as f64,
         concordance: (conc + tied_x / 2.0) / (conc + disc + tied_x),
     }
 }
