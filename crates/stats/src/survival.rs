@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::dist::{p_two_sided_z, pchisq_upper, qnorm};
 use crate::error::{invalid, Result, StatsError};
 use crate::glm::{check_design, Coefficient, Predictor};
-use crate::linalg::{chol_inverse, chol_solve, cholesky, wls};
+use crate::linalg::{chol_inverse, chol_solve, cholesky, dot_lanes, wls};
 
 /// How tied event times enter the Cox partial likelihood.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -248,6 +248,7 @@ impl CoxData {
     }
 
     /// eta = X beta, in risk order.
+    #[inline(always)]
     fn linear_predictor(&self, beta: &[f64], eta: &mut [f64]) {
         const BLOCK: usize = 2048;
         let n = self.n;
@@ -279,6 +280,37 @@ impl CoxData {
     /// den_k, expand into three outer products per event time. The sums are
     /// the same, in a different order.
     fn eval(&self, beta: &[f64], ties: Ties, work: &mut CoxWork) -> CoxEval {
+        // The same code compiled for wider vectors where the CPU has them
+        // (the build targets baseline x86-64, i.e. SSE2). Each lane sums the
+        // same terms in the same order, so the result is bit-identical.
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (checked above).
+                return unsafe { self.eval_avx512(beta, ties, work) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked above).
+                return unsafe { self.eval_avx2(beta, ties, work) };
+            }
+        }
+        self.eval_portable(beta, ties, work)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn eval_avx512(&self, beta: &[f64], ties: Ties, work: &mut CoxWork) -> CoxEval {
+        self.eval_portable(beta, ties, work)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn eval_avx2(&self, beta: &[f64], ties: Ties, work: &mut CoxWork) -> CoxEval {
+        self.eval_portable(beta, ties, work)
+    }
+
+    #[inline(always)]
+    fn eval_portable(&self, beta: &[f64], ties: Ties, work: &mut CoxWork) -> CoxEval {
         let (n, p) = (self.n, self.p);
         self.linear_predictor(beta, &mut work.eta);
         for (((r, re), eta), s) in work
@@ -380,29 +412,9 @@ impl CoxData {
     }
 }
 
-/// Dot product with eight independent partial sums, which the compiler
-/// turns into vector instructions (a plain sum is one serial chain).
-#[inline]
-fn dot_lanes(a: &[f64], b: &[f64]) -> f64 {
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    let mut acc = [0.0; 8];
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    acc.iter().sum::<f64>() + tail
-}
-
 /// out[a][b] += sum_i w_i x_ia x_ib for b <= a (lower triangle, row-major
 /// p x p), with x column-major n x p, in blocks of rows that stay in cache.
+#[inline(always)]
 fn weighted_gram_lower(x: &[f64], n: usize, p: usize, w: &[f64], out: &mut [f64]) {
     const BLOCK: usize = 512;
     let mut wx = vec![0.0; BLOCK];
