@@ -1,3 +1,227 @@
-//! MAKAR (multi-agent knowledge augmentation and reasoning): the router,
-//! the augmentation agents, the critic loop, and the reasoning, matching and
-//! supervision agents. Being written; see issue 4.
+//! MAKAR (Multi-Agent Knowledge Augmentation and Reasoning; seed paper 000,
+//! section III, Appendix C and Algorithm 1 in C-D) over the `evident_llm`
+//! traits. Two modules:
+//!
+//! - augmentation ([`augment`]): the router self-probes whether a criterion
+//!   is detailed enough; if not it picks one of the *enabled* augmentation
+//!   agents (self-augment always; retrieval with a [`KnowledgeSource`];
+//!   online search with an [`OnlineSearch`] endpoint); a critic accepts or
+//!   rejects the augmented criterion in a bounded loop, with feedback kept.
+//!   Criteria are not patient data, so this side may use a separate model
+//!   (the paper's GPT-Aug); its requests are marked as carrying no patient
+//!   text. The result, an [`Augmentation`], is stored per trial and reused
+//!   for every patient.
+//! - reasoning ([`reason`]): the reasoning agent analyses each concept of the
+//!   criterion against the record, the matching agent decides, and the
+//!   supervision agent approves or corrects the decision.
+//!
+//! [`Variant`] selects the whole workflow or one of the paper's ablations:
+//! MAKAR-Aug (augmentation, then the zero-shot ICAN matcher on the augmented
+//! criteria) and MAKAR-Reason (reasoning, matching and supervision on the
+//! original criteria).
+//!
+//! Decisions use Evident's four labels (not the paper's 0/1) and the same
+//! polarity as the zero-shot matcher: for an exclusion, MET means the
+//! patient has the excluding condition.
+
+pub mod augment;
+pub mod knowledge;
+pub mod online;
+pub mod reason;
+
+use std::path::Path;
+
+use evident_llm::{ChatModel, Prompts, RepairPolicy};
+use serde::{Deserialize, Serialize};
+
+pub use augment::{Augmentation, CriticRound, RoundJudge, Route};
+pub use knowledge::{IndexReport, KnowledgeSource, LocalKnowledgeBase, Passage, KNOWLEDGE_PATIENT_ID};
+pub use online::OnlineSearch;
+pub use reason::{MakarOutcome, MakarTrace, Reasoning, ReasoningConcept, SupervisionVerdict};
+
+use crate::criteria::CriteriaSet;
+use crate::zero_shot::MATCH_PROMPTS;
+
+/// MAKAR's templates (Appendix C, adapted to JSON answers and four labels).
+pub const MAKAR_PROMPTS: &[(&str, &str)] = &[
+    ("makar_criteria_system.prompt.md", include_str!("../../prompts/makar_criteria_system.prompt.md")),
+    ("makar_router.prompt.md", include_str!("../../prompts/makar_router.prompt.md")),
+    ("makar_augment.prompt.md", include_str!("../../prompts/makar_augment.prompt.md")),
+    ("makar_critic.prompt.md", include_str!("../../prompts/makar_critic.prompt.md")),
+    ("makar_system.prompt.md", include_str!("../../prompts/makar_system.prompt.md")),
+    ("makar_record.prompt.md", include_str!("../../prompts/makar_record.prompt.md")),
+    ("makar_reasoning.prompt.md", include_str!("../../prompts/makar_reasoning.prompt.md")),
+    ("makar_matching.prompt.md", include_str!("../../prompts/makar_matching.prompt.md")),
+    ("makar_supervision.prompt.md", include_str!("../../prompts/makar_supervision.prompt.md")),
+];
+
+/// MAKAR's templates, the zero-shot matcher's (MAKAR-Aug uses them) and the
+/// model layer's repair prompt, with an optional directory whose files
+/// override them by name.
+pub fn makar_prompts(override_dir: Option<&Path>) -> Prompts {
+    let mut all: Vec<(&'static str, &'static str)> = MAKAR_PROMPTS.to_vec();
+    all.extend_from_slice(MATCH_PROMPTS);
+    all.extend_from_slice(evident_llm::prompts::BUILTIN_PROMPTS);
+    Prompts::new(&all, override_dir)
+}
+
+/// The whole workflow or one of the paper's ablations (Table II).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// Augmentation, then reasoning, matching and supervision.
+    Full,
+    /// MAKAR-Aug: augmentation, then zero-shot ICAN matching.
+    Aug,
+    /// MAKAR-Reason: reasoning, matching and supervision on the original criteria.
+    Reason,
+}
+
+impl Variant {
+    /// The strategy names of `evident match --strategy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Full => "makar",
+            Variant::Aug => "makar-aug",
+            Variant::Reason => "makar-reason",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Variant> {
+        [Variant::Full, Variant::Aug, Variant::Reason].into_iter().find(|v| v.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether this variant augments criteria (MAKAR-Reason does not).
+    pub fn augments(self) -> bool {
+        !matches!(self, Variant::Reason)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MakarConfig {
+    pub variant: Variant,
+    pub repair: RepairPolicy,
+    /// Critic rounds at most per criterion (each round is one augmentation
+    /// and one check); at least 1 is used.
+    pub max_critic_rounds: u32,
+    /// Passages the retrieval agent takes from the knowledge source.
+    pub knowledge_top_k: usize,
+    /// Results the online search agent takes from the endpoint.
+    pub online_top_k: usize,
+    /// Answer budgets, in tokens.
+    pub max_tokens_router: u32,
+    pub max_tokens_augment: u32,
+    pub max_tokens_critic: u32,
+    pub max_tokens_reasoning: u32,
+    pub max_tokens_matching: u32,
+    pub max_tokens_supervision: u32,
+}
+
+impl Default for MakarConfig {
+    fn default() -> Self {
+        MakarConfig {
+            variant: Variant::Full,
+            repair: RepairPolicy::default(),
+            max_critic_rounds: 3,
+            knowledge_top_k: 4,
+            online_top_k: 4,
+            max_tokens_router: 160,
+            max_tokens_augment: 700,
+            max_tokens_critic: 300,
+            max_tokens_reasoning: 900,
+            max_tokens_matching: 512,
+            max_tokens_supervision: 400,
+        }
+    }
+}
+
+/// The MAKAR workflow for one trial's criteria. Holds no per-patient state:
+/// one matcher can serve many threads (`&self` everywhere).
+pub struct MakarMatcher<'a> {
+    match_model: &'a dyn ChatModel,
+    augment_model: &'a dyn ChatModel,
+    knowledge: Option<&'a dyn KnowledgeSource>,
+    online: Option<&'a OnlineSearch>,
+    prompts: Prompts,
+    config: MakarConfig,
+    prompt_override_dir: Option<std::path::PathBuf>,
+}
+
+impl<'a> MakarMatcher<'a> {
+    /// `match_model` sees patient records (reasoning, matching, supervision
+    /// and MAKAR-Aug's zero-shot matching); `augment_model` sees only
+    /// criteria (router, augmentation agents, critic) and may be the same
+    /// model or a stronger remote one.
+    pub fn new(
+        match_model: &'a dyn ChatModel,
+        augment_model: &'a dyn ChatModel,
+        config: MakarConfig,
+        prompt_override_dir: Option<&Path>,
+    ) -> Self {
+        MakarMatcher {
+            match_model,
+            augment_model,
+            knowledge: None,
+            online: None,
+            prompts: makar_prompts(prompt_override_dir),
+            config,
+            prompt_override_dir: prompt_override_dir.map(Path::to_path_buf),
+        }
+    }
+
+    /// Enables the retrieval agent over `knowledge`.
+    pub fn with_knowledge(mut self, knowledge: &'a dyn KnowledgeSource) -> Self {
+        self.knowledge = Some(knowledge);
+        self
+    }
+
+    /// Enables the online search agent through `online`'s endpoint.
+    pub fn with_online_search(mut self, online: &'a OnlineSearch) -> Self {
+        self.online = Some(online);
+        self
+    }
+
+    pub fn config(&self) -> &MakarConfig {
+        &self.config
+    }
+
+    pub fn prompts(&self) -> &Prompts {
+        &self.prompts
+    }
+
+    /// The augmentation agents the router may choose from, in the order the
+    /// router prompt lists them.
+    pub fn enabled_routes(&self) -> Vec<Route> {
+        let mut routes = Vec::new();
+        if self.knowledge.is_some() {
+            routes.push(Route::Retrieval);
+        }
+        if self.online.is_some() {
+            routes.push(Route::OnlineSearch);
+        }
+        routes.push(Route::SelfAugment);
+        routes
+    }
+
+    /// A copy of `set` in which every criterion with an augmentation shows
+    /// the augmented text when the critic accepted it, and its original text
+    /// otherwise (`refined` is set to the augmentation or cleared: MAKAR
+    /// starts from the original criterion, as in the paper, so a set's own
+    /// refined definition is not mixed in). Criteria without an augmentation
+    /// are left as they are. Running the zero-shot matcher on the result is
+    /// MAKAR-Aug.
+    pub fn apply(&self, set: &CriteriaSet, augmentations: &[Augmentation]) -> CriteriaSet {
+        apply_augmentations(set, augmentations)
+    }
+}
+
+/// [`MakarMatcher::apply`] without a matcher.
+pub fn apply_augmentations(set: &CriteriaSet, augmentations: &[Augmentation]) -> CriteriaSet {
+    let mut out = set.clone();
+    for c in &mut out.criteria {
+        if let Some(a) = augmentations.iter().find(|a| a.criterion_id == c.id) {
+            c.refined = a.accepted_text().map(str::to_string);
+        }
+    }
+    out
+}
