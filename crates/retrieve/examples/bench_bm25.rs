@@ -2,10 +2,13 @@
 //! Synthea notes (base64 DocumentReference attachments, sectioned by
 //! `evident_model::text::split_sections`), grows it by replicating those
 //! documents under new ids until it holds at least each requested number of
-//! sections, and times `Store::search_bm25` (top 10, whole corpus, and
-//! within one patient) for a fixed query list at every size. Writes the
-//! base sections to `--corpus-out` so `scripts/bench_bm25.py` can time
-//! rank_bm25 on the same texts. Prints one JSON object on stdout.
+//! sections, and times `Store::search_bm25` for a fixed query list at every
+//! size: top 10 over the whole corpus (FTS5), and top 10 within one patient
+//! (the per-patient path the product uses; every query is run for each of
+//! the 13 round-0 patients, whose records are copies of the base patients'
+//! at every size). Writes the base sections with their patient to
+//! `--corpus-out` so `scripts/bench_bm25.py` can time rank_bm25 on the same
+//! texts. Prints one JSON object on stdout.
 //!
 //! cargo run --release -p evident-retrieve --example bench_bm25 -- \
 //!     --notes ../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson \
@@ -142,7 +145,9 @@ fn main() {
     let mut stored_sections = 0usize;
     let mut round = 0usize;
     let mut results = Vec::new();
-    let probe_patient = format!("r0-{}", sectioned[0].0);
+    let mut probe_patients: Vec<String> = sectioned.iter().map(|(p, _, _)| format!("r0-{p}")).collect();
+    probe_patients.sort();
+    probe_patients.dedup();
     for &target in &args.sizes {
         let started = Instant::now();
         // Whole rounds of the base notes; the last round stops at the target.
@@ -180,22 +185,28 @@ fn main() {
         }
         let build_s = started.elapsed().as_secs_f64();
         let all = SectionFilter::default();
-        let one = SectionFilter::patient(probe_patient.clone());
+        let patients: Vec<SectionFilter> = probe_patients.iter().map(|p| SectionFilter::patient(p.clone())).collect();
         // Warm the page cache once, then time every query `repeats` times.
         for q in QUERIES {
             store.search_bm25(q, &all, 10).unwrap();
+            for one in &patients {
+                store.search_bm25(q, one, 10).unwrap();
+            }
         }
         let mut corpus_ms = Vec::new();
         let mut patient_ms = Vec::new();
         let mut hits = 0usize;
+        let mut patient_hits = 0usize;
         for _ in 0..args.repeats {
             for q in QUERIES {
                 let t = Instant::now();
                 hits += store.search_bm25(q, &all, 10).unwrap().len();
                 corpus_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                let t = Instant::now();
-                store.search_bm25(q, &one, 10).unwrap();
-                patient_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                for one in &patients {
+                    let t = Instant::now();
+                    patient_hits += store.search_bm25(q, one, 10).unwrap().len();
+                    patient_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
             }
         }
         let row = serde_json::json!({
@@ -205,6 +216,7 @@ fn main() {
             "whole_corpus_top10": summarise(corpus_ms),
             "one_patient_top10": summarise(patient_ms),
             "mean_hits": hits as f64 / (args.repeats * QUERIES.len()) as f64,
+            "mean_patient_hits": patient_hits as f64 / (args.repeats * QUERIES.len() * patients.len()) as f64,
         });
         eprintln!("{row}");
         results.push(row);
@@ -216,6 +228,7 @@ fn main() {
             "notes": sectioned.len(),
             "base_sections": base_sections,
             "queries": QUERIES,
+            "probe_patients": probe_patients.iter().map(|p| p.trim_start_matches("r0-")).collect::<Vec<_>>(),
             "repeats": args.repeats,
             "db_bytes": db_bytes,
             "sizes": results,
