@@ -32,6 +32,12 @@ const PREP: &str = r#"
     set.seed(42); n <- 400
     sim <- data.frame(time = sample(1:15, n, replace = TRUE), status = rbinom(n, 1, 0.7), x1 = rnorm(n),
                       x2 = rbinom(n, 1, 0.5), s = sample(1:3, n, replace = TRUE), g = sample(0:2, n, replace = TRUE))
+    # Large enough that the Cox evaluation works through many groups of tie
+    # blocks (1024 rows each), with heavy ties, strata and a shifted covariate.
+    set.seed(7); n <- 9000
+    big <- data.frame(x1 = rnorm(n), x2 = rbinom(n, 1, 0.4), x3 = 50 + 10 * rnorm(n), s = sample(1:3, n, replace = TRUE))
+    big$time <- round(rexp(n, exp(0.5 * big$x1 - 0.3 * big$x2 + 0.02 * (big$x3 - 50))) * 20) / 20 + 0.05
+    big$status <- rbinom(n, 1, 0.6)
 "#;
 
 fn preds<'a>(
@@ -137,7 +143,11 @@ fn cox_matches_coxph_on_r_datasets() {
           ova_e = cx(coxph(Surv(futime, fustat) ~ rx + age + ecog.ps, data = ovarian)),
           ovarian = ovarian,
           sim_e = cx(coxph(Surv(time, status) ~ x1 + x2 + strata(s), data = sim)),
-          sim_b = cx(coxph(Surv(time, status) ~ x1 + x2 + strata(s), data = sim, ties = 'breslow'))))"
+          sim_b = cx(coxph(Surv(time, status) ~ x1 + x2 + strata(s), data = sim, ties = 'breslow')),
+          big = big,
+          big_e = cx(coxph(Surv(time, status) ~ x1 + x2 + x3, data = big)),
+          big_s = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big)),
+          big_b = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big, ties = 'breslow'))))"
     ));
     let lung = ["age", "sex", "ecog", "karno", "wtloss"];
     check_cox(
@@ -225,6 +235,24 @@ fn cox_matches_coxph_on_r_datasets() {
         Some("s"),
         Ties::Breslow,
         &r["sim_b"],
+    );
+    let big = ["x1", "x2", "x3"];
+    check_cox("big efron", &r["big"], &big, None, Ties::Efron, &r["big_e"]);
+    check_cox(
+        "big strata efron",
+        &r["big"],
+        &big,
+        Some("s"),
+        Ties::Efron,
+        &r["big_s"],
+    );
+    check_cox(
+        "big strata breslow",
+        &r["big"],
+        &big,
+        Some("s"),
+        Ties::Breslow,
+        &r["big_b"],
     );
 }
 
