@@ -49,6 +49,11 @@ pub struct Concordance {
     pub tied_time: f64,
     /// (concordant + tied_risk / 2) / (concordant + discordant + tied_risk).
     pub concordance: f64,
+    /// Standard error of the concordance, as `coxph` reports it
+    /// (`concordance["std"]`, `summary`'s `se(C)`): the infinitesimal
+    /// jackknife of `concordancefit`, from each subject's concordant,
+    /// discordant and score-tied pair counts.
+    pub std_err: f64,
 }
 
 /// A fitted Cox model. Coefficients are log hazard ratios.
@@ -719,28 +724,33 @@ fn dense_ranks(values: &[f64]) -> (Vec<usize>, usize) {
 }
 
 /// Concordance on data in risk order (stratum, time descending), in
-/// O(n log n) with a Fenwick tree over score ranks.
+/// O(n log n) with Fenwick trees over score ranks.
 fn concordance_sorted(time: &[f64], status: &[f64], stratum: &[f64], score: &[f64]) -> Concordance {
     let (rank, m) = dense_ranks(score);
-    // 32-bit counts halve the tree's memory, and its cache misses, whenever
-    // the row count fits.
-    let [conc, disc, tied_x, tied_y] = if time.len() <= u32::MAX as usize {
+    // 32-bit counts halve the trees' memory, and their cache misses,
+    // whenever the row count fits.
+    let counts = if time.len() <= u32::MAX as usize {
         pair_counts::<u32>(time, status, stratum, &rank, m)
     } else {
         pair_counts::<u64>(time, status, stratum, &rank, m)
     };
-    let (conc, disc, tied_x) = (conc as f64, disc as f64, tied_x as f64);
+    let (conc, disc, tied_x) = (
+        counts.concordant as f64,
+        counts.discordant as f64,
+        counts.tied_risk as f64,
+    );
     Concordance {
         concordant: conc,
         discordant: disc,
         tied_risk: tied_x,
-        tied_time: tied_y as f64,
+        tied_time: counts.tied_time as f64,
         concordance: (conc + tied_x / 2.0) / (conc + disc + tied_x),
+        std_err: counts.variance.sqrt(),
     }
 }
 
 /// A count type for the Fenwick tree.
-trait Count: Copy + Default + std::ops::AddAssign + Into<u64> {
+trait Count: Copy + Default + std::ops::AddAssign + std::ops::SubAssign + Into<u64> {
     const ONE: Self;
 }
 
@@ -752,78 +762,175 @@ impl Count for u64 {
     const ONE: Self = 1;
 }
 
-/// Concordant, discordant, tied-on-score and tied-on-time pair counts of
-/// data in risk order, with `rank` the dense score ranks (0..m).
+/// Counts of score ranks 0..m: a Fenwick tree for the number below a rank,
+/// and the plain count at each rank.
+struct RankCounts<C> {
+    tree: Vec<C>,
+    at_rank: Vec<C>,
+    total: u64,
+}
+
+impl<C: Count> RankCounts<C> {
+    fn new(m: usize) -> Self {
+        Self {
+            tree: vec![C::default(); m + 1],
+            at_rank: vec![C::default(); m],
+            total: 0,
+        }
+    }
+
+    fn add(&mut self, r: usize) {
+        self.at_rank[r] += C::ONE;
+        self.total += 1;
+        let mut i = r + 1;
+        while i < self.tree.len() {
+            self.tree[i] += C::ONE;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    fn remove(&mut self, r: usize) {
+        self.at_rank[r] -= C::ONE;
+        self.total -= 1;
+        let mut i = r + 1;
+        while i < self.tree.len() {
+            self.tree[i] -= C::ONE;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// (entries with rank < r, entries with rank r, entries with rank > r).
+    fn split(&self, r: usize) -> (u64, u64, u64) {
+        let mut i = r;
+        let mut below = 0u64;
+        while i > 0 {
+            below += self.tree[i].into();
+            i -= i & i.wrapping_neg();
+        }
+        let same: u64 = self.at_rank[r].into();
+        (below, same, self.total - below - same)
+    }
+}
+
+/// Pair counts over all strata, and the variance of the concordance.
+struct PairCounts {
+    concordant: u64,
+    discordant: u64,
+    tied_risk: u64,
+    tied_time: u64,
+    variance: f64,
+}
+
+/// Concordant, discordant, tied-on-score and tied-on-time pairs of data in
+/// risk order, with `rank` the dense score ranks (0..m). A pair is an event
+/// and a subject still at risk at its time (later time, or censored at the
+/// same time); it is concordant when the event has the higher score.
+///
+/// The variance is `concordancefit`'s: with C_i, D_i, T_i the concordant,
+/// discordant and score-tied pairs subject i belongs to, N the number of
+/// such pairs and s = (C - D) / N (Somers' d),
+/// dfbeta_i = (C_i - D_i) / N - s / N (C_i + D_i + T_i), and
+/// var(concordance) = sum dfbeta_i^2 / 4. Each subject's pairs as the event
+/// are counted walking the risk order (later times first); its pairs as the
+/// subject at risk, walking back (earlier events first).
 fn pair_counts<C: Count>(
     time: &[f64],
     status: &[f64],
     stratum: &[f64],
     rank: &[usize],
     m: usize,
-) -> [u64; 4] {
+) -> PairCounts {
     let n = time.len();
-    // Fenwick tree of counts by rank, and the plain count at each rank.
-    let mut tree = vec![C::default(); m + 1];
-    let mut at_rank = vec![C::default(); m];
-    let add = |tree: &mut [C], at_rank: &mut [C], r: usize| {
-        at_rank[r] += C::ONE;
-        let mut i = r + 1;
-        while i <= m {
-            tree[i] += C::ONE;
-            i += i & i.wrapping_neg();
-        }
-    };
-    // Count of entries with rank < r.
-    let below = |tree: &[C], r: usize| -> u64 {
-        let mut i = r;
-        let mut s = 0u64;
-        while i > 0 {
-            s += tree[i].into();
-            i -= i & i.wrapping_neg();
-        }
-        s
-    };
+    let blocks = tie_blocks(time, status, stratum);
+    // Pairs of each event as the earlier member: concordant, discordant, tied.
+    let mut as_event = vec![[0u64; 3]; n];
+    let mut at_risk = RankCounts::<C>::new(m);
     let (mut conc, mut disc, mut tied_x, mut tied_y) = (0u64, 0u64, 0u64, 0u64);
-    let mut total = 0u64;
-    let mut i = 0;
-    while i < n {
-        if i > 0 && stratum[i] != stratum[i - 1] {
-            tree.iter_mut().for_each(|v| *v = C::default());
-            at_rank.iter_mut().for_each(|v| *v = C::default());
-            total = 0;
-        }
-        let mut j = i;
-        while j < n && time[j] == time[i] && stratum[j] == stratum[i] {
-            j += 1;
+    let mut stratum_start = 0;
+    for blk in &blocks {
+        let (i, j) = (blk.start, blk.end);
+        if blk.first_in_stratum {
+            // Empty the tree entry by entry: clearing all m ranks for each
+            // of many strata would cost m times the number of strata.
+            for &r in &rank[stratum_start..i] {
+                at_risk.remove(r);
+            }
+            stratum_start = i;
         }
         // Censored at this time are at risk for the deaths at this time.
         for k in i..j {
             if status[k] == 0.0 {
-                add(&mut tree, &mut at_rank, rank[k]);
-                total += 1;
+                at_risk.add(rank[k]);
             }
         }
-        let deaths = (i..j).filter(|&k| status[k] == 1.0).count() as u64;
+        let deaths = blk.deaths as u64;
         tied_y += deaths * deaths.saturating_sub(1) / 2;
         for k in i..j {
             if status[k] == 1.0 {
-                let r = rank[k];
-                let lower = below(&tree, r);
-                let same: u64 = at_rank[r].into();
+                let (lower, same, higher) = at_risk.split(rank[k]);
+                as_event[k] = [lower, higher, same];
                 conc += lower;
+                disc += higher;
                 tied_x += same;
-                disc += total - lower - same;
             }
         }
         for k in i..j {
             if status[k] == 1.0 {
-                add(&mut tree, &mut at_rank, rank[k]);
-                total += 1;
+                at_risk.add(rank[k]);
             }
         }
-        i = j;
     }
-    [conc, disc, tied_x, tied_y]
+    drop(at_risk);
+    let pairs = (conc + disc + tied_x) as f64;
+    let somers = (conc as f64 - disc as f64) / pairs;
+    let dfbeta = |c: u64, d: u64, t: u64| {
+        (c as f64 - d as f64) / pairs - somers / pairs * (c + d + t) as f64
+    };
+    // Walk back: the events at earlier times (and, for a censored subject,
+    // at its own time) that each subject is at risk for.
+    let mut events = RankCounts::<C>::new(m);
+    let mut sum_sq = 0.0;
+    // Rows i..stratum_end belong to the stratum being walked.
+    let mut stratum_end = n;
+    for blk in blocks.iter().rev() {
+        let (i, j) = (blk.start, blk.end);
+        // An event at risk for the events at earlier times: concordant when
+        // the earlier event has the higher score.
+        for k in i..j {
+            if status[k] == 1.0 {
+                let (lower, same, higher) = events.split(rank[k]);
+                let [c, d, t] = as_event[k];
+                sum_sq += dfbeta(c + higher, d + lower, t + same).powi(2);
+            }
+        }
+        for k in i..j {
+            if status[k] == 1.0 {
+                events.add(rank[k]);
+            }
+        }
+        // A censored subject is at risk for the events at its own time too.
+        for k in i..j {
+            if status[k] == 0.0 {
+                let (lower, same, higher) = events.split(rank[k]);
+                sum_sq += dfbeta(higher, lower, same).powi(2);
+            }
+        }
+        if blk.first_in_stratum {
+            for k in i..stratum_end {
+                if status[k] == 1.0 {
+                    events.remove(rank[k]);
+                }
+            }
+            stratum_end = i;
+        }
+    }
+    PairCounts {
+        concordant: conc,
+        discordant: disc,
+        tied_risk: tied_x,
+        tied_time: tied_y,
+        variance: sum_sq / 4.0,
+    }
 }
 
 /// Confidence interval type for Kaplan–Meier curves.

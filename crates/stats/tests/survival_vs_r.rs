@@ -16,7 +16,7 @@ const PREP: &str = r#"
            p = unname(s$coefficients[, "Pr(>|z|)"]), lo = unname(ci[, 1]), hi = unname(ci[, 2]),
            loglik = f$loglik, lr = chi(2 * diff(f$loglik), length(coef(f))), wald = chi(f$wald.test, length(coef(f))),
            score = chi(f$score, length(coef(f))),
-           conc = unname(f$concordance[c("concordant", "discordant", "tied.x", "tied.y", "concordance")]), iter = f$iter) }
+           conc = unname(f$concordance[c("concordant", "discordant", "tied.x", "tied.y", "concordance", "std")]), iter = f$iter) }
     lung2 <- na.omit(data.frame(time = lung$time, status = lung$status - 1, age = lung$age, sex = lung$sex,
                                 ecog = lung$ph.ecog, karno = lung$ph.karno, wtloss = lung$wt.loss, inst = lung$inst))
     vet <- data.frame(time = veteran$time, status = veteran$status, trt = veteran$trt, karno = veteran$karno,
@@ -122,6 +122,7 @@ fn check_cox(what: &str, d: &Value, names: &[&str], strata: Option<&str>, ties: 
             k.tied_risk,
             k.tied_time,
             k.concordance,
+            k.std_err,
         ],
         &nums(&r["conc"]),
     );
