@@ -170,6 +170,43 @@ fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
     keys.into_iter().map(|k| (k as u32) as usize).collect()
 }
 
+/// Treats times that differ by rounding error as tied, as `coxph` does by
+/// default (`aeqSurv`, `timefix = TRUE`): among the sorted distinct times, one
+/// within sqrt(machine epsilon) of its predecessor, absolutely or relative
+/// to the mean absolute distinct time, takes the predecessor's value
+/// (transitively). `time` is in risk order (descending within strata); the
+/// map is monotone, so the order stays valid. With `stratified`, strata
+/// interleave the times, so the distinct times are found by a separate sort.
+fn merge_near_ties(time: &mut [f64], stratified: bool) {
+    let tolerance = f64::EPSILON.sqrt();
+    let mut distinct: Vec<f64> = if stratified {
+        let mut t = time.to_vec();
+        t.sort_unstable_by(|a, b| a.total_cmp(b));
+        t
+    } else {
+        time.iter().rev().copied().collect()
+    };
+    distinct.dedup();
+    let mean_abs = distinct.iter().map(|t| t.abs()).sum::<f64>() / distinct.len() as f64;
+    let tied = |k: usize| {
+        let dy = distinct[k] - distinct[k - 1];
+        dy <= tolerance || dy / mean_abs <= tolerance
+    };
+    if !(1..distinct.len()).any(tied) {
+        return;
+    }
+    let mut merged = distinct.clone();
+    for k in 1..merged.len() {
+        if tied(k) {
+            merged[k] = merged[k - 1];
+        }
+    }
+    for t in time.iter_mut() {
+        let k = distinct.partition_point(|d| d < t);
+        *t = merged[k];
+    }
+}
+
 /// Rows [start, end) of the risk order share one time (and stratum).
 struct TieBlock {
     start: usize,
@@ -345,7 +382,7 @@ impl CoxData {
         let mut loglik: f64 = beta.iter().zip(&self.x_events).map(|(b, x)| b * x).sum();
         let mut u = self.x_events.clone();
         // Lower triangle of sum_t sum_k mult a_k a_k'.
-        let mut outer = vec![0.0; p * p];
+        let mut outer = RankOneBatch::new(p);
         let mut s0 = 0.0;
         let mut s1 = vec![0.0; p];
         let mut d1 = vec![0.0; p];
@@ -386,11 +423,18 @@ impl CoxData {
                     *hz = (0.0, 0.0);
                     continue;
                 }
-                let risk_events = &work.risk_events[i..j];
-                let d0: f64 = risk_events.iter().sum();
-                for (c, d) in d1.iter_mut().enumerate() {
-                    *d = dot_lanes(risk_events, &self.column(c)[i..j]);
-                }
+                // The events' own sums enter only Efron's steps after the
+                // first (frac > 0).
+                let d0 = if ties == Ties::Efron && blk.deaths > 1 {
+                    let risk_events = &work.risk_events[i..j];
+                    for (c, d) in d1.iter_mut().enumerate() {
+                        *d = dot_lanes(risk_events, &self.column(c)[i..j]);
+                    }
+                    risk_events.iter().sum()
+                } else {
+                    d1.iter_mut().for_each(|d| *d = 0.0);
+                    0.0
+                };
                 let dd = blk.deaths as f64;
                 let (steps, mult) = match ties {
                     Ties::Efron => (blk.deaths, 1.0),
@@ -415,11 +459,16 @@ impl CoxData {
                 }
                 for c in 0..p {
                     u[c] -= s1[c] * h - d1[c] * h_frac;
-                    let row = &mut outer[c * p..=c * p + c];
-                    for (b, o) in row.iter_mut().enumerate() {
-                        *o += s1[c] * s1[b] * sa - (s1[c] * d1[b] + d1[c] * s1[b]) * sb
-                            + d1[c] * d1[b] * sc;
-                    }
+                }
+                // S1 S1' sa - (S1 D1' + D1 S1') sb + D1 D1' sc as two
+                // weighted rank-one terms (sa sc >= sb^2, so both weights
+                // are >= 0); sb = 0 for one event or Breslow ties.
+                if sb == 0.0 {
+                    outer.push(|c| s1[c], sa);
+                } else {
+                    let shift = sb / sa;
+                    outer.push(|c| s1[c] - shift * d1[c], sa);
+                    outer.push(|c| d1[c], sc - sb * shift);
                 }
                 *hz = (h, h_frac);
             }
@@ -455,6 +504,7 @@ impl CoxData {
             );
             weighted_gram_lower(&self.x, n, p, gs, ge, &work.weight, &mut imat);
         }
+        let outer = outer.finish();
         for c in 0..p {
             for b in 0..=c {
                 imat[c * p + b] -= outer[c * p + b];
@@ -462,6 +512,65 @@ impl CoxData {
             }
         }
         CoxEval { loglik, u, imat }
+    }
+}
+
+/// The sum of weighted rank-one terms w v v' (lower triangle, row-major
+/// p x p), with the vectors collected column-major and added in batches as
+/// one Gram matrix each: one term per event time, so p^2 / 2 scalar updates
+/// per event would dominate data without ties.
+struct RankOneBatch {
+    p: usize,
+    vectors: Vec<f64>,
+    weights: Vec<f64>,
+    len: usize,
+    sum: Vec<f64>,
+}
+
+impl RankOneBatch {
+    const CAPACITY: usize = 256;
+
+    fn new(p: usize) -> Self {
+        Self {
+            p,
+            vectors: vec![0.0; p * Self::CAPACITY],
+            weights: vec![0.0; Self::CAPACITY],
+            len: 0,
+            sum: vec![0.0; p * p],
+        }
+    }
+
+    /// Adds w v v' with v[c] = v(c).
+    #[inline(always)]
+    fn push(&mut self, v: impl Fn(usize) -> f64, w: f64) {
+        for c in 0..self.p {
+            self.vectors[c * Self::CAPACITY + self.len] = v(c);
+        }
+        self.weights[self.len] = w;
+        self.len += 1;
+        if self.len == Self::CAPACITY {
+            self.flush();
+        }
+    }
+
+    #[inline(always)]
+    fn flush(&mut self) {
+        weighted_gram_lower(
+            &self.vectors,
+            Self::CAPACITY,
+            self.p,
+            0,
+            self.len,
+            &self.weights,
+            &mut self.sum,
+        );
+        self.len = 0;
+    }
+
+    #[inline(always)]
+    fn finish(mut self) -> Vec<f64> {
+        self.flush();
+        self.sum
     }
 }
 
@@ -552,7 +661,8 @@ pub fn coxph(
             *dst = pred.values[i] - mean;
         }
     }
-    let sorted_time: Vec<f64> = order.iter().map(|&i| time[i]).collect();
+    let mut sorted_time: Vec<f64> = order.iter().map(|&i| time[i]).collect();
+    merge_near_ties(&mut sorted_time, strata.is_some());
     let sorted_status: Vec<f64> = order.iter().map(|&i| status[i]).collect();
     let stratum: Vec<f64> = match strata {
         Some(s) => order.iter().map(|&i| s[i]).collect(),
@@ -762,19 +872,24 @@ impl Count for u64 {
     const ONE: Self = 1;
 }
 
-/// Counts of score ranks 0..m: a Fenwick tree for the number below a rank,
-/// and the plain count at each rank.
+/// Counts of score ranks 0..m, for "how many below rank r" in O(log m):
+/// the plain count at each rank, and a Fenwick tree over buckets of
+/// `BUCKET` consecutive ranks. A query walks the small bucket tree (which
+/// stays in cache, unlike a Fenwick tree over a million ranks) and sums at
+/// most one bucket of contiguous counts.
 struct RankCounts<C> {
-    tree: Vec<C>,
     at_rank: Vec<C>,
+    bucket_tree: Vec<C>,
     total: u64,
 }
+
+const BUCKET: usize = 64;
 
 impl<C: Count> RankCounts<C> {
     fn new(m: usize) -> Self {
         Self {
-            tree: vec![C::default(); m + 1],
             at_rank: vec![C::default(); m],
+            bucket_tree: vec![C::default(); m.div_ceil(BUCKET) + 1],
             total: 0,
         }
     }
@@ -782,9 +897,9 @@ impl<C: Count> RankCounts<C> {
     fn add(&mut self, r: usize) {
         self.at_rank[r] += C::ONE;
         self.total += 1;
-        let mut i = r + 1;
-        while i < self.tree.len() {
-            self.tree[i] += C::ONE;
+        let mut i = r / BUCKET + 1;
+        while i < self.bucket_tree.len() {
+            self.bucket_tree[i] += C::ONE;
             i += i & i.wrapping_neg();
         }
     }
@@ -792,21 +907,26 @@ impl<C: Count> RankCounts<C> {
     fn remove(&mut self, r: usize) {
         self.at_rank[r] -= C::ONE;
         self.total -= 1;
-        let mut i = r + 1;
-        while i < self.tree.len() {
-            self.tree[i] -= C::ONE;
+        let mut i = r / BUCKET + 1;
+        while i < self.bucket_tree.len() {
+            self.bucket_tree[i] -= C::ONE;
             i += i & i.wrapping_neg();
         }
     }
 
     /// (entries with rank < r, entries with rank r, entries with rank > r).
     fn split(&self, r: usize) -> (u64, u64, u64) {
-        let mut i = r;
+        let bucket = r / BUCKET;
+        let mut i = bucket;
         let mut below = 0u64;
         while i > 0 {
-            below += self.tree[i].into();
+            below += self.bucket_tree[i].into();
             i -= i & i.wrapping_neg();
         }
+        below += self.at_rank[bucket * BUCKET..r]
+            .iter()
+            .map(|c| (*c).into())
+            .sum::<u64>();
         let same: u64 = self.at_rank[r].into();
         (below, same, self.total - below - same)
     }

@@ -38,6 +38,8 @@ const PREP: &str = r#"
     big <- data.frame(x1 = rnorm(n), x2 = rbinom(n, 1, 0.4), x3 = 50 + 10 * rnorm(n), s = sample(1:3, n, replace = TRUE))
     big$time <- round(rexp(n, exp(0.5 * big$x1 - 0.3 * big$x2 + 0.02 * (big$x3 - 50))) * 20) / 20 + 0.05
     big$status <- rbinom(n, 1, 0.6)
+    # Untied times: one event per event time, so thousands of rank-one terms.
+    big$untied <- rexp(n, exp(0.5 * big$x1))
 "#;
 
 fn preds<'a>(
@@ -148,7 +150,8 @@ fn cox_matches_coxph_on_r_datasets() {
           big = big,
           big_e = cx(coxph(Surv(time, status) ~ x1 + x2 + x3, data = big)),
           big_s = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big)),
-          big_b = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big, ties = 'breslow'))))"
+          big_b = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big, ties = 'breslow')),
+          big_u = cx(coxph(Surv(untied, status) ~ x1 + x2 + x3, data = big))))"
     ));
     let lung = ["age", "sex", "ecog", "karno", "wtloss"];
     check_cox(
@@ -254,6 +257,16 @@ fn cox_matches_coxph_on_r_datasets() {
         Some("s"),
         Ties::Breslow,
         &r["big_b"],
+    );
+    let mut untied = r["big"].clone();
+    untied["time"] = untied["untied"].clone();
+    check_cox(
+        "big untied efron",
+        &untied,
+        &big,
+        None,
+        Ties::Efron,
+        &r["big_u"],
     );
 }
 
