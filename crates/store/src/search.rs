@@ -199,7 +199,7 @@ impl Store {
         let (condition, values) = filter.document_condition();
         let sql = format!(
             "SELECT s.id, s.text, coalesce(s.heading, '') FROM sections s JOIN documents d ON d.id = s.document_id
-             WHERE {condition} ORDER BY s.id"
+             WHERE {condition}"
         );
         let mut stmt = self.conn().prepare_cached(&sql)?;
         let mut rows = stmt.query(params_from_iter(values))?;
@@ -231,7 +231,7 @@ impl Store {
                 scorer.set_terms(*index, &columns);
             }
         }
-        let best = scorer.top_k(k);
+        let best = scorer.top_k(k, &ids);
         if best.is_empty() {
             return Ok(Vec::new());
         }
@@ -437,7 +437,7 @@ mod bm25 {
         /// Phrase frequencies, `phrases.len()` per section.
         freqs: Vec<u32>,
         counts: Vec<u32>,
-        token: Vec<u8>,
+        lower: Vec<u8>,
         stem: Vec<u8>,
     }
 
@@ -468,7 +468,7 @@ mod bm25 {
                 lengths: Vec::new(),
                 freqs: Vec::new(),
                 counts: vec![0; n_targets],
-                token: Vec::new(),
+                lower: Vec::new(),
                 stem: Vec::new(),
             }
         }
@@ -479,7 +479,7 @@ mod bm25 {
                 let terms: Vec<Vec<String>> =
                     columns.iter().map(|c| terms::ascii_terms(c)).collect();
                 self.lengths.push(0);
-                self.freqs.extend(std::iter::repeat(0).take(self.phrases.len()));
+                self.freqs.extend(std::iter::repeat_n(0, self.phrases.len()));
                 self.set_terms(self.lengths.len() - 1, &terms);
                 return;
             }
@@ -487,32 +487,29 @@ mod bm25 {
             self.counts.iter_mut().for_each(|c| *c = 0);
             let mut length = 0u32;
             for text in columns {
-                let mut i = 0;
-                while i < text.len() {
-                    if !text[i].is_ascii_alphanumeric() {
-                        i += 1;
-                        continue;
-                    }
-                    let start = i;
-                    while i < text.len() && text[i].is_ascii_alphanumeric() {
-                        i += 1;
-                    }
-                    length += 1;
-                    let raw = &text[start..i];
-                    let mut stemmed = false;
-                    for (t, target) in targets.iter().enumerate() {
-                        if raw.len() >= target.term.len()
-                            && raw[..target.prefix].eq_ignore_ascii_case(&target.term[..target.prefix])
-                        {
-                            if !stemmed {
-                                self.token.clear();
-                                self.token.extend(raw.iter().map(u8::to_ascii_lowercase));
-                                terms::stem(&self.token, &mut self.stem);
-                                stemmed = true;
-                            }
-                            if self.stem == target.term {
-                                self.counts[t] += 1;
-                            }
+                length += terms::count_tokens(text);
+                // Find each term's head where a token starts, and stem only
+                // those tokens: a token can only stem to a term it shares
+                // that head with.
+                self.lower.clear();
+                self.lower.extend(text.iter().map(u8::to_ascii_lowercase));
+                let lower = std::str::from_utf8(&self.lower).expect("ASCII");
+                for (t, target) in targets.iter().enumerate() {
+                    let head = &target.term[..target.prefix];
+                    let head = std::str::from_utf8(head).expect("ASCII");
+                    for (at, _) in lower.match_indices(head) {
+                        let bytes = lower.as_bytes();
+                        if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
+                            continue;
+                        }
+                        let end = bytes[at..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(bytes.len(), |n| at + n);
+                        let token = &bytes[at..end];
+                        if token.len() < target.term.len() {
+                            continue;
+                        }
+                        terms::stem(token, &mut self.stem);
+                        if self.stem == target.term {
+                            self.counts[t] += 1;
                         }
                     }
                 }
@@ -526,7 +523,7 @@ mod bm25 {
         /// Adds a section whose terms will be given by [`Scorer::set_terms`].
         pub(super) fn add_placeholder(&mut self) {
             self.lengths.push(0);
-            self.freqs.extend(std::iter::repeat(0).take(self.phrases.len()));
+            self.freqs.extend(std::iter::repeat_n(0, self.phrases.len()));
         }
 
         /// Sets section `index`'s length and phrase frequencies from its
@@ -543,9 +540,9 @@ mod bm25 {
         }
 
         /// The best `k` sections that contain at least one phrase, as
-        /// (index in insertion order, score), best first; ties in
-        /// insertion order.
-        pub(super) fn top_k(&self, k: usize) -> Vec<(usize, f64)> {
+        /// (index in insertion order, score), best first; ties in order of
+        /// `ids` (one per section, in insertion order).
+        pub(super) fn top_k(&self, k: usize, ids: &[i64]) -> Vec<(usize, f64)> {
             let n_rows = self.lengths.len();
             let n_phrases = self.phrases.len();
             if n_rows == 0 || n_phrases == 0 {
@@ -574,7 +571,7 @@ mod bm25 {
                 }
                 scored.push((r, score));
             }
-            let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(ids[a.0].cmp(&ids[b.0]));
             if scored.len() > k {
                 scored.select_nth_unstable_by(k - 1, order);
                 scored.truncate(k);
@@ -594,12 +591,25 @@ mod terms {
     const MAX_STEMMED: usize = 64;
 
     /// A stem differs from its token in at most this many trailing bytes,
-    /// and never in the first: every porter rule rewrites a suffix and
-    /// keeps a non-empty stem, and the longest rewrite that survives the
-    /// later steps ("biliti" -> "ble", "ying" -> "i" + "e") adds at most 2
-    /// bytes past the shared prefix. Tested on every token of the Synthea
-    /// notes.
-    pub(super) const CHANGED_TAIL: usize = 3;
+    /// and never in the first, and is never longer: every porter rule
+    /// rewrites a suffix, keeps a non-empty stem and does not lengthen the
+    /// word, and the rewrites that survive the later steps add at most 2
+    /// bytes past the part shared with the token ("ability" -> "able":
+    /// "ab" + "le"; "studying" -> "studi"). Tested on every token of the
+    /// Synthea notes.
+    pub(super) const CHANGED_TAIL: usize = 2;
+
+    /// How many tokens the ASCII `text` holds: runs of letters and digits.
+    pub(super) fn count_tokens(text: &[u8]) -> u32 {
+        let mut n = 0;
+        let mut previous = false;
+        for &b in text {
+            let alnum = b.is_ascii_alphanumeric();
+            n += u32::from(alnum & !previous);
+            previous = alnum;
+        }
+        n
+    }
 
     pub(super) fn ascii_terms(text: &[u8]) -> Vec<String> {
         let mut out = Vec::new();
