@@ -110,6 +110,7 @@ def main():
     patients = rust["probe_patients"]
     indexes = {p: BM25Okapi(per_patient[p]) for p in patients}
     patient_ms = []
+    by_patient = {p: [] for p in patients}
     for _ in range(args.python_repeats):
         for q in tokenized_queries:
             for p in patients:
@@ -119,11 +120,14 @@ def main():
                 k = min(10, len(scores) - 1)
                 top = np.argpartition(-scores, k)[:10]
                 top = top[np.argsort(-scores[top])]
-                patient_ms.append((time.perf_counter() - t) * 1e3)
+                ms = (time.perf_counter() - t) * 1e3
+                patient_ms.append(ms)
+                by_patient[p].append(ms)
     patient_row = {
         "patients": len(patients),
         "sections_per_patient": {p: len(per_patient[p]) for p in patients},
         "top10": summarise(patient_ms),
+        "top10_by_patient": {p: summarise(ms) for p, ms in by_patient.items()},
     }
     print(json.dumps(patient_row), file=sys.stderr)
     del indexes

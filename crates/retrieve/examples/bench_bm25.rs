@@ -195,6 +195,7 @@ fn main() {
         }
         let mut corpus_ms = Vec::new();
         let mut patient_ms = Vec::new();
+        let mut by_patient: Vec<Vec<f64>> = vec![Vec::new(); patients.len()];
         let mut hits = 0usize;
         let mut patient_hits = 0usize;
         for _ in 0..args.repeats {
@@ -202,10 +203,12 @@ fn main() {
                 let t = Instant::now();
                 hits += store.search_bm25(q, &all, 10).unwrap().len();
                 corpus_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                for one in &patients {
+                for (i, one) in patients.iter().enumerate() {
                     let t = Instant::now();
                     patient_hits += store.search_bm25(q, one, 10).unwrap().len();
-                    patient_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    patient_ms.push(ms);
+                    by_patient[i].push(ms);
                 }
             }
         }
@@ -215,6 +218,14 @@ fn main() {
             "build_seconds": build_s,
             "whole_corpus_top10": summarise(corpus_ms),
             "one_patient_top10": summarise(patient_ms),
+            "one_patient_top10_by_patient": probe_patients
+                .iter()
+                .zip(by_patient)
+                .map(|(p, ms)| {
+                    let sections = store.sections(&SectionFilter::patient(p.clone())).unwrap().len();
+                    serde_json::json!({ "patient": p, "sections": sections, "top10": summarise(ms) })
+                })
+                .collect::<Vec<_>>(),
             "mean_hits": hits as f64 / (args.repeats * QUERIES.len()) as f64,
             "mean_patient_hits": patient_hits as f64 / (args.repeats * QUERIES.len() * patients.len()) as f64,
         });
