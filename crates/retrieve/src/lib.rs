@@ -1,5 +1,6 @@
 //! Retrieval over a patient's sections, in three modes: BM25 (the store's
-//! FTS5 index with porter stemming), dense (brute-force cosine between the
+//! `search_bm25`: FTS5's porter-stemmed terms and bm25 formula, with the
+//! patient's admitted sections as the corpus), dense (brute-force cosine between the
 //! query vector and the stored section vectors of one [`Embedder`]) and
 //! hybrid (reciprocal rank fusion, or a weighted fusion of min-max
 //! normalised scores). Every [`Hit`] carries the document id, section id,

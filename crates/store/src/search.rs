@@ -1,6 +1,8 @@
 //! Sections as retrieval sees them: filtering by patient, kind, date range
-//! and "most recent N documents", BM25 ranking through FTS5 (porter
-//! stemming), and the section embeddings that dense retrieval compares.
+//! and "most recent N documents"; BM25 ranking, within one patient scored
+//! here over the patient's sections with FTS5's terms and formula (a port
+//! of its porter/unicode61 tokenizer), over the whole store by FTS5 itself;
+//! and the section embeddings that dense retrieval compares.
 
 use chrono::NaiveDateTime;
 use evident_model::DocKind;
@@ -42,7 +44,8 @@ pub struct SectionRecord {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScoredSection {
     pub section: SectionRecord,
-    /// Higher is better. For BM25 this is the negated FTS5 `bm25()` value.
+    /// Higher is better. For BM25 this is the negated value of FTS5's
+    /// `bm25()` over the corpus the search ranks (see `Store::search_bm25`).
     pub score: f64,
 }
 
