@@ -860,16 +860,24 @@ fn concordance_sorted(time: &[f64], status: &[f64], stratum: &[f64], score: &[f6
 }
 
 /// A count type for the Fenwick tree.
+/// Counts never exceed the number of rows, which the caller checks fits.
 trait Count: Copy + Default + std::ops::AddAssign + std::ops::SubAssign + Into<u64> {
     const ONE: Self;
+    fn from_count(v: u64) -> Self;
 }
 
 impl Count for u32 {
     const ONE: Self = 1;
+    fn from_count(v: u64) -> Self {
+        v as u32
+    }
 }
 
 impl Count for u64 {
     const ONE: Self = 1;
+    fn from_count(v: u64) -> Self {
+        v
+    }
 }
 
 /// Counts of score ranks 0..m, for "how many below rank r" in O(log m):
@@ -963,7 +971,7 @@ fn pair_counts<C: Count>(
     let n = time.len();
     let blocks = tie_blocks(time, status, stratum);
     // Pairs of each event as the earlier member: concordant, discordant, tied.
-    let mut as_event = vec![[0u64; 3]; n];
+    let mut as_event = vec![[C::default(); 3]; n];
     let mut at_risk = RankCounts::<C>::new(m);
     let (mut conc, mut disc, mut tied_x, mut tied_y) = (0u64, 0u64, 0u64, 0u64);
     let mut stratum_start = 0;
@@ -988,7 +996,7 @@ fn pair_counts<C: Count>(
         for k in i..j {
             if status[k] == 1.0 {
                 let (lower, same, higher) = at_risk.split(rank[k]);
-                as_event[k] = [lower, higher, same];
+                as_event[k] = [lower, higher, same].map(C::from_count);
                 conc += lower;
                 disc += higher;
                 tied_x += same;
@@ -1019,7 +1027,7 @@ fn pair_counts<C: Count>(
         for k in i..j {
             if status[k] == 1.0 {
                 let (lower, same, higher) = events.split(rank[k]);
-                let [c, d, t] = as_event[k];
+                let [c, d, t] = as_event[k].map(Into::<u64>::into);
                 sum_sq += dfbeta(c + higher, d + lower, t + same).powi(2);
             }
         }
