@@ -552,3 +552,47 @@ fn an_endpoint_that_does_not_speak_searxng_json_gets_a_clear_error() {
     server.join().unwrap();
     assert!(message.contains("not SearXNG JSON"), "{message}");
 }
+
+#[test]
+fn one_matcher_serves_many_threads() {
+    fn shared<T: Sync + Send>() {}
+    shared::<MakarMatcher<'static>>();
+    shared::<LocalKnowledgeBase>();
+    shared::<OnlineSearch>();
+    // Concurrent use: eight threads share one matcher and one model that
+    // answers by the task in the prompt (order across threads is arbitrary).
+    struct ByTask;
+    impl ChatModel for ByTask {
+        fn model_id(&self) -> &str {
+            "by-task"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            let prompt = &request.messages[1].content;
+            let text = if prompt.contains("# Task: reasoning") {
+                reasoning("r")
+            } else if prompt.contains("# Task: matching") {
+                matching("MET", &[3])
+            } else {
+                supervision(true, "MET", &[3])
+            };
+            Ok(ChatResponse {
+                text,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                finish_reason: FinishReason::Stop,
+                model: "by-task".into(),
+                endpoint: "test".into(),
+                reused_prompt_tokens: 0,
+            })
+        }
+    }
+    let model = ByTask;
+    let matcher = MakarMatcher::new(&model, &model, config(Variant::Reason), None);
+    let notes = notes();
+    let refs: Vec<&NoteText> = notes.iter().collect();
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| matcher.match_criterion(&hba1c(), None, &refs).unwrap())).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(outcomes.iter().all(|o| o.calls == 3 && o.result.decision() == Some(Decision::Met)));
+}
