@@ -49,6 +49,10 @@ pub enum Command {
     Llm(commands::llm::Args),
     /// Model-call runs: calls, tokens, cost, latency, failures.
     Runs(commands::runs::Args),
+    /// Screen patients against trials (zero-shot or MAKAR) and write the report.
+    Match(commands::match_cmd::Args),
+    /// Score screening methods against expert labels (TrialGPT annotations, n2c2 2018).
+    Eval(commands::eval_cmd::Args),
     /// Statistics for observational studies.
     Stats(commands::stats::Args),
     /// The local knowledge base that MAKAR's retrieval agent searches.

@@ -1,11 +1,13 @@
 //! Evaluation: datasets ([`trialgpt`] annotation rows), metric definitions
 //! ([`metrics`]: accuracy, per-class precision/recall/F1, Cohen's kappa,
 //! evidence-sentence scores, patient-level bootstrap; [`n2c2`]: the n2c2
-//! 2018 met/not-met F1s), and the GPT-4 reference row computed from the
-//! annotations themselves.
+//! 2018 met/not-met F1s), the GPT-4 reference row computed from the
+//! annotations themselves, and [`run`]: storing the annotated notes and
+//! grouping rows into patient-trial pairs for the batch runner.
 
 pub mod metrics;
 pub mod n2c2;
+pub mod run;
 pub mod trialgpt;
 
 pub use metrics::{bootstrap_by_patient, criterion_metrics, CriterionMetrics, Interval, Prediction};

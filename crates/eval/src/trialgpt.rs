@@ -133,11 +133,15 @@ impl AnnotationRow {
     /// An Evident result for this row against the physician. Citations of
     /// other documents are ignored (there are none for a one-note record).
     pub fn prediction_from(&self, result: &CriterionResult) -> Prediction {
-        let doc = note_document_id(&self.patient_id);
+        self.prediction_for(result, &note_document_id(&self.patient_id))
+    }
+
+    /// As [`Self::prediction_from`], for a record whose note has document id `doc`.
+    pub fn prediction_for(&self, result: &CriterionResult, doc: &str) -> Prediction {
         let (predicted, predicted_evidence) = match &result.outcome {
             Outcome::Assessed(a) => (
                 Some(a.decision),
-                a.evidence.iter().filter(|e| e.document_id == doc).map(|e| e.ordinal).collect(),
+                a.evidence.iter().filter(|e| e.document_id == *doc).map(|e| e.ordinal).collect(),
             ),
             Outcome::Failed(_) => (None, BTreeSet::new()),
         };

@@ -6,13 +6,17 @@
 //! TrialGPT's ranking score; [`zero_shot`] is Wornow et al.'s matcher with
 //! the ACAN/ACIN/ICAN/ICIN strategies over the `evident_llm` traits;
 //! [`makar`] is the MAKAR multi-agent workflow (router, augmentation,
-//! critic, reasoning, matching, supervision).
+//! critic, reasoning, matching, supervision); [`batch`] runs either over
+//! many patients with every decision stored as it is made (resumable), and
+//! [`report`] turns a stored run into JSON, CSV and HTML.
 
+pub mod batch;
 pub mod criteria;
 pub mod ctgov;
 pub mod decision;
 pub mod makar;
 pub mod plain;
+pub mod report;
 pub mod zero_shot;
 
 pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};

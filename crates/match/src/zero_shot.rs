@@ -152,7 +152,7 @@ pub struct ZeroShotConfig {
 
 impl Default for ZeroShotConfig {
     fn default() -> Self {
-        ZeroShotConfig { strategy: Strategy::Ican, repair: RepairPolicy::default(), max_tokens_per_criterion: 512, reference_date: None }
+        ZeroShotConfig { strategy: Strategy::Ican, repair: RepairPolicy::default(), max_tokens_per_criterion: 448, reference_date: None }
     }
 }
 
@@ -200,18 +200,31 @@ pub struct ZeroShotMatcher<'a> {
     config: ZeroShotConfig,
 }
 
-const MAX_STRING: u64 = 2000;
+/// The rationale's length limit: enough for a few sentences of reasoning,
+/// short enough that a small model cannot ramble for hundreds of tokens.
+const MAX_STRING: u64 = 600;
 
 /// The JSON Schema of one assessment.
 pub fn assessment_schema() -> Value {
+    assessment_schema_for(None)
+}
+
+/// The schema of one assessment whose evidence ids are at most `max_id`
+/// (the last sentence id shown), so constrained decoding cannot cite a
+/// sentence that was not in the prompt. `None` leaves ids unbounded.
+pub fn assessment_schema_for(max_id: Option<i64>) -> Value {
+    let mut id = json!({"type": "integer", "minimum": 0});
+    if let Some(max) = max_id {
+        id["maximum"] = json!(max.max(0));
+    }
     json!({
         "type": "object",
         "properties": {
-            "medications_and_supplements": {"type": "array", "maxItems": 40, "items": {"type": "string", "maxLength": 120}},
+            "medications_and_supplements": {"type": "array", "maxItems": 8, "items": {"type": "string", "maxLength": 60}},
             "rationale": {"type": "string", "maxLength": MAX_STRING},
             "decision": {"type": "string", "enum": ["MET", "NOT MET", "NOT ENOUGH INFORMATION", "NOT APPLICABLE"]},
             "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
-            "evidence": {"type": "array", "maxItems": 20, "items": {"type": "integer", "minimum": 0}}
+            "evidence": {"type": "array", "maxItems": 8, "items": id}
         },
         "required": ["medications_and_supplements", "rationale", "decision", "confidence", "evidence"],
         "additionalProperties": false
@@ -219,9 +232,9 @@ pub fn assessment_schema() -> Value {
 }
 
 /// The schema for all criteria at once: one required key per criterion id.
-pub fn all_criteria_schema(criteria: &[&Criterion]) -> Value {
+pub fn all_criteria_schema(criteria: &[&Criterion], max_id: Option<i64>) -> Value {
     let properties: serde_json::Map<String, Value> =
-        criteria.iter().map(|c| (c.id.clone(), assessment_schema())).collect();
+        criteria.iter().map(|c| (c.id.clone(), assessment_schema_for(max_id))).collect();
     let required: Vec<&str> = criteria.iter().map(|c| c.id.as_str()).collect();
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
@@ -247,7 +260,8 @@ impl<'a> ZeroShotMatcher<'a> {
         let ctx = json!({"all_criteria": all_criteria, "notes": shown, "criteria": criteria_ctx});
         let system = self.prompts.render("zero_shot_system.prompt.md", &ctx)?;
         let user = self.prompts.render("zero_shot_user.prompt.md", &ctx)?;
-        let schema = if all_criteria { all_criteria_schema(criteria) } else { assessment_schema() };
+        let max_id = sentence_ids.keys().next_back().copied();
+        let schema = if all_criteria { all_criteria_schema(criteria, max_id) } else { assessment_schema_for(max_id) };
         let max_tokens = self.config.max_tokens_per_criterion.saturating_mul(criteria.len().max(1) as u32);
         let request = ChatRequest::new(vec![Message::system(system), Message::user(user)]).with_max_tokens(max_tokens);
         Ok(RenderedPrompt { request, schema, sentence_ids })
@@ -296,42 +310,93 @@ impl<'a> ZeroShotMatcher<'a> {
         })
     }
 
+    /// The units of work for one patient: one model call each (before
+    /// repair), in the order that lets consecutive calls share their
+    /// prefix (notes outer, criteria inner).
+    pub fn tasks(&self, set: &CriteriaSet, record: &PatientRecord) -> Vec<Task> {
+        let note_groups: Vec<Option<String>> = if self.config.strategy.individual_notes() {
+            record.notes.iter().map(|n| Some(n.document_id.clone())).collect()
+        } else {
+            vec![None]
+        };
+        let criterion_groups: Vec<Vec<String>> = if self.config.strategy.all_criteria() {
+            vec![set.criteria.iter().map(|c| c.id.clone()).collect()]
+        } else {
+            set.criteria.iter().map(|c| vec![c.id.clone()]).collect()
+        };
+        note_groups
+            .iter()
+            .flat_map(|doc| criterion_groups.iter().map(|ids| Task { document_id: doc.clone(), criterion_ids: ids.clone() }))
+            .collect()
+    }
+
+    /// Runs one task over `record` (the whole record, or what two-stage
+    /// retrieval kept of it for this task). Returns one result per
+    /// criterion of the task; note-level for ACIN/ICIN.
+    pub fn run_task(&self, set: &CriteriaSet, record: &PatientRecord, task: &Task) -> Result<TaskOutput, MatchError> {
+        let criteria: Vec<&Criterion> =
+            task.criterion_ids.iter().filter_map(|id| set.criteria.iter().find(|c| &c.id == id)).collect();
+        let notes: Vec<&NoteText> = match &task.document_id {
+            Some(doc) => record.notes.iter().filter(|n| &n.document_id == doc).collect(),
+            None => record.notes.iter().collect(),
+        };
+        if self.config.strategy.individual_notes() && notes.is_empty() {
+            // Retrieval kept nothing of this note: the note says nothing
+            // about these criteria, so no call is made.
+            let results = criteria
+                .iter()
+                .map(|c| CriterionResult {
+                    criterion_id: c.id.clone(),
+                    criterion_type: c.criterion_type,
+                    document_id: task.document_id.clone(),
+                    document_date: record_note_date(record, task.document_id.as_deref()),
+                    outcome: Outcome::Assessed(Assessment {
+                        medications_and_supplements: vec![],
+                        rationale: "No passage of this note was retrieved for the criterion.".into(),
+                        decision: Decision::NotEnoughInformation,
+                        confidence: Confidence::Low,
+                        evidence: vec![],
+                    }),
+                    unresolved_citations: vec![],
+                })
+                .collect();
+            return Ok(TaskOutput { results, calls: 0, prompt_chars: 0 });
+        }
+        let mut calls = 0;
+        let mut prompt_chars = 0;
+        let results = self.assess(&record.patient_id, &notes, &criteria, &mut calls, &mut prompt_chars)?;
+        Ok(TaskOutput { results, calls, prompt_chars })
+    }
+
+    /// Pools note-level results into one result per criterion (ACIN/ICIN);
+    /// patient-level results are returned as they are, in the set's order.
+    pub fn patient_results(&self, set: &CriteriaSet, raw: &[CriterionResult]) -> Vec<CriterionResult> {
+        set.criteria
+            .iter()
+            .filter_map(|c| {
+                let of_criterion: Vec<CriterionResult> = raw.iter().filter(|r| r.criterion_id == c.id).cloned().collect();
+                if self.config.strategy.individual_notes() {
+                    pool(&of_criterion, c.pooling_or_default(), c.window_months, self.config.reference_date)
+                } else {
+                    of_criterion.into_iter().next()
+                }
+            })
+            .collect()
+    }
+
     /// Runs the configured strategy for one patient over a criteria set.
     pub fn match_patient(&self, set: &CriteriaSet, record: &PatientRecord) -> Result<PatientMatch, MatchError> {
-        let criteria: Vec<&Criterion> = set.criteria.iter().collect();
-        let all_notes: Vec<&NoteText> = record.notes.iter().collect();
-        let note_groups: Vec<Vec<&NoteText>> = if self.config.strategy.individual_notes() {
-            all_notes.iter().map(|n| vec![*n]).collect()
-        } else {
-            vec![all_notes.clone()]
-        };
-        let criterion_groups: Vec<Vec<&Criterion>> = if self.config.strategy.all_criteria() {
-            vec![criteria.clone()]
-        } else {
-            criteria.iter().map(|c| vec![*c]).collect()
-        };
         let mut calls = 0;
         let mut prompt_chars = 0;
         let mut raw = Vec::new();
-        // Notes in the outer loop: for ICIN and ICAN consecutive calls share
-        // the record prefix.
-        for notes in &note_groups {
-            for group in &criterion_groups {
-                raw.extend(self.assess(&record.patient_id, notes, group, &mut calls, &mut prompt_chars)?);
-            }
+        for task in self.tasks(set, record) {
+            let out = self.run_task(set, record, &task)?;
+            calls += out.calls;
+            prompt_chars += out.prompt_chars;
+            raw.extend(out.results);
         }
-        let (results, note_results) = if self.config.strategy.individual_notes() {
-            let pooled = criteria
-                .iter()
-                .filter_map(|c| {
-                    let notes: Vec<CriterionResult> = raw.iter().filter(|r| r.criterion_id == c.id).cloned().collect();
-                    pool(&notes, c.pooling_or_default(), c.window_months, self.config.reference_date)
-                })
-                .collect();
-            (pooled, raw)
-        } else {
-            (raw, Vec::new())
-        };
+        let results = self.patient_results(set, &raw);
+        let note_results = if self.config.strategy.individual_notes() { raw } else { Vec::new() };
         Ok(PatientMatch {
             patient_id: record.patient_id.clone(),
             trial_id: set.trial_id.clone(),
@@ -342,6 +407,34 @@ impl<'a> ZeroShotMatcher<'a> {
             prompt_tokens_estimate: prompt_chars / 4,
         })
     }
+}
+
+fn record_note_date(record: &PatientRecord, document_id: Option<&str>) -> Option<NaiveDateTime> {
+    record.notes.iter().find(|n| Some(n.document_id.as_str()) == document_id).and_then(|n| n.date)
+}
+
+/// One unit of work of the zero-shot matcher: some criteria over the whole
+/// record (`document_id` `None`) or over one note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Task {
+    pub document_id: Option<String>,
+    pub criterion_ids: Vec<String>,
+}
+
+impl Task {
+    /// A key naming the task within one patient's run (stable across runs).
+    pub fn key(&self) -> String {
+        format!("d:{}|c:{}", self.document_id.as_deref().unwrap_or("*"), self.criterion_ids.join(","))
+    }
+}
+
+/// What one task produced.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskOutput {
+    pub results: Vec<CriterionResult>,
+    /// Model calls made (repairs are counted by the recorder, not here).
+    pub calls: u32,
+    pub prompt_chars: usize,
 }
 
 /// The notes as prompt templates see them (`date`, `title`, `sentences`

@@ -368,16 +368,23 @@ fn an_exclusion_the_patient_meets_excludes_them_in_makar_reason() {
 }
 
 #[test]
-fn unresolved_citations_are_flagged() {
-    let model = Scripted::new(&s(&[reasoning("r"), matching("MET", &[3, 99]), supervision(true, "MET", &[])]));
+fn a_matching_citation_outside_the_record_is_refused_by_the_schema_and_repaired() {
+    // The matching schema bounds evidence ids by the last id shown, so an
+    // id outside the record is invalid output: the repair answer is used.
+    let model = Scripted::new(&s(&[
+        reasoning("r"),
+        matching("MET", &[3, 99]),
+        matching("MET", &[3]),
+        supervision(true, "MET", &[]),
+    ]));
     let matcher = MakarMatcher::new(&model, &model, config(Variant::Full), None);
     let notes = notes();
     let refs: Vec<&NoteText> = notes.iter().collect();
     let out = matcher.match_criterion(&hba1c(), None, &refs).unwrap();
-    assert!(out.result.is_flagged());
-    assert_eq!(out.result.unresolved_citations, ["sentence id 99 was not in the prompt"]);
+    assert!(!out.result.is_flagged());
     let Outcome::Assessed(a) = &out.result.outcome else { panic!() };
     assert_eq!(a.evidence.len(), 1);
+    assert_eq!(model.requests().len(), 4, "reasoning, matching, its repair, supervision");
 }
 
 #[test]

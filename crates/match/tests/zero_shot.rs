@@ -180,14 +180,15 @@ fn acin_renders_each_note_with_all_criteria() {
 }
 
 #[test]
-fn unresolved_citation_is_flagged_not_dropped() {
-    let (m, _) = run(Strategy::Ican, &[&answer("MET", &[2, 99]), &answer("NOT MET", &[])]);
-    assert!(m.results[0].is_flagged());
-    assert_eq!(m.results[0].unresolved_citations, ["sentence id 99 was not in the prompt"]);
-    // The resolvable citation is kept.
+fn a_citation_outside_the_prompt_is_refused_by_the_schema_and_repaired() {
+    // Evidence ids are bounded by the last id shown, so a model cannot cite
+    // a sentence it was not given: such an answer is invalid and repaired.
+    let (m, model) = run(Strategy::Ican, &[&answer("MET", &[2, 99]), &answer("MET", &[2]), &answer("NOT MET", &[])]);
+    assert_eq!(model.requests().len(), 3);
+    assert!(model.requests()[1].messages.last().unwrap().content.contains("99"), "the repair prompt names the bad id");
     let Outcome::Assessed(a) = &m.results[0].outcome else { panic!() };
     assert_eq!(a.evidence.len(), 1);
-    assert!(!m.results[1].is_flagged());
+    assert!(!m.results[0].is_flagged() && !m.results[1].is_flagged());
 }
 
 #[test]

@@ -2,10 +2,12 @@
 //! returns an [`Outcome`](crate::Outcome) or an error for the user.
 
 pub mod embed;
+pub mod eval_cmd;
 pub mod ingest;
 pub mod kb;
 pub mod labs;
 pub mod llm;
+pub mod match_cmd;
 pub mod models;
 pub mod patients;
 pub mod runs;
@@ -30,6 +32,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Runs(args) => runs::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Kb(args) => kb::run(&ctx, args),
+        Command::Match(args) => match_cmd::run(&ctx, args),
+        Command::Eval(args) => eval_cmd::run(&ctx, args),
     }
 }
 

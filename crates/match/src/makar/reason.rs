@@ -26,7 +26,7 @@ use super::{MakarMatcher, Variant};
 use crate::criteria::{CriteriaSet, Criterion};
 use crate::decision::{Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Outcome};
 use crate::zero_shot::{
-    assessment_schema, parse_assessment, record_context, MatchError, NoteText, PatientRecord, Strategy, ZeroShotConfig,
+    assessment_schema, assessment_schema_for, parse_assessment, record_context, MatchError, NoteText, PatientRecord, Strategy, ZeroShotConfig,
     ZeroShotMatcher,
 };
 
@@ -121,7 +121,7 @@ fn supervision_schema() -> Value {
             "decision": {"type": "string", "enum": ["MET", "NOT MET", "NOT ENOUGH INFORMATION", "NOT APPLICABLE"]},
             "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
             "reason": {"type": "string", "maxLength": REASON_MAX},
-            "evidence": {"type": "array", "maxItems": 20, "items": {"type": "integer", "minimum": 0}}
+            "evidence": {"type": "array", "maxItems": 8, "items": {"type": "integer", "minimum": 0}}
         },
         "required": ["approved", "decision", "confidence", "reason", "evidence"],
         "additionalProperties": false
@@ -247,7 +247,7 @@ impl MakarMatcher<'_> {
             json!({"concepts": reasoning.concepts, "summary": reasoning.summary}),
             self.config.max_tokens_matching,
         )?;
-        let matching_value = match self.ask_match_model(&request, &assessment_schema(), notes, &mut calls)? {
+        let matching_value = match self.ask_match_model(&request, &assessment_schema_for(ids.keys().next_back().copied()), notes, &mut calls)? {
             StructuredOutcome::Valid { value, .. } => value,
             StructuredOutcome::PipelineFailure(f) => {
                 return Ok(MakarOutcome { result: result(failed(f, "matching"), vec![]), trace, calls });

@@ -1,0 +1,337 @@
+//! `evident eval trialgpt`: runs a screening method on TrialGPT's
+//! criterion-level annotations and scores it against the physicians with
+//! the metrics of `evident_eval` (accuracy in TrialGPT's labels and
+//! collapsed, per-class P/R/F1, Cohen's kappa, evidence-sentence P/R/F1,
+//! 95% bootstrap intervals over patients), beside GPT-4's answers on the
+//! same rows, plus trial-level eligibility against the SIGIR relevance
+//! labels and the run's calls, tokens, time and pipeline failures. Every
+//! decision is stored, so an interrupted evaluation resumes.
+//!
+//! `evident eval n2c2 GOLD --predicted DIR`: the n2c2 2018 Track 1 metric
+//! (per-criterion met / not-met F1, overall micro and macro F1) of one
+//! folder of annotated XML against another.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, TrialLevel};
+use evident_eval::{load_annotations, report_row, Prediction, ReportRow};
+use evident_match::batch::stored_results;
+use evident_match::report::patient_level;
+use evident_match::trial_verdict;
+use serde_json::json;
+
+use crate::commands::match_cmd::{ScreenOptions, Screening};
+use crate::commands::Context;
+use crate::Outcome;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: EvalCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum EvalCommand {
+    /// Score a method on TrialGPT's criterion-level annotations.
+    Trialgpt(TrialgptArgs),
+    /// Score n2c2 2018 Track 1 predictions against gold XML.
+    N2c2(N2c2Args),
+}
+
+#[derive(clap::Args, Debug)]
+struct TrialgptArgs {
+    /// The annotation file (e.g. ../shared/data/trialgpt/criterion_annotations_dev.json).
+    #[arg(long)]
+    annotations: PathBuf,
+    /// SIGIR relevance labels for the trial-level comparison (query-id,
+    /// corpus-id, score); default: dataset/sigir/qrels/test.tsv beside the
+    /// annotation file, when present.
+    #[arg(long)]
+    qrels: Option<PathBuf>,
+    /// Only the first N annotated patients (in file order).
+    #[arg(long)]
+    limit_patients: Option<usize>,
+    /// Where eval.json and eval.md go.
+    #[arg(long, default_value = "evident-eval")]
+    out: PathBuf,
+    #[command(flatten)]
+    screen: ScreenOptions,
+}
+
+#[derive(clap::Args, Debug)]
+struct N2c2Args {
+    /// Folder of gold n2c2 XML files.
+    gold: PathBuf,
+    /// Folder of predicted XML files with the same names.
+    #[arg(long)]
+    predicted: PathBuf,
+}
+
+pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
+    match &args.command {
+        EvalCommand::Trialgpt(a) => trialgpt(ctx, a),
+        EvalCommand::N2c2(a) => n2c2(ctx, a),
+    }
+}
+
+fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let rows = load_annotations(&args.annotations)?;
+    let mut all_pairs = pairs(&rows);
+    let mut topics: Vec<String> = Vec::new();
+    for p in &all_pairs {
+        if !topics.contains(&p.topic) {
+            topics.push(p.topic.clone());
+        }
+    }
+    if let Some(n) = args.limit_patients {
+        topics.truncate(n);
+        all_pairs.retain(|p| topics.contains(&p.topic));
+    }
+    let qrels_path = args.qrels.clone().or_else(|| {
+        let default = args.annotations.parent()?.join("dataset/sigir/qrels/test.tsv");
+        default.is_file().then_some(default)
+    });
+    let qrels = match &qrels_path {
+        Some(p) => Some(load_qrels(p)?),
+        None => None,
+    };
+
+    let mut store = ctx.open_store()?;
+    store_notes(&mut store, &rows).map_err(|e| anyhow::anyhow!("{}: {e}", args.annotations.display()))?;
+    let patients: Vec<String> = all_pairs.iter().map(|p| p.patient_id.clone()).collect();
+    let label = format!("eval trialgpt {}", args.screen.strategy);
+    let screening = Screening::open(ctx, &args.screen, store, &patients, &label)?;
+
+    let mut run_ids = Vec::new();
+    for (i, pair) in all_pairs.iter().enumerate() {
+        let prefix = format!("{} x {} ({}/{})", pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
+        let outcome = screening.screen(ctx, &pair.set, std::slice::from_ref(&pair.patient_id), None, &prefix);
+        match outcome {
+            Ok(o) => run_ids.push(o.run_id),
+            Err(e) => {
+                screening.finish()?;
+                anyhow::bail!(
+                    "evaluation stopped at {} x {}: {e}. Decisions made so far are stored; run the same command again to resume.",
+                    pair.topic,
+                    pair.set.trial_id
+                );
+            }
+        }
+    }
+    screening.finish()?;
+
+    let st = screening.store.lock().unwrap();
+    let mut ours: Vec<Prediction> = Vec::new();
+    let mut gpt4: Vec<Prediction> = Vec::new();
+    let mut trial_items = Vec::new();
+    let mut expert_items = Vec::new();
+    let mut gpt4_items = Vec::new();
+    for (pair, run_id) in all_pairs.iter().zip(&run_ids) {
+        let stored: Vec<_> = stored_results(&st, run_id)?
+            .into_iter()
+            .filter(|p| p.patient_id == pair.patient_id)
+            .flat_map(|p| p.stored)
+            .collect();
+        let results = patient_level(&pair.set, screening.method, &stored);
+        ours.extend(predictions(pair, &results));
+        gpt4.extend(pair.rows.iter().map(|r| r.gpt4_prediction()));
+        if let Some(label) = qrels.as_ref().and_then(|q| q.get(&(pair.topic.clone(), pair.set.trial_id.clone()))) {
+            trial_items.push((trial_verdict(&pair.set, &results).eligibility, *label));
+            expert_items.push((trial_verdict(&pair.set, &labelled_results(pair, false)).eligibility, *label));
+            gpt4_items.push((trial_verdict(&pair.set, &labelled_results(pair, true)).eligibility, *label));
+        }
+    }
+    let mut model_runs: Vec<String> = Vec::new();
+    for id in &run_ids {
+        for m in st.match_model_runs(id)? {
+            if !model_runs.contains(&m) {
+                model_runs.push(m);
+            }
+        }
+    }
+    let ids: Vec<&str> = model_runs.iter().map(String::as_str).collect();
+    let usage = st.model_runs_summary(&screening.model_run_id, &label, &ids)?;
+    drop(st);
+
+    let ours_row = report_row(&ours);
+    let gpt4_row = report_row(&gpt4);
+    let trial = qrels.as_ref().map(|_| {
+        json!({
+            "qrels": qrels_path,
+            "method": trial_level(&trial_items),
+            "physician_labels": trial_level(&expert_items),
+            "gpt4_labels": trial_level(&gpt4_items),
+        })
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let method = screening.method.as_str();
+    let result = json!({
+        "annotations": args.annotations,
+        "method": method,
+        "retrieval": screening.batch.retrieval,
+        "patients": topics.len(),
+        "pairs": all_pairs.len(),
+        "rows": ours.len(),
+        "method_row": ours_row,
+        "gpt4_row": gpt4_row,
+        "trial_level": trial,
+        "usage": usage,
+        "wall_seconds_this_invocation": elapsed,
+        "runs": run_ids,
+    });
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    std::fs::write(args.out.join("eval.json"), serde_json::to_string_pretty(&result)?)?;
+    let md = markdown(method, &ours_row, &gpt4_row, &trial_items, &expert_items, &gpt4_items, &usage, ours.len(), topics.len());
+    std::fs::write(args.out.join("eval.md"), &md)?;
+    if ctx.json() {
+        crate::output::print_json(&result)?;
+    } else {
+        print!("{md}");
+        println!("written: {} and {}", args.out.join("eval.md").display(), args.out.join("eval.json").display());
+    }
+    Ok(Outcome::Found)
+}
+
+fn interval(i: &evident_eval::Interval) -> String {
+    format!("{:.3} ({:.3}-{:.3})", i.estimate, i.low, i.high)
+}
+
+fn table_row(name: &str, r: &ReportRow, rows: usize) -> String {
+    let m = &r.metrics;
+    format!(
+        "| {name} | {rows} | {} | {} | {} | {:.3} | {:.3} / {:.3} / {:.3} ({:.3}-{:.3}) | {} |\n",
+        interval(&r.accuracy),
+        interval(&r.accuracy_collapsed),
+        interval(&r.kappa),
+        m.kappa_collapsed,
+        m.evidence_precision,
+        m.evidence_recall,
+        m.evidence_f1,
+        r.evidence_f1.low,
+        r.evidence_f1.high,
+        m.failed
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn markdown(
+    method: &str,
+    ours: &ReportRow,
+    gpt4: &ReportRow,
+    trial: &[(evident_match::Eligibility, i64)],
+    expert: &[(evident_match::Eligibility, i64)],
+    gpt4_trial: &[(evident_match::Eligibility, i64)],
+    usage: &evident_store::ModelRunSummary,
+    rows: usize,
+    patients: usize,
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# TrialGPT criterion annotations: {method}\n");
+    let _ = writeln!(md, "{rows} rows, {patients} patients; 95% intervals by bootstrap over patients.\n");
+    md.push_str("| predictor | rows | accuracy (95% CI) | collapsed accuracy (95% CI) | kappa (95% CI) | collapsed kappa | evidence P / R / F1 (F1 95% CI) | failures |\n");
+    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    md.push_str(&table_row(&format!("Evident {method}"), ours, rows));
+    md.push_str(&table_row("GPT-4 (same rows)", gpt4, rows));
+    let _ = writeln!(md, "\nPer class ({method}), precision / recall / F1 (support):");
+    for (label, c) in &ours.metrics.per_class {
+        let _ = writeln!(md, "- {label}: {:.3} / {:.3} / {:.3} ({})", c.precision, c.recall, c.f1, c.support);
+    }
+    if !trial.is_empty() {
+        let line = |name: &str, t: &TrialLevel| {
+            format!("| {name} | {} | {:.3} | {} |\n", t.pairs, t.accuracy, confusion_text(&t.confusion))
+        };
+        md.push_str("\nTrial level (annotated criteria only) against the SIGIR relevance labels (2 eligible, 1 excluded):\n\n");
+        md.push_str("| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n");
+        md.push_str(&line(&format!("Evident {method}"), &trial_level(trial)));
+        md.push_str(&line("GPT-4", &trial_level(gpt4_trial)));
+        md.push_str(&line("physicians", &trial_level(expert)));
+    }
+    let _ = writeln!(
+        md,
+        "\nUsage: {} calls ({} from cache, {} reached the model), {} prompt + {} completion tokens, cost ${:.4}, latency p50 {} / p90 {} ms, {} pipeline failures, models {}.",
+        usage.calls,
+        usage.cache_hits,
+        usage.model_calls,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cost_usd,
+        usage.latency_p50_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+        usage.latency_p90_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+        usage.pipeline_failures,
+        usage.models.join(", ")
+    );
+    md
+}
+
+fn confusion_text(c: &BTreeMap<String, BTreeMap<i64, usize>>) -> String {
+    c.iter()
+        .map(|(pred, by)| {
+            let parts: Vec<String> = by.iter().map(|(l, n)| format!("{l}: {n}")).collect();
+            format!("{pred} ({})", parts.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Reads every `.xml` of a folder: file name -> tags (criterion -> met).
+fn n2c2_tags(dir: &Path) -> anyhow::Result<BTreeMap<String, BTreeMap<String, bool>>> {
+    let mut out = BTreeMap::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read the folder {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_none_or(|e| !e.eq_ignore_ascii_case("xml")) {
+            continue;
+        }
+        let xml = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let file = evident_ingest::n2c2::parse(&xml).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut tags = BTreeMap::new();
+        for (criterion, value) in file.tags {
+            let met = match value.as_str() {
+                "met" => true,
+                "not met" => false,
+                other => anyhow::bail!("{}: tag {criterion} has met={other:?}; expected \"met\" or \"not met\"", path.display()),
+            };
+            tags.insert(criterion, met);
+        }
+        let name = path.file_name().expect("a file").to_string_lossy().into_owned();
+        out.insert(name, tags);
+    }
+    if out.is_empty() {
+        anyhow::bail!("{} holds no .xml files", dir.display());
+    }
+    Ok(out)
+}
+
+fn n2c2(ctx: &Context, args: &N2c2Args) -> anyhow::Result<Outcome> {
+    let gold = n2c2_tags(&args.gold)?;
+    let predicted = n2c2_tags(&args.predicted)?;
+    let mut pairs = Vec::new();
+    for (file, gold_tags) in &gold {
+        let Some(pred_tags) = predicted.get(file) else {
+            anyhow::bail!("{} has no prediction file {file} in {}", args.gold.display(), args.predicted.display());
+        };
+        for (criterion, gold_met) in gold_tags {
+            let Some(predicted_met) = pred_tags.get(criterion) else {
+                anyhow::bail!("{}: {file} has no tag {criterion}", args.predicted.display());
+            };
+            pairs.push(evident_eval::N2c2Pair { criterion_id: criterion.clone(), gold_met: *gold_met, predicted_met: *predicted_met });
+        }
+    }
+    let metrics = evident_eval::n2c2_metrics(&pairs);
+    if ctx.json() {
+        crate::output::print_json(&serde_json::to_value(&metrics)?)?;
+        return Ok(Outcome::Found);
+    }
+    println!("{} files, {} judgements", gold.len(), pairs.len());
+    println!("{:<16} {:>8} {:>8}", "criterion", "met F1", "not F1");
+    for (criterion, c) in &metrics.per_criterion {
+        println!("{criterion:<16} {:>8.4} {:>8.4}", c.f1_met, c.f1_not_met);
+    }
+    println!("overall micro F1 {:.4}, macro F1 {:.4}", metrics.overall_micro_f1, metrics.overall_macro_f1);
+    Ok(Outcome::Found)
+}

@@ -1,0 +1,163 @@
+//! `evident match` on the embedded default model, driven as a user would:
+//! a batch over SIGIR patients against a TrialGPT-annotated trial, killed
+//! with SIGKILL midway and started again (no decision lost or doubled,
+//! earlier decisions kept, every citation resolving to stored text); an
+//! exclusion a patient plainly meets puts the patient in "excluded"; and
+//! bad input is refused with a clear message.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{repo_root, shared_data, Sandbox};
+use serde_json::Value;
+
+fn ingest_sigir(sb: &Sandbox) {
+    let queries = shared_data().join("trialgpt/dataset/sigir/queries.jsonl");
+    sb.run(&["ingest", queries.to_str().unwrap(), "--format", "trialgpt"]).ok();
+}
+
+/// (patient, criterion) -> stored result JSON.
+fn stored(sb: &Sandbox) -> BTreeMap<(String, String), String> {
+    let store = sb.store();
+    let mut out = BTreeMap::new();
+    for run in store.match_runs().unwrap() {
+        for r in store.match_results(&run.id).unwrap() {
+            let previous = out.insert((r.patient_id.clone(), r.criterion_id.clone()), r.result_json);
+            assert!(previous.is_none(), "decision stored twice: {} {}", r.patient_id, r.criterion_id);
+        }
+    }
+    out
+}
+
+/// Every evidence entry of every decision in decisions.json shows stored
+/// text, and no decision reports a citation problem.
+fn assert_citations_resolve(report: &Value) -> usize {
+    let mut cited = 0;
+    for trial in report["trials"].as_array().unwrap() {
+        for patient in trial["patients"].as_array().unwrap() {
+            for c in patient["criteria"].as_array().unwrap() {
+                assert_eq!(c["problems"], Value::Array(vec![]), "citation problem in {c}");
+                let evidence = c["result"]["outcome"]["evidence"].as_array().cloned().unwrap_or_default();
+                let shown: usize = c["evidence"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|e| e["passages"].as_array().unwrap().iter())
+                    .flat_map(|p| p.as_array().unwrap().iter())
+                    .filter(|s| s[2] == Value::Bool(true))
+                    .inspect(|s| assert!(!s[1].as_str().unwrap().is_empty()))
+                    .count();
+                assert_eq!(shown, evidence.len(), "every cited sentence is shown from the store: {c}");
+                cited += shown;
+            }
+        }
+    }
+    cited
+}
+
+#[test]
+fn sigir_batch_resumes_after_kill_without_losing_or_doubling_decisions() {
+    let sb = Sandbox::new();
+    ingest_sigir(&sb);
+    let trial = repo_root().join("criteria/trialgpt-NCT00163709.yaml");
+    let args = [
+        "match",
+        "--trial",
+        trial.to_str().unwrap(),
+        "--patients",
+        "sigir-201413,sigir-20141,sigir-20142",
+        "--strategy",
+        "ican",
+        "--out",
+        "out",
+    ];
+    let expected = 3 * 5;
+
+    // Start, wait until some decisions are stored, then SIGKILL.
+    let mut child = sb.cmd(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let started = Instant::now();
+    loop {
+        if sb.db().exists() && stored(&sb).len() >= 4 {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+        assert!(started.elapsed() < Duration::from_secs(900), "no decisions stored after 15 minutes");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before_kill = stored(&sb);
+    assert!(before_kill.len() < expected, "killed after the run finished");
+    assert!(!sb.path().join("out/report.html").exists(), "no report from a killed run");
+
+    // Start again: it finishes, runs only what was missing, keeps the rest.
+    let second = sb.run(&[&args[..], &["--json"]].concat()).ok();
+    let summary = second.json();
+    let run = &summary["trials"][0]["run"];
+    assert_eq!(run["resumed"], true, "{summary}");
+    assert_eq!(run["tasks_total"].as_u64(), Some(expected as u64));
+    let skipped = run["tasks_skipped"].as_u64().unwrap() as usize;
+    assert_eq!(skipped, before_kill.len(), "every stored decision is one finished task");
+    assert_eq!(run["tasks_run"].as_u64().unwrap() as usize, expected - skipped);
+
+    let after = stored(&sb);
+    assert_eq!(after.len(), expected, "one decision per patient and criterion");
+    for (key, json) in &before_kill {
+        assert_eq!(after.get(key), Some(json), "decision {key:?} changed on resume");
+    }
+
+    // A third start finds nothing to do.
+    let third = sb.run(&[&args[..], &["--json"]].concat()).ok().json();
+    assert_eq!(third["trials"][0]["run"]["tasks_run"], 0, "{third}");
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/decisions.json")).unwrap()).unwrap();
+    assert_citations_resolve(&report);
+    let html = std::fs::read_to_string(sb.path().join("out/report.html")).unwrap();
+    for p in ["sigir-201413", "sigir-20141", "sigir-20142", "NCT00163709"] {
+        assert!(html.contains(p), "report names {p}");
+    }
+    let csv = std::fs::read_to_string(sb.path().join("out/decisions.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + expected, "one CSV row per decision");
+}
+
+#[test]
+fn a_patient_who_meets_an_exclusion_is_excluded() {
+    let sb = Sandbox::new();
+    sb.write(
+        "notes/manifest.csv",
+        "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\n",
+    );
+    sb.write(
+        "notes/x1.txt",
+        "Progress note.\nThe patient is a 50-year-old man with type 1 diabetes.\nHe injects insulin glargine 20 units every night and insulin lispro with every meal.\nHe took his insulin this morning.\n",
+    );
+    sb.run(&["ingest", "notes"]).ok();
+    let trial = sb.write(
+        "trial.yaml",
+        "trial_id: EXCL-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: \"Age 18 years or older.\"\n  - id: insulin\n    type: exclusion\n    text: \"Currently treated with insulin.\"\n",
+    );
+    let out = sb.run(&["--json", "match", "--trial", trial.to_str().unwrap(), "--patients", "X1", "--out", "out"]).ok();
+    let summary = out.json();
+    let patient = &summary["trials"][0]["patients"][0];
+    assert_eq!(patient["counts"]["excluded"], 1, "{summary}");
+    assert_eq!(patient["eligibility"], "excluded", "{summary}");
+    let html = std::fs::read_to_string(sb.path().join("out/report.html")).unwrap();
+    assert!(html.contains("<span class=\"pill excluded\">excluded</span>"), "the report says excluded");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_clear_message() {
+    let sb = Sandbox::new();
+    ingest_sigir(&sb);
+    let trial = repo_root().join("criteria/trialgpt-NCT00163709.yaml");
+    let t = trial.to_str().unwrap();
+    sb.run(&["match", "--trial", t, "--patients", "nobody"]).fails_with(2, "patient \"nobody\" is not in the store");
+    sb.run(&["match", "--trial", t, "--all", "--strategy", "best"]).fails_with(2, "--strategy \"best\" is not known");
+    sb.run(&["match", "--trial", t, "--all", "--retrieval", "magic"]).fails_with(2, "unknown retrieval mode");
+    let bad = sb.write("bad.yaml", "trial_id: T\ncriteria:\n  - id: a\n    type: maybe\n    text: x\n");
+    sb.run(&["match", "--trial", bad.to_str().unwrap(), "--all"]).fails_with(2, "bad.yaml");
+    sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"]).fails_with(2, "--knowledge and --online-search are for");
+}

@@ -1,0 +1,492 @@
+//! Batch screening runs: many patients against one trial with one method,
+//! every decision persisted as soon as it is made, resumable after a kill.
+//!
+//! A run is named by its definition (criteria set, method, retrieval
+//! settings, model ids): the same command names the same run, so starting
+//! it again resumes it. Work is split into tasks (one model-call group
+//! each: a criterion, a note, or all criteria); each task's results are
+//! stored in one transaction, and a task with stored results is never run
+//! again. So a run killed at any point loses at most the tasks in flight
+//! and never stores a decision twice. Patients are worked on by
+//! `concurrency` threads sharing one store connection (held only for reads
+//! and writes, never across a model call).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use evident_llm::{ChatModel, Embedder};
+use evident_retrieve::{Mode, Retriever, RetrieverConfig};
+use evident_store::{NewMatchResult, SectionFilter, Store};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::criteria::CriteriaSet;
+use crate::decision::CriterionResult;
+use crate::makar::{apply_augmentations, Augmentation, KnowledgeSource, MakarConfig, MakarMatcher, OnlineSearch, Variant};
+use crate::zero_shot::{MatchError, PatientRecord, Strategy, ZeroShotConfig, ZeroShotMatcher};
+
+/// How a run decides criteria.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub enum Method {
+    ZeroShot(Strategy),
+    Makar(Variant),
+}
+
+impl From<Method> for String {
+    fn from(m: Method) -> String {
+        m.as_str().to_string()
+    }
+}
+
+impl Method {
+    pub const ALL: [Method; 7] = [
+        Method::ZeroShot(Strategy::Acan),
+        Method::ZeroShot(Strategy::Acin),
+        Method::ZeroShot(Strategy::Ican),
+        Method::ZeroShot(Strategy::Icin),
+        Method::Makar(Variant::Full),
+        Method::Makar(Variant::Aug),
+        Method::Makar(Variant::Reason),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::ZeroShot(s) => s.as_str(),
+            Method::Makar(Variant::Full) => "makar",
+            Method::Makar(Variant::Aug) => "makar-aug",
+            Method::Makar(Variant::Reason) => "makar-reason",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Whether the method augments criteria first (stored per trial).
+    pub fn augments(self) -> bool {
+        matches!(self, Method::Makar(Variant::Full | Variant::Aug))
+    }
+}
+
+/// Two-stage retrieval: keep only the top-k sections of the patient's
+/// record for each task's query (the criterion, or all criteria for
+/// ACAN/ACIN). `mode: None` shows whole notes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RetrievalSettings {
+    pub mode: Option<Mode>,
+    pub top_k: usize,
+}
+
+impl Default for RetrievalSettings {
+    fn default() -> Self {
+        RetrievalSettings { mode: None, top_k: 5 }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BatchConfig {
+    pub method: Method,
+    pub retrieval: RetrievalSettings,
+    /// Patients worked on at once (useful against servers).
+    pub concurrency: usize,
+    pub zero_shot: ZeroShotConfig,
+    pub makar: MakarConfig,
+    /// Names the run instead of the definition hash.
+    pub run_name: Option<String>,
+}
+
+/// The models of a run. `augmenting` writes criteria augmentations (not
+/// patient data, so it may be a different, remote model).
+pub struct Models<'a> {
+    pub matching: &'a dyn ChatModel,
+    pub augmenting: &'a dyn ChatModel,
+    pub embedder: Option<&'a dyn Embedder>,
+    /// The model run (audit trail) the calls of this invocation go to.
+    pub model_run_id: String,
+    /// MAKAR's retrieval agent searches it when given.
+    pub knowledge: Option<&'a dyn KnowledgeSource>,
+    /// MAKAR's online search agent, off unless given.
+    pub online: Option<&'a OnlineSearch>,
+}
+
+/// Progress of a run, for a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Planned: `total` tasks, of which `done` were stored by earlier runs.
+    Planned { total: usize, done: usize },
+    /// Criteria augmentation of `criterion` (of `of`).
+    Augmenting { criterion: usize, of: usize },
+    /// One more task stored.
+    TaskDone,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error(transparent)]
+    Match(#[from] MatchError),
+    #[error("store: {0}")]
+    Store(#[from] evident_store::StoreError),
+    #[error("retrieval for patient {patient_id}: {message}")]
+    Retrieval { patient_id: String, message: String },
+    #[error("patient {0} is not in the store; ingest the patient's records first or check the id")]
+    UnknownPatient(String),
+    #[error("stored result of run {run_id} is not readable: {message}")]
+    Corrupt { run_id: String, message: String },
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchOutcome {
+    pub run_id: String,
+    /// Whether the run existed (this invocation resumed it).
+    pub resumed: bool,
+    pub tasks_total: usize,
+    /// Tasks done by earlier invocations.
+    pub tasks_skipped: usize,
+    pub tasks_run: usize,
+    pub patients: usize,
+}
+
+/// sha256 (hex) of a value's canonical JSON.
+pub fn json_hash(value: &impl Serialize) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    hex::encode(Sha256::digest(&bytes))
+}
+
+/// The definition that names a run; hashing it gives the run id.
+pub fn run_definition(set: &CriteriaSet, config: &BatchConfig, models: &Models) -> Value {
+    json!({
+        "criteria": set,
+        "method": config.method.as_str(),
+        "retrieval": config.retrieval,
+        "matching_model": models.matching.model_id(),
+        "augmenting_model": config.method.augments().then(|| models.augmenting.model_id()),
+        "max_critic_rounds": config.method.augments().then_some(config.makar.max_critic_rounds),
+        "evident": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// The run id: the given name, or `<trial>-<method>-<first 10 hex of the definition hash>`.
+pub fn run_id(set: &CriteriaSet, config: &BatchConfig, definition: &Value) -> String {
+    match &config.run_name {
+        Some(name) => name.clone(),
+        None => format!("{}-{}-{}", set.trial_id, config.method.as_str(), &json_hash(definition)[..10]),
+    }
+}
+
+/// Augments every criterion of `set` (MAKAR, MAKAR-Aug), reusing stored
+/// augmentations of the same criteria set and augmenting model.
+pub fn augmentations(
+    store: &Mutex<Store>,
+    makar: &MakarMatcher,
+    set: &CriteriaSet,
+    augmenting_model: &str,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<Vec<Augmentation>, BatchError> {
+    let hash = json_hash(set);
+    let mut out = Vec::new();
+    for (i, criterion) in set.criteria.iter().enumerate() {
+        progress(Progress::Augmenting { criterion: i + 1, of: set.criteria.len() });
+        let stored = lock(store).criteria_augmentation(&set.trial_id, &hash, &criterion.id, augmenting_model)?;
+        if let Some(json) = stored {
+            let aug: Augmentation = serde_json::from_str(&json).map_err(|e| BatchError::Corrupt {
+                run_id: format!("augmentation of {} in trial {}", criterion.id, set.trial_id),
+                message: e.to_string(),
+            })?;
+            out.push(aug);
+            continue;
+        }
+        let aug = makar.augment_criterion(criterion)?;
+        let json = serde_json::to_string(&aug).expect("augmentations serialise");
+        lock(store).put_criteria_augmentation(&set.trial_id, &hash, &criterion.id, augmenting_model, &json)?;
+        out.push(aug);
+    }
+    Ok(out)
+}
+
+fn lock(store: &Mutex<Store>) -> std::sync::MutexGuard<'_, Store> {
+    store.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The matcher a run uses, built once per run.
+enum Engine<'a> {
+    ZeroShot { matcher: ZeroShotMatcher<'a>, set: CriteriaSet },
+    Makar { matcher: MakarMatcher<'a>, augmentations: Vec<Augmentation> },
+}
+
+/// One unit of work.
+struct PlannedTask {
+    key: String,
+    document_id: Option<String>,
+    criterion_ids: Vec<String>,
+}
+
+struct PlannedPatient {
+    record: PatientRecord,
+    tasks: Vec<PlannedTask>,
+}
+
+/// Runs (or resumes) a batch. Returns when every task of every patient is
+/// stored, or at the first error (tasks stored so far stay stored).
+pub fn run_batch(
+    store: &Mutex<Store>,
+    set: &CriteriaSet,
+    patients: &[String],
+    config: &BatchConfig,
+    models: &Models,
+    prompt_dir: Option<&std::path::Path>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<BatchOutcome, BatchError> {
+    let definition = run_definition(set, config, models);
+    let run_id = run_id(set, config, &definition);
+    let resumed = lock(store).begin_match_run(
+        &run_id,
+        &set.trial_id,
+        config.method.as_str(),
+        &serde_json::to_string(&definition).expect("definitions serialise"),
+    )?;
+    lock(store).link_match_model_run(&run_id, &models.model_run_id)?;
+
+    let engine = match config.method {
+        Method::ZeroShot(strategy) => Engine::ZeroShot {
+            matcher: ZeroShotMatcher::new(models.matching, ZeroShotConfig { strategy, ..config.zero_shot.clone() }, prompt_dir),
+            set: set.clone(),
+        },
+        Method::Makar(variant) => {
+            let mut makar = MakarMatcher::new(
+                models.matching,
+                models.augmenting,
+                MakarConfig { variant, ..config.makar.clone() },
+                prompt_dir,
+            );
+            if let Some(k) = models.knowledge {
+                makar = makar.with_knowledge(k);
+            }
+            if let Some(o) = models.online {
+                makar = makar.with_online_search(o);
+            }
+            let augs = if config.method.augments() {
+                augmentations(store, &makar, set, models.augmenting.model_id(), progress)?
+            } else {
+                Vec::new()
+            };
+            if variant == Variant::Aug {
+                Engine::ZeroShot {
+                    matcher: ZeroShotMatcher::new(
+                        models.matching,
+                        ZeroShotConfig { strategy: Strategy::Ican, ..config.zero_shot.clone() },
+                        prompt_dir,
+                    ),
+                    set: apply_augmentations(set, &augs),
+                }
+            } else {
+                Engine::Makar { matcher: makar, augmentations: augs }
+            }
+        }
+    };
+
+    // Plan: every patient's record and tasks, minus those already stored.
+    let mut planned = Vec::new();
+    let (mut total, mut skipped) = (0, 0);
+    for patient_id in patients {
+        let st = lock(store);
+        if st.patient(patient_id)?.is_none() {
+            return Err(BatchError::UnknownPatient(patient_id.clone()));
+        }
+        let record = PatientRecord::from_store(&st, patient_id)?;
+        let done = st.match_tasks_done(&run_id, patient_id)?;
+        drop(st);
+        let tasks = plan_tasks(&engine, set, &record);
+        let all = tasks.len();
+        let todo: Vec<PlannedTask> = tasks.into_iter().filter(|t| !done.contains(&t.key)).collect();
+        total += all;
+        skipped += all - todo.len();
+        planned.push(PlannedPatient { record, tasks: todo });
+    }
+    progress(Progress::Planned { total, done: skipped });
+
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let ran = AtomicUsize::new(0);
+    let first_error: Mutex<Option<BatchError>> = Mutex::new(None);
+    let workers = config.concurrency.max(1).min(planned.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while !failed.load(Ordering::SeqCst) {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(patient) = planned.get(i) else { break };
+                    for task in &patient.tasks {
+                        if failed.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let outcome = run_task(store, &engine, set, config, models, &run_id, patient, task);
+                        match outcome {
+                            Ok(()) => {
+                                ran.fetch_add(1, Ordering::SeqCst);
+                                progress(Progress::TaskDone);
+                            }
+                            Err(e) => {
+                                failed.store(true, Ordering::SeqCst);
+                                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    lock(store).finish_match_run(&run_id)?;
+    Ok(BatchOutcome {
+        run_id,
+        resumed,
+        tasks_total: total,
+        tasks_skipped: skipped,
+        tasks_run: ran.into_inner(),
+        patients: patients.len(),
+    })
+}
+
+fn plan_tasks(engine: &Engine, set: &CriteriaSet, record: &PatientRecord) -> Vec<PlannedTask> {
+    match engine {
+        Engine::ZeroShot { matcher, set } => matcher
+            .tasks(set, record)
+            .into_iter()
+            .map(|t| PlannedTask { key: t.key(), document_id: t.document_id, criterion_ids: t.criterion_ids })
+            .collect(),
+        Engine::Makar { .. } => set
+            .criteria
+            .iter()
+            .map(|c| PlannedTask { key: format!("c:{}", c.id), document_id: None, criterion_ids: vec![c.id.clone()] })
+            .collect(),
+    }
+}
+
+/// The query two-stage retrieval uses for a task: the criteria's prompt text.
+fn task_query(set: &CriteriaSet, task: &PlannedTask) -> String {
+    task.criterion_ids
+        .iter()
+        .filter_map(|id| set.criteria.iter().find(|c| &c.id == id))
+        .map(|c| c.prompt_text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The record a task is shown: all of it, or the top-k sections.
+fn record_for_task(
+    store: &Mutex<Store>,
+    set: &CriteriaSet,
+    retrieval: RetrievalSettings,
+    embedder: Option<&dyn Embedder>,
+    record: &PatientRecord,
+    task: &PlannedTask,
+) -> Result<PatientRecord, BatchError> {
+    let Some(mode) = retrieval.mode else { return Ok(record.clone()) };
+    let err = |message: String| BatchError::Retrieval { patient_id: record.patient_id.clone(), message };
+    let st = lock(store);
+    let mut retriever = Retriever::new(&st, RetrieverConfig { mode, ..RetrieverConfig::default() });
+    if let Some(e) = embedder {
+        retriever = retriever.with_embedder(e);
+    }
+    let filter = SectionFilter { patient_id: Some(record.patient_id.clone()), ..SectionFilter::default() };
+    let hits = retriever.search(&task_query(set, task), &filter, retrieval.top_k).map_err(|e| err(e.to_string()))?;
+    let sections: Vec<(String, usize, usize)> = hits.iter().map(|h| (h.document_id.clone(), h.start, h.end)).collect();
+    let docs: BTreeSet<&str> = sections.iter().map(|(d, _, _)| d.as_str()).collect();
+    let mut spans = BTreeMap::new();
+    for doc in docs {
+        for s in st.sentences(doc)? {
+            spans.insert((s.document_id.clone(), s.ordinal), (s.start, s.end));
+        }
+    }
+    Ok(record.restrict_to_sections(&sections, &spans))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_task(
+    store: &Mutex<Store>,
+    engine: &Engine,
+    set: &CriteriaSet,
+    config: &BatchConfig,
+    models: &Models,
+    run_id: &str,
+    patient: &PlannedPatient,
+    task: &PlannedTask,
+) -> Result<(), BatchError> {
+    let shown = record_for_task(store, engine_set(engine, set), config.retrieval, models.embedder, &patient.record, task)?;
+    let results: Vec<(CriterionResult, Option<Value>)> = match engine {
+        Engine::ZeroShot { matcher, set } => {
+            let t = crate::zero_shot::Task { document_id: task.document_id.clone(), criterion_ids: task.criterion_ids.clone() };
+            matcher.run_task(set, &shown, &t)?.results.into_iter().map(|r| (r, None)).collect()
+        }
+        Engine::Makar { matcher, augmentations } => {
+            let mut out = Vec::new();
+            for id in &task.criterion_ids {
+                let criterion = set.criteria.iter().find(|c| &c.id == id).expect("tasks name criteria of the set");
+                let aug = augmentations.iter().find(|a| &a.criterion_id == id);
+                let notes: Vec<_> = shown.notes.iter().collect();
+                let outcome = matcher.match_criterion(criterion, aug, &notes)?;
+                let trace = serde_json::to_value(&outcome.trace).expect("traces serialise");
+                out.push((outcome.result, Some(trace)));
+            }
+            out
+        }
+    };
+    let rows: Vec<NewMatchResult> = results
+        .into_iter()
+        .map(|(r, trace)| NewMatchResult {
+            criterion_id: r.criterion_id.clone(),
+            document_id: r.document_id.clone().unwrap_or_default(),
+            result_json: serde_json::to_string(&r).expect("results serialise"),
+            trace_json: trace.map(|t| t.to_string()),
+        })
+        .collect();
+    lock(store).put_match_task(run_id, &patient.record.patient_id, &task.key, Some(&models.model_run_id), &rows)?;
+    Ok(())
+}
+
+/// The criteria the engine decides (augmented for MAKAR-Aug).
+fn engine_set<'s>(engine: &'s Engine, original: &'s CriteriaSet) -> &'s CriteriaSet {
+    match engine {
+        Engine::ZeroShot { set, .. } => set,
+        Engine::Makar { .. } => original,
+    }
+}
+
+/// A stored run read back: per patient, the note-level and patient-level
+/// results and agent traces.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredPatientResults {
+    pub patient_id: String,
+    /// As stored: patient-level results, or note-level ones (ACIN/ICIN).
+    pub stored: Vec<CriterionResult>,
+    /// criterion id -> agent trace (MAKAR).
+    pub traces: BTreeMap<String, Value>,
+}
+
+/// Reads every stored result of a run, grouped by patient.
+pub fn stored_results(store: &Store, run_id: &str) -> Result<Vec<StoredPatientResults>, BatchError> {
+    let mut by_patient: BTreeMap<String, StoredPatientResults> = BTreeMap::new();
+    for row in store.match_results(run_id)? {
+        let result: CriterionResult = serde_json::from_str(&row.result_json)
+            .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;
+        let entry = by_patient.entry(row.patient_id.clone()).or_insert_with(|| StoredPatientResults {
+            patient_id: row.patient_id.clone(),
+            stored: Vec::new(),
+            traces: BTreeMap::new(),
+        });
+        if let Some(trace) = row.trace_json {
+            let value: Value = serde_json::from_str(&trace)
+                .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;
+            entry.traces.insert(row.criterion_id.clone(), value);
+        }
+        entry.stored.push(result);
+    }
+    Ok(by_patient.into_values().collect())
+}
