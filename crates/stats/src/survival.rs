@@ -170,21 +170,21 @@ fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
     keys.into_iter().map(|k| (k as u32) as usize).collect()
 }
 
-/// Treats times that differ by rounding error as tied, as `coxph` does by
-/// default (`aeqSurv`, `timefix = TRUE`): among the sorted distinct times, one
-/// within sqrt(machine epsilon) of its predecessor, absolutely or relative
-/// to the mean absolute distinct time, takes the predecessor's value
-/// (transitively). `time` is in risk order (descending within strata); the
-/// map is monotone, so the order stays valid. With `stratified`, strata
-/// interleave the times, so the distinct times are found by a separate sort.
-fn merge_near_ties(time: &mut [f64], stratified: bool) {
+/// Treats times that differ by rounding error as tied, as `coxph`, `survfit`
+/// and `survdiff` do by default (`aeqSurv`, `timefix = TRUE`): among the
+/// sorted distinct times, one within sqrt(machine epsilon) of its
+/// predecessor, absolutely or relative to the mean absolute distinct time,
+/// takes the predecessor's value (transitively). The map is monotone, so a
+/// sorted order stays valid. `descending` says `time` is already sorted
+/// descending (saves a sort).
+fn merge_near_ties(time: &mut [f64], descending: bool) {
     let tolerance = f64::EPSILON.sqrt();
-    let mut distinct: Vec<f64> = if stratified {
+    let mut distinct: Vec<f64> = if descending {
+        time.iter().rev().copied().collect()
+    } else {
         let mut t = time.to_vec();
         t.sort_unstable_by(|a, b| a.total_cmp(b));
         t
-    } else {
-        time.iter().rev().copied().collect()
     };
     distinct.dedup();
     let mean_abs = distinct.iter().map(|t| t.abs()).sum::<f64>() / distinct.len() as f64;
@@ -662,7 +662,7 @@ pub fn coxph(
         }
     }
     let mut sorted_time: Vec<f64> = order.iter().map(|&i| time[i]).collect();
-    merge_near_ties(&mut sorted_time, strata.is_some());
+    merge_near_ties(&mut sorted_time, strata.is_none());
     let sorted_status: Vec<f64> = order.iter().map(|&i| status[i]).collect();
     let stratum: Vec<f64> = match strata {
         Some(s) => order.iter().map(|&i| s[i]).collect(),
@@ -800,7 +800,8 @@ pub fn concordance(
     score: &[f64],
 ) -> Concordance {
     let order = risk_order(time, strata);
-    let t: Vec<f64> = order.iter().map(|&i| time[i]).collect();
+    let mut t: Vec<f64> = order.iter().map(|&i| time[i]).collect();
+    merge_near_ties(&mut t, strata.is_none());
     let s: Vec<f64> = order.iter().map(|&i| status[i]).collect();
     let st: Vec<f64> = order
         .iter()
@@ -1103,6 +1104,10 @@ pub fn kaplan_meier(
 ) -> Result<Vec<KmCurve>> {
     let analysis = "Kaplan-Meier";
     check_surv(analysis, time, status)?;
+    // Times equal up to rounding error are ties, as in R (timefix).
+    let mut fixed = time.to_vec();
+    merge_near_ties(&mut fixed, false);
+    let time = &fixed[..];
     let zeros = vec![0.0; time.len()];
     let g = group.unwrap_or(&zeros);
     let mut levels: Vec<f64> = g.to_vec();
@@ -1230,6 +1235,10 @@ pub fn logrank(
 ) -> Result<LogRank> {
     let analysis = "log-rank test";
     check_surv(analysis, time, status)?;
+    // Times equal up to rounding error are ties, as in R (timefix).
+    let mut fixed = time.to_vec();
+    merge_near_ties(&mut fixed, false);
+    let time = &fixed[..];
     let mut groups: Vec<f64> = group.to_vec();
     if let Some(i) = groups.iter().position(|v| !v.is_finite()) {
         return Err(StatsError::InvalidValue {

@@ -40,6 +40,12 @@ const PREP: &str = r#"
     big$status <- rbinom(n, 1, 0.6)
     # Untied times: one event per event time, so thousands of rank-one terms.
     big$untied <- rexp(n, exp(0.5 * big$x1))
+    # Times equal up to rounding error (as from unit conversions), which R
+    # treats as tied (timefix).
+    set.seed(3); n <- 80
+    near <- data.frame(time = sample(1:12, n, replace = TRUE) / 7 * (1 + sample(c(0, 2e-10, -5e-10), n, replace = TRUE)),
+                       status = rbinom(n, 1, 0.7), g = sample(0:1, n, replace = TRUE), x1 = rnorm(n),
+                       s = sample(1:2, n, replace = TRUE))
 "#;
 
 fn preds<'a>(
@@ -151,7 +157,9 @@ fn cox_matches_coxph_on_r_datasets() {
           big_e = cx(coxph(Surv(time, status) ~ x1 + x2 + x3, data = big)),
           big_s = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big)),
           big_b = cx(coxph(Surv(time, status) ~ x1 + x2 + x3 + strata(s), data = big, ties = 'breslow')),
-          big_u = cx(coxph(Surv(untied, status) ~ x1 + x2 + x3, data = big))))"
+          big_u = cx(coxph(Surv(untied, status) ~ x1 + x2 + x3, data = big)),
+          near = near,
+          near_e = cx(coxph(Surv(time, status) ~ x1 + g, data = near))))"
     ));
     let lung = ["age", "sex", "ecog", "karno", "wtloss"];
     check_cox(
@@ -268,6 +276,14 @@ fn cox_matches_coxph_on_r_datasets() {
         Ties::Efron,
         &r["big_u"],
     );
+    check_cox(
+        "near-tied times",
+        &r["near"],
+        &["x1", "g"],
+        None,
+        Ties::Efron,
+        &r["near_e"],
+    );
 }
 
 fn check_km(what: &str, d: &Value, group: Option<&str>, conf: ConfType, r: &Value) {
@@ -349,7 +365,8 @@ fn kaplan_meier_matches_survfit() {
                std.err = f$std.err, lower = f$lower, upper = f$upper,
                median = unname(t[, 'median']), lcl = unname(t[, '0.95LCL']), ucl = unname(t[, '0.95UCL'])) }}
         lung3 <- data.frame(time = lung$time, status = lung$status - 1, sex = lung$sex)
-        out(list(lung = lung3, vet = vet, sim = sim, ovarian = data.frame(time = ovarian$futime, status = ovarian$fustat, rx = ovarian$rx),
+        out(list(lung = lung3, vet = vet, sim = sim, near = near, ovarian = data.frame(time = ovarian$futime, status = ovarian$fustat, rx = ovarian$rx),
+          near_km = km(survfit(Surv(time, status) ~ g, data = near)),
           lung_log = km(survfit(Surv(time, status) ~ sex, data = lung3)),
           lung_ll = km(survfit(Surv(time, status) ~ sex, data = lung3, conf.type = 'log-log')),
           lung_all = km(survfit(Surv(time, status) ~ 1, data = lung3)),
@@ -407,6 +424,13 @@ fn kaplan_meier_matches_survfit() {
         ConfType::Log,
         &r["sim_log"],
     );
+    check_km(
+        "near-tied times",
+        &r["near"],
+        Some("g"),
+        ConfType::Log,
+        &r["near_km"],
+    );
 }
 
 #[test]
@@ -417,7 +441,8 @@ fn logrank_matches_survdiff() {
                                obs = if (is.matrix(f$obs)) rowSums(f$obs) else f$obs, exp = if (is.matrix(f$exp)) rowSums(f$exp) else f$exp)
         lung3 <- data.frame(time = lung$time, status = lung$status - 1, sex = lung$sex, ecog = lung$ph.ecog)
         lung3 <- lung3[!is.na(lung3$ecog), ]
-        out(list(lung = lung3, vet = vet, sim = sim,
+        out(list(lung = lung3, vet = vet, sim = sim, near = near,
+          near_g = sd(survdiff(Surv(time, status) ~ g + strata(s), data = near)),
           lung_sex = sd(survdiff(Surv(time, status) ~ sex, data = lung3)),
           lung_strat = sd(survdiff(Surv(time, status) ~ sex + strata(ecog), data = lung3)),
           vet_cell = sd(survdiff(Surv(time, status) ~ celltype, data = vet)),
@@ -430,6 +455,7 @@ fn logrank_matches_survdiff() {
         ("vet_cell", "vet", "celltype", None),
         ("vet_strat", "vet", "trt", Some("celltype")),
         ("sim_g", "sim", "g", Some("s")),
+        ("near_g", "near", "g", Some("s")),
     ] {
         let strata = s.map(|k| nums(&r[d][k]));
         let t = logrank(
