@@ -156,9 +156,29 @@ pub fn json_hash(value: &impl Serialize) -> String {
     hex::encode(Sha256::digest(&bytes))
 }
 
+/// sha256 of every prompt template a run may render: the built-in ones
+/// and, where an override directory has a file of the same name, that
+/// file's contents. A changed prompt makes a new run, never a mixed one.
+pub fn prompts_fingerprint(prompt_dir: Option<&std::path::Path>) -> String {
+    let mut hasher = Sha256::new();
+    let builtins = crate::zero_shot::MATCH_PROMPTS
+        .iter()
+        .chain(crate::makar::MAKAR_PROMPTS)
+        .chain(evident_llm::prompts::BUILTIN_PROMPTS);
+    for (name, source) in builtins {
+        let overridden = prompt_dir.and_then(|d| std::fs::read_to_string(d.join(name)).ok());
+        hasher.update(name.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(overridden.as_deref().unwrap_or(source).as_bytes());
+        hasher.update([0u8]);
+    }
+    hex::encode(hasher.finalize())
+}
+
 /// The definition that names a run; hashing it gives the run id.
-pub fn run_definition(set: &CriteriaSet, config: &BatchConfig, models: &Models) -> Value {
+pub fn run_definition(set: &CriteriaSet, config: &BatchConfig, models: &Models, prompt_dir: Option<&std::path::Path>) -> Value {
     json!({
+        "prompts": prompts_fingerprint(prompt_dir),
         "criteria": set,
         "method": config.method.as_str(),
         "retrieval": config.retrieval,
@@ -240,7 +260,7 @@ pub fn run_batch(
     prompt_dir: Option<&std::path::Path>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BatchOutcome, BatchError> {
-    let definition = run_definition(set, config, models);
+    let definition = run_definition(set, config, models, prompt_dir);
     let run_id = run_id(set, config, &definition);
     let resumed = lock(store).begin_match_run(
         &run_id,

@@ -220,13 +220,13 @@ pub fn assessment_schema_for(max_id: Option<i64>) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "medications_and_supplements": {"type": "array", "maxItems": 8, "items": {"type": "string", "maxLength": 60}},
             "rationale": {"type": "string", "maxLength": MAX_STRING},
             "decision": {"type": "string", "enum": ["MET", "NOT MET", "NOT ENOUGH INFORMATION", "NOT APPLICABLE"]},
             "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
-            "evidence": {"type": "array", "maxItems": 8, "items": id}
+            "evidence": {"type": "array", "maxItems": 8, "items": id},
+            "medications_and_supplements": {"type": "array", "maxItems": 8, "items": {"type": "string", "maxLength": 60}}
         },
-        "required": ["medications_and_supplements", "rationale", "decision", "confidence", "evidence"],
+        "required": ["rationale", "decision", "confidence", "evidence", "medications_and_supplements"],
         "additionalProperties": false
     })
 }
