@@ -53,8 +53,11 @@ struct TrialgptArgs {
     #[arg(long)]
     qrels: Option<PathBuf>,
     /// Only the first N annotated patients (in file order).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "topics")]
     limit_patients: Option<usize>,
+    /// Only these annotated patients (topic ids, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    topics: Vec<String>,
     /// Where eval.json and eval.md go.
     #[arg(long, default_value = "evident-eval")]
     out: PathBuf,
@@ -66,10 +69,20 @@ struct TrialgptArgs {
 struct N2c2Args {
     /// Folder of gold n2c2 XML files.
     gold: PathBuf,
-    /// Folder of predicted XML files with the same names.
+    /// Folder of predicted XML files with the same names: score them
+    /// instead of screening with Evident.
     #[arg(long)]
-    predicted: PathBuf,
+    predicted: Option<PathBuf>,
+    /// The criteria set (default: the n2c2 2018 set shipped with Evident,
+    /// criteria/n2c2-2018.yaml).
+    #[arg(long)]
+    criteria: Option<PathBuf>,
+    #[command(flatten)]
+    screen: ScreenOptions,
 }
+
+/// The n2c2 2018 criteria as shipped in `criteria/n2c2-2018.yaml`.
+const N2C2_CRITERIA: &str = include_str!("../../../../criteria/n2c2-2018.yaml");
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     match &args.command {
@@ -90,8 +103,14 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(n) = args.limit_patients {
         topics.truncate(n);
-        all_pairs.retain(|p| topics.contains(&p.topic));
     }
+    if !args.topics.is_empty() {
+        if let Some(missing) = args.topics.iter().find(|t| !topics.contains(t)) {
+            anyhow::bail!("--topics: {missing} has no annotated row in {}", args.annotations.display());
+        }
+        topics.retain(|t| args.topics.contains(t));
+    }
+    all_pairs.retain(|p| topics.contains(&p.topic));
     let qrels_path = args.qrels.clone().or_else(|| {
         let default = args.annotations.parent()?.join("dataset/sigir/qrels/test.tsv");
         default.is_file().then_some(default)
@@ -309,25 +328,27 @@ fn n2c2_tags(dir: &Path) -> anyhow::Result<BTreeMap<String, BTreeMap<String, boo
 
 fn n2c2(ctx: &Context, args: &N2c2Args) -> anyhow::Result<Outcome> {
     let gold = n2c2_tags(&args.gold)?;
-    let predicted = n2c2_tags(&args.predicted)?;
+    let (predicted, failures) = match &args.predicted {
+        Some(dir) => (n2c2_tags(dir)?, 0),
+        None => n2c2_screen(ctx, args)?,
+    };
     let mut pairs = Vec::new();
     for (file, gold_tags) in &gold {
         let Some(pred_tags) = predicted.get(file) else {
-            anyhow::bail!("{} has no prediction file {file} in {}", args.gold.display(), args.predicted.display());
+            anyhow::bail!("{} has no prediction for {file}", args.gold.display());
         };
         for (criterion, gold_met) in gold_tags {
-            let Some(predicted_met) = pred_tags.get(criterion) else {
-                anyhow::bail!("{}: {file} has no tag {criterion}", args.predicted.display());
-            };
-            pairs.push(evident_eval::N2c2Pair { criterion_id: criterion.clone(), gold_met: *gold_met, predicted_met: *predicted_met });
+            // A criterion without a prediction (a failed decision) is scored wrong.
+            let predicted_met = pred_tags.get(criterion).copied().unwrap_or(!*gold_met);
+            pairs.push(evident_eval::N2c2Pair { criterion_id: criterion.clone(), gold_met: *gold_met, predicted_met });
         }
     }
     let metrics = evident_eval::n2c2_metrics(&pairs);
     if ctx.json() {
-        crate::output::print_json(&serde_json::to_value(&metrics)?)?;
+        crate::output::print_json(&json!({"metrics": metrics, "files": gold.len(), "judgements": pairs.len(), "failed_decisions": failures}))?;
         return Ok(Outcome::Found);
     }
-    println!("{} files, {} judgements", gold.len(), pairs.len());
+    println!("{} files, {} judgements, {failures} failed decisions (scored wrong)", gold.len(), pairs.len());
     println!("{:<16} {:>8} {:>8}", "criterion", "met F1", "not F1");
     for (criterion, c) in &metrics.per_criterion {
         println!("{criterion:<16} {:>8.4} {:>8.4}", c.f1_met, c.f1_not_met);
@@ -335,3 +356,57 @@ fn n2c2(ctx: &Context, args: &N2c2Args) -> anyhow::Result<Outcome> {
     println!("overall micro F1 {:.4}, macro F1 {:.4}", metrics.overall_micro_f1, metrics.overall_macro_f1);
     Ok(Outcome::Found)
 }
+
+/// Ingests the gold files (their text; the tags stay evaluation labels),
+/// screens each patient with the criteria set, and returns file name ->
+/// criterion -> predicted met (MET is met; NOT MET, NOT ENOUGH INFORMATION
+/// and NOT APPLICABLE are not met, as the challenge is binary), with the
+/// number of failed decisions (left out, so scored wrong).
+fn n2c2_screen(ctx: &Context, args: &N2c2Args) -> anyhow::Result<(BTreeMap<String, BTreeMap<String, bool>>, usize)> {
+    let set = match &args.criteria {
+        Some(path) => evident_match::CriteriaSet::load(path)?,
+        None => evident_match::CriteriaSet::from_yaml_str(N2C2_CRITERIA, "criteria/n2c2-2018.yaml")?,
+    };
+    let units = evident_ingest::plan(std::slice::from_ref(&args.gold), evident_ingest::Format::N2c2)?;
+    let mut store = ctx.open_store()?;
+    let report = evident_ingest::ingest(&mut store, &units, false, &NoProgress)?;
+    let problems: Vec<String> = report.problems().map(|p| p.to_string()).collect();
+    if !problems.is_empty() {
+        anyhow::bail!("{}: {}", args.gold.display(), problems.join("; "));
+    }
+    let files: Vec<(String, String)> = units
+        .iter()
+        .map(|u| {
+            let name = u.path.file_name().expect("a file").to_string_lossy().into_owned();
+            let patient = u.path.file_stem().expect("a file").to_string_lossy().into_owned();
+            (name, patient)
+        })
+        .collect();
+    let patients: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
+    let label = format!("eval n2c2 {}", args.screen.strategy);
+    let screening = Screening::open(ctx, &args.screen, store, &patients, &label)?;
+    let outcome = screening.screen(ctx, &set, &patients, None, "n2c2");
+    screening.finish()?;
+    let outcome = outcome.map_err(|e| anyhow::anyhow!("{e}. Decisions made so far are stored; run the same command again to resume."))?;
+    let st = screening.store.lock().unwrap();
+    let stored = stored_results(&st, &outcome.run_id)?;
+    let mut out = BTreeMap::new();
+    let mut failures = 0;
+    for (file, patient) in files {
+        let results: Vec<_> = stored.iter().filter(|p| p.patient_id == patient).flat_map(|p| p.stored.clone()).collect();
+        let mut tags = BTreeMap::new();
+        for r in patient_level(&set, screening.method, &results) {
+            match r.decision() {
+                Some(d) => {
+                    tags.insert(r.criterion_id.clone(), d == evident_match::Decision::Met);
+                }
+                None => failures += 1,
+            }
+        }
+        out.insert(file, tags);
+    }
+    Ok((out, failures))
+}
+
+struct NoProgress;
+impl evident_ingest::Progress for NoProgress {}

@@ -745,12 +745,12 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 )?;
             }
             let text = format!(
-                "Cox model ({:?} ties{}): n = {}, events = {}\n{}\nlikelihood ratio test {:.6} on {} df, p = {:.6e}\nWald test {:.6} on {} df, p = {:.6e}\nscore (log-rank) test {:.6} on {} df, p = {:.6e}\nconcordance {:.6}\n{}\n",
+                "Cox model ({:?} ties{}): n = {}, events = {}\n{}\nlikelihood ratio test {:.6} on {} df, p = {:.6e}\nWald test {:.6} on {} df, p = {:.6e}\nscore (log-rank) test {:.6} on {} df, p = {:.6e}\nconcordance {:.6} (se {:.6})\n{}\n",
                 fit.ties, strata.as_ref().map(|s| format!(", stratified by {s}")).unwrap_or_default(), fit.n, fit.events,
                 coef_table("hazard ratio", &fit.coefficients, true),
                 fit.likelihood_ratio.statistic, fit.likelihood_ratio.df, fit.likelihood_ratio.p_value,
                 fit.wald.statistic, fit.wald.df, fit.wald.p_value, fit.score.statistic, fit.score.df, fit.score.p_value,
-                fit.concordance.concordance, missing_line(&report)
+                fit.concordance.concordance, fit.concordance.std_err, missing_line(&report)
             );
             emit(ctx, json!({ "cox": fit, "missing": report }), text)
         }
