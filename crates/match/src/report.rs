@@ -471,7 +471,7 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
         let _ = write!(h, "<div class=\"problem\">Citation problem: {}</div>", esc(problem));
     }
     for e in &c.evidence {
-        let date = e.date.map(|d| d.format("%Y-%m-%d").to_string()).unwrap_or_default();
+        let date = e.date.map(|d| d.format("%Y-%m-%d").to_string()).filter(|d| !e.title.contains(d.as_str())).unwrap_or_default();
         let _ = write!(h, "<div class=\"muted\">{} {} <code>{}</code></div>", esc(&e.title), esc(&date), esc(&e.document_id));
         for passage in &e.passages {
             h.push_str("<div class=\"passage\">");
