@@ -45,7 +45,8 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     assert!((0.0..=1.0).contains(&accuracy));
     assert_eq!(first["gpt4_row"]["metrics"]["rows"], 6, "GPT-4 is scored on the same rows");
     assert!(first["usage"]["model_calls"].as_u64().unwrap() >= 6, "{}", first["usage"]);
-    assert_eq!(first["trial_level"]["method"]["pairs"], 1);
+    assert_eq!(first["pairs"], 2, "sigir-20143 is annotated against two trials");
+    assert_eq!(first["trial_level"]["method"]["pairs"], 2, "both pairs have a SIGIR relevance label");
     let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
     assert!(md.contains("| Evident ican | 6 |") && md.contains("| GPT-4 (same rows) | 6 |"), "{md}");
 
