@@ -278,10 +278,10 @@ mod tests {
         // Classic 2x2: a=20 (yes,yes), b=5 (yes,no), c=10 (no,yes), d=15.
         // po = 35/50 = 0.7; pe = (25*30 + 25*20)/2500 = 0.5; kappa = 0.4.
         let mut pairs = vec![];
-        pairs.extend(std::iter::repeat((1, 1)).take(20));
-        pairs.extend(std::iter::repeat((1, 0)).take(5));
-        pairs.extend(std::iter::repeat((0, 1)).take(10));
-        pairs.extend(std::iter::repeat((0, 0)).take(15));
+        pairs.extend(std::iter::repeat_n((1, 1), 20));
+        pairs.extend(std::iter::repeat_n((1, 0), 5));
+        pairs.extend(std::iter::repeat_n((0, 1), 10));
+        pairs.extend(std::iter::repeat_n((0, 0), 15));
         assert!((cohen_kappa(&pairs) - 0.4).abs() < 1e-12);
         assert_eq!(cohen_kappa(&[(1, 1), (1, 1)]), 1.0);
         assert_eq!(cohen_kappa::<i32>(&[]), 0.0);

@@ -349,7 +349,7 @@ pub fn trial_verdict(set: &CriteriaSet, results: &[CriterionResult]) -> TrialVer
 /// Orders (id, verdict) pairs best first: eligibility (eligible, needs
 /// review, not eligible, excluded), then matching score descending, then id.
 /// Used both to rank patients for a trial and trials for a patient.
-pub fn rank<'a>(items: &mut [(String, &'a TrialVerdict)]) {
+pub fn rank(items: &mut [(String, &TrialVerdict)]) {
     items.sort_by(|(ia, a), (ib, b)| {
         a.eligibility
             .cmp(&b.eligibility)
