@@ -297,8 +297,11 @@ fn confusion_text(c: &BTreeMap<String, BTreeMap<i64, usize>>) -> String {
         .join("; ")
 }
 
+/// File name -> criterion -> met.
+type N2c2Tags = BTreeMap<String, BTreeMap<String, bool>>;
+
 /// Reads every `.xml` of a folder: file name -> tags (criterion -> met).
-fn n2c2_tags(dir: &Path) -> anyhow::Result<BTreeMap<String, BTreeMap<String, bool>>> {
+fn n2c2_tags(dir: &Path) -> anyhow::Result<N2c2Tags> {
     let mut out = BTreeMap::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read the folder {}", dir.display()))?;
     for entry in entries {
@@ -362,7 +365,7 @@ fn n2c2(ctx: &Context, args: &N2c2Args) -> anyhow::Result<Outcome> {
 /// criterion -> predicted met (MET is met; NOT MET, NOT ENOUGH INFORMATION
 /// and NOT APPLICABLE are not met, as the challenge is binary), with the
 /// number of failed decisions (left out, so scored wrong).
-fn n2c2_screen(ctx: &Context, args: &N2c2Args) -> anyhow::Result<(BTreeMap<String, BTreeMap<String, bool>>, usize)> {
+fn n2c2_screen(ctx: &Context, args: &N2c2Args) -> anyhow::Result<(N2c2Tags, usize)> {
     let set = match &args.criteria {
         Some(path) => evident_match::CriteriaSet::load(path)?,
         None => evident_match::CriteriaSet::from_yaml_str(N2C2_CRITERIA, "criteria/n2c2-2018.yaml")?,
