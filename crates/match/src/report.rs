@@ -298,6 +298,26 @@ pub fn to_csv(report: &MatchReport) -> String {
     out
 }
 
+/// One line on what a run cost: calls, cache hits, tokens, cost, latency,
+/// pipeline failures and models. Shared by the report, `evident match` and
+/// `evident eval`.
+pub fn usage_text(u: &ModelRunSummary) -> String {
+    let ms = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+    format!(
+        "{} calls ({} from cache, {} reached the model), {} prompt + {} completion tokens, cost ${:.4}, latency p50 {} / p90 {} ms, {} pipeline failures, models {}.",
+        u.calls,
+        u.cache_hits,
+        u.model_calls,
+        u.prompt_tokens,
+        u.completion_tokens,
+        u.cost_usd,
+        ms(u.latency_p50_ms),
+        ms(u.latency_p90_ms),
+        u.pipeline_failures,
+        u.models.join(", ")
+    )
+}
+
 pub fn eligibility_text(e: Eligibility) -> &'static str {
     match e {
         Eligibility::Eligible => "eligible",
@@ -384,18 +404,7 @@ fn write_trial(h: &mut String, t: &TrialReport) {
         if t.finished { "" } else { " (<b>not finished</b>: some decisions are missing; run the same command again to resume)" }
     );
     if let Some(u) = &t.usage {
-        let _ = write!(
-            h,
-            " Model {}: {} calls ({} from cache), {} prompt + {} completion tokens, cost ${:.4}, latency p50 {} ms, {} pipeline failures.",
-            esc(&u.models.join(", ")),
-            u.calls,
-            u.cache_hits,
-            u.prompt_tokens,
-            u.completion_tokens,
-            u.cost_usd,
-            u.latency_p50_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
-            u.pipeline_failures
-        );
+        let _ = write!(h, " {}", esc(&usage_text(u)));
     }
     h.push_str("</p>");
     h.push_str("<table><tr><th>Rank</th><th>Patient</th><th>Eligibility</th><th>Score</th><th>Inclusion met / not met / unknown</th><th>Exclusion met / not met / unknown</th><th>Failed</th><th>Flagged</th></tr>");

@@ -270,20 +270,7 @@ fn markdown(
         md.push_str(&line("GPT-4", &trial_level(gpt4_trial)));
         md.push_str(&line("physicians", &trial_level(expert)));
     }
-    let _ = writeln!(
-        md,
-        "\nUsage: {} calls ({} from cache, {} reached the model), {} prompt + {} completion tokens, cost ${:.4}, latency p50 {} / p90 {} ms, {} pipeline failures, models {}.",
-        usage.calls,
-        usage.cache_hits,
-        usage.model_calls,
-        usage.prompt_tokens,
-        usage.completion_tokens,
-        usage.cost_usd,
-        usage.latency_p50_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
-        usage.latency_p90_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
-        usage.pipeline_failures,
-        usage.models.join(", ")
-    );
+    let _ = writeln!(md, "\nUsage: {}", evident_match::report::usage_text(usage));
     md
 }
 

@@ -407,17 +407,7 @@ fn print_summary(ctx: &Context, report: &MatchReport, outcomes: &[(CriteriaSet, 
             );
         }
         if let Some(u) = &t.usage {
-            println!(
-                "  usage: {} calls ({} cached), {} prompt + {} completion tokens, ${:.4}, latency p50 {} / p90 {} ms, {} pipeline failures",
-                u.calls,
-                u.cache_hits,
-                u.prompt_tokens,
-                u.completion_tokens,
-                u.cost_usd,
-                u.latency_p50_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
-                u.latency_p90_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
-                u.pipeline_failures
-            );
+            println!("  usage: {}", report::usage_text(u));
         }
     }
     println!("report: {}", out.join("report.html").display());
