@@ -321,7 +321,7 @@ impl<'a> Reading<'a> {
         let Some(time) = self.time(r, place, &[&["period", "start"]]) else { return };
         let kind = r.get("type").and_then(|t| t.get(0)).and_then(|t| str_at(t, &["text"]).map(String::from).or_else(|| codings(t, "").find_map(|c| str_at(c, &["display"])).map(String::from)));
         let class = str_at(r, &["class", "code"]);
-        let reason = r.get("reasonCode").and_then(|rc| rc.get(0)).and_then(|rc| concept_text_of(rc)).map(|t| format!(", reason: {t}")).unwrap_or_default();
+        let reason = r.get("reasonCode").and_then(|rc| rc.get(0)).and_then(concept_text_of).map(|t| format!(", reason: {t}")).unwrap_or_default();
         let text = format!(
             "{}{}{reason}",
             kind.unwrap_or_else(|| "Encounter".into()),

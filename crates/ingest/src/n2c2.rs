@@ -56,19 +56,17 @@ pub fn parse(xml: &str) -> Result<N2c2File, String> {
                 path.push(name);
             }
             Event::Start(e) => path.push(String::from_utf8_lossy(e.name().as_ref()).into_owned()),
-            Event::Empty(e) => {
-                if path.last().map(String::as_str) == Some("TAGS") {
-                    let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
-                    let met = e
-                        .try_get_attribute("met")
-                        .map_err(|err| format!("line {}: <{name}>: {err}", line_of(pos)))?
-                        .ok_or_else(|| format!("line {}: <{name}> has no met attribute", line_of(pos)))?;
-                    let value = met.unescape_value().map_err(|err| format!("line {}: {err}", line_of(pos)))?.into_owned();
-                    if value != "met" && value != "not met" {
-                        return Err(format!("line {}: <{name} met={value:?}>: expected \"met\" or \"not met\"", line_of(pos)));
-                    }
-                    file.tags.push((name, value));
+            Event::Empty(e) if path.last().map(String::as_str) == Some("TAGS") => {
+                let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
+                let met = e
+                    .try_get_attribute("met")
+                    .map_err(|err| format!("line {}: <{name}>: {err}", line_of(pos)))?
+                    .ok_or_else(|| format!("line {}: <{name}> has no met attribute", line_of(pos)))?;
+                let value = met.unescape_value().map_err(|err| format!("line {}: {err}", line_of(pos)))?.into_owned();
+                if value != "met" && value != "not met" {
+                    return Err(format!("line {}: <{name} met={value:?}>: expected \"met\" or \"not met\"", line_of(pos)));
                 }
+                file.tags.push((name, value));
             }
             Event::End(_) => {
                 path.pop();
