@@ -5,10 +5,12 @@
 //! note-level strategies pool per criterion; the report ranks patients and
 //! shows cited sentences from the store.
 
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use evident_match::batch::{run_batch, BatchConfig, BatchError, Method, Models, Progress, RetrievalSettings};
 use evident_match::makar::{MakarConfig, Variant};
 use evident_match::report::{trial_report, to_csv, to_html};
@@ -47,15 +49,7 @@ impl ChatModel for Fake {
             "medications_and_supplements": [],
         })
         .to_string();
-        Ok(ChatResponse {
-            text,
-            prompt_tokens: 10,
-            completion_tokens: 5,
-            finish_reason: FinishReason::Stop,
-            model: "fake".into(),
-            endpoint: "test".into(),
-            reused_prompt_tokens: 0,
-        })
+        Ok(support::response(text, 10, 5, "fake"))
     }
 }
 

@@ -7,7 +7,6 @@
 //! snapshot-tested.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use chrono::NaiveDate;
 use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, RepairPolicy};
@@ -19,42 +18,8 @@ use evident_match::zero_shot::{MatchError, NoteText};
 use evident_match::{trial_verdict, CriteriaSet, Criterion, CriterionType, Decision, Eligibility, Outcome, SentenceRef};
 use serde_json::json;
 
-/// Replays scripted answers in order and records every request.
-struct Scripted {
-    answers: Mutex<Vec<String>>,
-    seen: Mutex<Vec<ChatRequest>>,
-}
-
-impl Scripted {
-    fn new(answers: &[String]) -> Self {
-        Scripted { answers: Mutex::new(answers.iter().rev().cloned().collect()), seen: Mutex::new(vec![]) }
-    }
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-    fn exhausted(&self) -> bool {
-        self.answers.lock().unwrap().is_empty()
-    }
-}
-
-impl ChatModel for Scripted {
-    fn model_id(&self) -> &str {
-        "scripted"
-    }
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.seen.lock().unwrap().push(request.clone());
-        let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
-        Ok(ChatResponse {
-            text,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            finish_reason: FinishReason::Stop,
-            model: "scripted".into(),
-            endpoint: "test".into(),
-            reused_prompt_tokens: 0,
-        })
-    }
-}
+mod support;
+use support::Scripted;
 
 const HBA1C: &str = "Any hemoglobin A1c (HbA1c) value between 6.5% and 9.5%.";
 
@@ -424,7 +389,7 @@ fn a_stale_augmentation_is_not_used() {
 
 #[test]
 fn online_search_is_refused_without_an_endpoint() {
-    let model = Scripted::new(&[]);
+    let model = Scripted::new::<&str>(&[]);
     let matcher = MakarMatcher::new(&model, &model, config(Variant::Full), None);
     assert_eq!(matcher.enabled_routes(), [Route::SelfAugment]);
     let err = matcher.augment_with(&hba1c(), Route::OnlineSearch).unwrap_err();

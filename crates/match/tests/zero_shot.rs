@@ -4,49 +4,17 @@
 //! pooling of note-level answers.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use chrono::NaiveDate;
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError};
+use evident_llm::ChatRequest;
 use evident_match::zero_shot::{PatientRecord, Strategy, ZeroShotConfig, ZeroShotMatcher};
 use evident_match::{trial_verdict, CriteriaSet, Decision, Eligibility, Outcome, SentenceRef};
 use evident_model::text::{split_sections, split_sentences};
 use evident_model::{DocKind, Document, Patient};
 use evident_store::Store;
 
-/// Replays scripted answers in order and records every request.
-struct Scripted {
-    answers: Mutex<Vec<String>>,
-    seen: Mutex<Vec<ChatRequest>>,
-}
-
-impl Scripted {
-    fn new(answers: &[&str]) -> Self {
-        Scripted { answers: Mutex::new(answers.iter().rev().map(|s| s.to_string()).collect()), seen: Mutex::new(vec![]) }
-    }
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-impl ChatModel for Scripted {
-    fn model_id(&self) -> &str {
-        "scripted"
-    }
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.seen.lock().unwrap().push(request.clone());
-        let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
-        Ok(ChatResponse {
-            text,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            finish_reason: FinishReason::Stop,
-            model: "scripted".into(),
-            endpoint: "test".into(),
-            reused_prompt_tokens: 0,
-        })
-    }
-}
+mod support;
+use support::Scripted;
 
 const TRIAL: &str = r#"
 trial_id: T-DM
