@@ -1,9 +1,10 @@
-//! The all-MiniLM-L6-v2 sentence embedder (candle BERT + tokenizers), built
-//! to reproduce sentence-transformers' output: WordPiece tokenisation with
+//! The all-MiniLM-L6-v2 sentence embedder (Evident's own BERT forward pass
+//! in [`minilm`] on the `gemm` crate, + tokenizers), built to reproduce
+//! sentence-transformers' output: WordPiece tokenisation with
 //! the model's own `tokenizer.json`, truncation at `max_seq_length` from
 //! `sentence_bert_config.json` (256 for this model), mean pooling over the
 //! attention mask, and L2 normalisation. It implements
-//! [`evident_llm::Embedder`], so retrieval never sees candle.
+//! [`evident_llm::Embedder`], so retrieval never sees the model internals.
 //!
 //! Texts longer than the window are handled by [`LongTextPolicy`]: the
 //! default splits the token sequence into consecutive windows of at most
@@ -14,14 +15,15 @@
 //! fit in one window both policies give the same vector.
 
 mod cache;
+mod kernels;
+mod minilm;
 mod pooling;
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::Tokenizer;
+
+use minilm::{BertShape, MiniLm};
 
 pub use cache::{cache_root, default_model_dir, MODEL_NAME};
 pub use evident_llm::{EmbedError, Embedder};
@@ -105,15 +107,13 @@ impl Default for EmbedderConfig {
 
 /// all-MiniLM-L6-v2 on the CPU.
 pub struct MiniLmEmbedder {
-    model: BertModel,
+    model: MiniLm,
     tokenizer: Tokenizer,
-    device: Device,
     dimensions: usize,
     /// Invariant: 3 <= max_seq_length <= max_position_embeddings.
     max_seq_length: usize,
     cls_id: u32,
     sep_id: u32,
-    pad_id: u32,
     config: EmbedderConfig,
     model_id: String,
 }
@@ -160,7 +160,7 @@ impl MiniLmEmbedder {
             what,
             message,
         };
-        let bert_config: BertConfig = serde_json::from_str(&config_text)
+        let bert_shape: BertShape = serde_json::from_str(&config_text)
             .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
         let limits: PositionLimit = serde_json::from_str(&config_text)
             .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
@@ -193,17 +193,10 @@ impl MiniLmEmbedder {
                 bad(&tok_path, "BERT tokenizer", format!("no {token} token in the vocabulary"))
             })
         };
-        let (cls_id, sep_id, pad_id) = (id("[CLS]")?, id("[SEP]")?, id("[PAD]")?);
+        let (cls_id, sep_id) = (id("[CLS]")?, id("[SEP]")?);
 
-        let device = Device::Cpu;
         let weights = dir.join("model.safetensors");
-        // SAFETY: the file is memory-mapped read-only; nothing in this
-        // process writes it, and a concurrent writer would be a user error
-        // the safetensors header check mostly catches.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
-            .map_err(|e| bad(&weights, "safetensors file", e.to_string()))?;
-        let model = BertModel::load(vb, &bert_config)
-            .map_err(|e| bad(&weights, "BERT checkpoint", e.to_string()))?;
+        let model = MiniLm::load(&weights, bert_shape).map_err(|e| bad(&weights, "BERT checkpoint", e))?;
 
         let model_id = match config.long_text {
             LongTextPolicy::AverageWindows => MODEL_NAME.to_string(),
@@ -212,12 +205,10 @@ impl MiniLmEmbedder {
         Ok(MiniLmEmbedder {
             model,
             tokenizer,
-            device,
             dimensions: limits.hidden_size,
             max_seq_length,
             cls_id,
             sep_id,
-            pad_id,
             config,
             model_id,
         })
@@ -292,33 +283,10 @@ impl MiniLmEmbedder {
         Ok(sums)
     }
 
-    /// One padded forward pass; returns mean-pooled, normalised vectors.
+    /// One forward pass over a batch (packed, not padded); returns
+    /// mean-pooled, normalised vectors.
     fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedLoadError> {
-        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
-        let n = seqs.len();
-        let mut ids = Vec::with_capacity(n * longest);
-        let mut mask = Vec::with_capacity(n * longest);
-        for s in seqs {
-            ids.extend_from_slice(s);
-            ids.extend(std::iter::repeat_n(self.pad_id, longest - s.len()));
-            mask.extend(std::iter::repeat_n(1u32, s.len()));
-            mask.extend(std::iter::repeat_n(0u32, longest - s.len()));
-        }
-        let ids = Tensor::from_vec(ids, (n, longest), &self.device)?;
-        let mask_t = Tensor::from_vec(mask.clone(), (n, longest), &self.device)?;
-        let type_ids = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask_t))?;
-        let hidden: Vec<Vec<Vec<f32>>> = hidden.to_dtype(DType::F32)?.to_vec3()?;
-        Ok(hidden
-            .iter()
-            .enumerate()
-            .map(|(row, tokens)| {
-                let m = &mask[row * longest..(row + 1) * longest];
-                let mut v = pooling::masked_mean(tokens, m, self.dimensions);
-                pooling::l2_normalize(&mut v);
-                v
-            })
-            .collect())
+        Ok(self.model.embed_batch(seqs))
     }
 }
 

@@ -1,16 +1,14 @@
 //! Mean pooling and L2 normalisation, written to match
 //! sentence-transformers' `Pooling(mean)` and `Normalize` modules:
-//! the mask-weighted mean divides by `max(sum(mask), 1e-9)` and
+//! the mean over the real (unpadded) tokens divides by `max(count, 1e-9)` and
 //! normalisation divides by `max(norm, 1e-12)` (torch's `F.normalize`).
 
-/// Mean of the token vectors whose mask entry is 1.
-pub(crate) fn masked_mean(tokens: &[Vec<f32>], mask: &[u32], dimensions: usize) -> Vec<f32> {
+/// Mean of the `dimensions`-wide rows of `tokens` (one row per real
+/// token: sequences are never padded, so every row counts).
+pub(crate) fn mean_rows(tokens: &[f32], dimensions: usize) -> Vec<f32> {
     let mut sum = vec![0.0f32; dimensions];
     let mut count = 0.0f32;
-    for (token, &m) in tokens.iter().zip(mask) {
-        if m == 0 {
-            continue;
-        }
+    for token in tokens.chunks_exact(dimensions) {
         count += 1.0;
         for (s, x) in sum.iter_mut().zip(token) {
             *s += x;
@@ -36,9 +34,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mean_ignores_padding() {
-        let tokens = vec![vec![1.0, 2.0], vec![3.0, 4.0], vec![100.0, 100.0]];
-        assert_eq!(masked_mean(&tokens, &[1, 1, 0], 2), vec![2.0, 3.0]);
+    fn mean_averages_rows() {
+        let tokens = [1.0, 2.0, 3.0, 4.0, 5.0, 9.0];
+        assert_eq!(mean_rows(&tokens, 2), vec![3.0, 5.0]);
+        assert_eq!(mean_rows(&[], 2), vec![0.0, 0.0]);
     }
 
     #[test]
