@@ -185,6 +185,22 @@ def main():
                 f"{r['sections']:>10} | {one['p50_ms']:>11.3f} {one['p99_ms']:>7.3f} | {fts['p50_ms']:>10.3f} {fts['p99_ms']:>7.2f}"
                 f" | {'(not run)':>18} | {'':>13} {vs_patient:>12.1f}x"
             )
+    print()
+    print("In-memory index (Bm25Index), p50 ms; rank = ranking only (as rank_bm25 get_scores + top 10); search = with the sections read from SQLite")
+    print(
+        f"{'sections':>10} | {'build s':>7} | {'all rank':>8} {'all srch':>8} | {'1pt rank':>8} {'1pt srch':>8}"
+        f" | {'rb-all/all-rank':>15} {'rb-all/all-srch':>15} | {'rb-1pt/1pt-rank':>15}"
+    )
+    for r, p in zip(rust["sizes"], python_rows):
+        ix = r["index"]
+        ar, asr = ix["whole_corpus_rank_top10"]["p50_ms"], ix["whole_corpus_search_top10"]["p50_ms"]
+        pr, psr = ix["one_patient_rank_top10"]["p50_ms"], ix["one_patient_search_top10"]["p50_ms"]
+        py = p.get("top10", {}).get("p50_ms")
+        ratios = f"{py / ar:>14.0f}x {py / asr:>14.0f}x" if py else f"{'(not run)':>30}"
+        print(
+            f"{r['sections']:>10} | {ix['build_seconds']:>7.1f} | {ar:>8.4f} {asr:>8.4f} | {pr:>8.4f} {psr:>8.4f}"
+            f" | {ratios} | {pp['p50_ms'] / pr:>14.1f}x"
+        )
     print(f"raw results: {args.out}")
 
 

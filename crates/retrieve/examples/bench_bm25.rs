@@ -6,7 +6,10 @@
 //! size: top 10 over the whole corpus (FTS5), and top 10 within one patient
 //! (the per-patient path the product uses; every query is run for each of
 //! the 13 round-0 patients, whose records are copies of the base patients'
-//! at every size). Writes the base sections with their patient to
+//! at every size); then the same through the in-memory `Bm25Index`, built
+//! once over the whole corpus and once per probe patient, both the ranking
+//! alone (what rank_bm25's `get_scores` + top 10 does) and with the
+//! winners' sections read from SQLite. Writes the base sections with their patient to
 //! `--corpus-out` so `scripts/bench_bm25.py` can time rank_bm25 on the same
 //! texts. Prints one JSON object on stdout.
 //!
@@ -193,6 +196,40 @@ fn main() {
                 store.search_bm25(q, one, 10).unwrap();
             }
         }
+        // The in-memory index: built once per corpus (and once per probe
+        // patient), as rank_bm25 builds its index once.
+        let t = Instant::now();
+        let index_all = store.bm25_index(&all).unwrap();
+        let index_build_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let patient_indexes: Vec<_> = patients.iter().map(|f| store.bm25_index(f).unwrap()).collect();
+        let patient_index_build_s = t.elapsed().as_secs_f64();
+        let mut index_rank_ms = Vec::new();
+        let mut index_search_ms = Vec::new();
+        let mut patient_index_rank_ms = Vec::new();
+        let mut patient_index_search_ms = Vec::new();
+        for q in QUERIES {
+            store.search_bm25_index(&index_all, q, 10).unwrap();
+        }
+        for _ in 0..args.repeats {
+            for q in QUERIES {
+                let t = Instant::now();
+                let ranked = store.rank_bm25_index(&index_all, q, 10).unwrap();
+                index_rank_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                let t = Instant::now();
+                let found = store.search_bm25_index(&index_all, q, 10).unwrap();
+                index_search_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                assert_eq!(ranked.len(), found.len());
+                for index in &patient_indexes {
+                    let t = Instant::now();
+                    store.rank_bm25_index(index, q, 10).unwrap();
+                    patient_index_rank_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    let t = Instant::now();
+                    store.search_bm25_index(index, q, 10).unwrap();
+                    patient_index_search_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
         let mut corpus_ms = Vec::new();
         let mut patient_ms = Vec::new();
         let mut by_patient: Vec<Vec<f64>> = vec![Vec::new(); patients.len()];
@@ -217,6 +254,15 @@ fn main() {
             "documents": round * sectioned.len(),
             "build_seconds": build_s,
             "whole_corpus_top10": summarise(corpus_ms),
+            "index": {
+                "build_seconds": index_build_s,
+                "postings": index_all.postings(),
+                "patient_indexes_build_seconds": patient_index_build_s,
+                "whole_corpus_rank_top10": summarise(index_rank_ms),
+                "whole_corpus_search_top10": summarise(index_search_ms),
+                "one_patient_rank_top10": summarise(patient_index_rank_ms),
+                "one_patient_search_top10": summarise(patient_index_search_ms),
+            },
             "one_patient_top10": summarise(patient_ms),
             "one_patient_top10_by_patient": probe_patients
                 .iter()

@@ -151,3 +151,39 @@ fn per_patient_bm25_equals_fts5_over_the_patient_alone_on_synthea() {
     }
     assert!(compared > 10_000, "only {compared} ranked sections compared");
 }
+
+/// The in-memory index gives what the store's search gives: per patient
+/// (with and without a date filter) and over the whole store, where the
+/// reference is FTS5's own bm25().
+#[test]
+fn in_memory_index_equals_store_search_on_synthea() {
+    let notes = notes();
+    let all = store_of(&notes);
+    let since = NaiveDate::from_ymd_opt(2010, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap();
+    let mut patients: Vec<&str> = notes.iter().map(|n| n.patient.as_str()).collect();
+    patients.sort();
+    patients.dedup();
+    let mut filters = vec![SectionFilter::default()];
+    for p in patients {
+        filters.push(SectionFilter::patient(p));
+        filters.push(SectionFilter { since: Some(since), ..SectionFilter::patient(p) });
+    }
+    let mut compared = 0;
+    for filter in &filters {
+        let index = all.bm25_index(filter).unwrap();
+        assert_eq!(index.sections(), all.sections(filter).unwrap().len(), "{filter:?}");
+        for q in QUERIES {
+            let reference = all.search_bm25(q, filter, 100_000).unwrap();
+            let indexed = all.search_bm25_index(&index, q, 100_000).unwrap();
+            assert_same_ranking(&indexed, &reference, &format!("{filter:?} {q:?}"));
+            // The top 10 is the head of the full ranking, ties by section id
+            // as in the store's search.
+            let top = all.search_bm25_index(&index, q, 10).unwrap();
+            let top_ref = all.search_bm25(q, filter, 10).unwrap();
+            assert_same_ranking(&top, &top_ref, &format!("{filter:?} {q:?} top 10"));
+            assert_eq!(key(&top), key(&indexed)[..top.len()].to_vec(), "{filter:?} {q:?}");
+            compared += reference.len();
+        }
+    }
+    assert!(compared > 20_000, "only {compared} ranked sections compared");
+}

@@ -4,6 +4,7 @@
 //! evaluation labels and section embeddings. Writes go through a [`Writer`],
 //! one transaction, so an ingest either lands whole or not at all.
 
+mod bm25_index;
 mod calls;
 mod matches;
 mod migrate;
@@ -15,6 +16,7 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
+pub use bm25_index::Bm25Index;
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};

@@ -14,7 +14,7 @@ use crate::read::parse_kind;
 use crate::{format_date, parse_date, Result, Store, StoreError};
 
 /// Which sections a query may return. The default matches every section.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SectionFilter {
     pub patient_id: Option<String>,
     /// Only documents of these kinds; empty for all kinds.
@@ -82,7 +82,7 @@ impl SectionFilter {
     }
 
     /// The SQL condition on `d` (documents) and its parameters.
-    fn document_condition(&self) -> (String, Vec<Value>) {
+    pub(crate) fn document_condition(&self) -> (String, Vec<Value>) {
         let mut clauses = Vec::new();
         let mut values = Vec::new();
         if let Some(p) = &self.patient_id {
@@ -194,7 +194,7 @@ impl Store {
 
     /// BM25 over exactly the sections the filter admits, scored here from
     /// their text (see [`Store::search_bm25`]).
-    fn search_bm25_scoped(&self, query: &str, filter: &SectionFilter, k: usize) -> Result<Vec<ScoredSection>> {
+    pub(crate) fn search_bm25_scoped(&self, query: &str, filter: &SectionFilter, k: usize) -> Result<Vec<ScoredSection>> {
         let phrases = self.query_phrases(query)?;
         if phrases.is_empty() || k == 0 {
             return Ok(Vec::new());
@@ -234,16 +234,21 @@ impl Store {
                 scorer.set_terms(*index, &columns);
             }
         }
-        let best = scorer.top_k(k, &ids);
+        let best = scorer.top_k(k, &ids).into_iter().map(|(i, score)| (ids[i], score)).collect();
+        self.scored_sections(best)
+    }
+
+    /// The sections with these ids, in the given order, with their scores.
+    pub(crate) fn scored_sections(&self, best: Vec<(i64, f64)>) -> Result<Vec<ScoredSection>> {
         if best.is_empty() {
             return Ok(Vec::new());
         }
-        let wanted: Vec<i64> = best.iter().map(|(i, _)| ids[*i]).collect();
+        let wanted: Vec<i64> = best.iter().map(|(id, _)| *id).collect();
         let sql = format!(
             "SELECT {SECTION_COLUMNS} FROM sections s JOIN documents d ON d.id = s.document_id WHERE s.id IN ({})",
             vec!["?"; wanted.len()].join(",")
         );
-        let mut stmt = self.conn().prepare(&sql)?;
+        let mut stmt = self.conn().prepare_cached(&sql)?;
         let rows = stmt.query_map(params_from_iter(wanted.iter()), section_from_row)?;
         let mut by_id = std::collections::HashMap::new();
         for row in rows {
@@ -251,10 +256,10 @@ impl Store {
             by_id.insert(s.section_id, s);
         }
         best.into_iter()
-            .map(|(i, score)| {
-                let section = by_id.remove(&ids[i]).ok_or_else(|| {
-                    StoreError::Corrupt(format!("section {} vanished during a BM25 search", ids[i]))
-                })?;
+            .map(|(id, score)| {
+                let section = by_id
+                    .remove(&id)
+                    .ok_or_else(|| StoreError::Corrupt(format!("section {id} vanished during a BM25 search")))?;
                 Ok(ScoredSection { section, score })
             })
             .collect()
@@ -263,7 +268,7 @@ impl Store {
     /// The query as FTS5 phrases: one per word of [`fts_query`], each the
     /// list of terms FTS5 would search for. Words that yield no term are
     /// dropped (in FTS5 they match nothing and add nothing to any score).
-    fn query_phrases(&self, query: &str) -> Result<Vec<Vec<String>>> {
+    pub(crate) fn query_phrases(&self, query: &str) -> Result<Vec<Vec<String>>> {
         let mut phrases = Vec::new();
         for word in query_words(query) {
             if word.is_ascii() {
@@ -294,7 +299,7 @@ impl Store {
     /// The FTS5 terms of each (text, heading) pair, per column in order,
     /// from a scratch FTS5 table in the connection's temp schema with the
     /// same tokenizer as `sections_fts`.
-    fn fts5_terms(&self, rows: &[[&str; 2]]) -> Result<Vec<[Vec<String>; 2]>> {
+    pub(crate) fn fts5_terms(&self, rows: &[[&str; 2]]) -> Result<Vec<[Vec<String>; 2]>> {
         let conn = self.conn();
         conn.execute_batch(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.evident_terms
@@ -590,7 +595,7 @@ mod bm25 {
 /// porter rules exactly as `fts5_porter.c` applies them (tokens shorter
 /// than 3 or longer than 64 bytes pass through unstemmed). Non-ASCII text
 /// is left to FTS5 itself ([`Store::index_terms`]).
-mod terms {
+pub(crate) mod terms {
     const MAX_STEMMED: usize = 64;
 
     /// A stem differs from its token in at most this many trailing bytes,
@@ -603,7 +608,7 @@ mod terms {
     pub(super) const CHANGED_TAIL: usize = 2;
 
     /// How many tokens the ASCII `text` holds: runs of letters and digits.
-    pub(super) fn count_tokens(text: &[u8]) -> u32 {
+    pub(crate) fn count_tokens(text: &[u8]) -> u32 {
         let mut n = 0;
         let mut previous = false;
         for &b in text {
@@ -784,7 +789,7 @@ mod terms {
     const STEP1B2: &[(&str, Cond, &str)] = &[("at", always, "ate"), ("bl", always, "ble"), ("iz", always, "ize")];
 
     /// Writes the porter stem of the lower-cased ASCII `token` to `out`.
-    pub(super) fn stem(token: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn stem(token: &[u8], out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(token);
         if token.len() > MAX_STEMMED || token.len() < 3 {
@@ -987,6 +992,7 @@ mod tests {
         let p2 = [("p2", "d", DocKind::ProgressNote, "Chest pain and Schädel trauma.\n\nPain pain pain.")];
         let both = store_with(&[&p1[..], &p2[..]].concat());
         let alone = store_with(&p1);
+        let index = both.bm25_index(&SectionFilter::patient("p1")).unwrap();
         for query in ["schädel läsion", "chest pain", "Hämoglobin größer", "pain pain", "SCHADEL", "mrt blutung 7", "nothing"] {
             let scoped = both.search_bm25(query, &SectionFilter::patient("p1"), 20).unwrap();
             let reference = alone.search_bm25_fts(query, &SectionFilter::default(), 20).unwrap();
@@ -994,6 +1000,8 @@ mod tests {
                 r.iter().map(|h| (h.section.document_id.clone(), h.section.start, format!("{:.12}", h.score))).collect()
             };
             assert_eq!(key(&scoped), key(&reference), "query {query:?}");
+            let indexed = both.search_bm25_index(&index, query, 20).unwrap();
+            assert_eq!(key(&indexed), key(&reference), "query {query:?} through the in-memory index");
             if query != "nothing" {
                 assert!(!scoped.is_empty(), "query {query:?} found nothing");
             }
