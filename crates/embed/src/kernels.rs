@@ -100,16 +100,54 @@ dispatch! {
     }
 }
 
+/// Lanes of the reductions below: 16 independent accumulators let the
+/// compiler keep them in one AVX-512 register (a single running float sum
+/// cannot be vectorised without reordering the additions).
+const LANES: usize = 16;
+
+/// Largest element of `row` (negative infinity when empty).
+#[inline(always)]
+fn row_max(row: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a = if x > *a { x } else { *a };
+        }
+    }
+    let mut max = f32::NEG_INFINITY;
+    for &x in acc.iter().chain(tail) {
+        max = if x > max { x } else { max };
+    }
+    max
+}
+
+/// Sum of `f(x)` over `row`, accumulated in [`LANES`] partial sums.
+#[inline(always)]
+fn row_sum(row: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a += f(x);
+        }
+    }
+    acc.iter().sum::<f32>() + tail.iter().map(|&x| f(x)).sum::<f32>()
+}
+
 dispatch! {
-    fn softmax_rows_in_place(values: &mut [f32], row_len: usize) {
-        for row in values.chunks_exact_mut(row_len) {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
-            let mut sum = 0.0f32;
+    fn softmax_rows_in_place(values: &mut [f32], row_stride: usize, row_len: usize, scale: f32) {
+        // softmax(scale * x) over the first row_len entries of each row;
+        // scale > 0, so the largest scaled entry is scale * max.
+        for row in values.chunks_exact_mut(row_stride) {
+            let row = &mut row[..row_len];
+            let max = row_max(row);
             for x in row.iter_mut() {
-                *x = exp(*x - max);
-                sum += *x;
+                *x = exp((*x - max) * scale);
             }
-            let inv = 1.0 / sum;
+            let inv = 1.0 / row_sum(row, |x| x);
             for x in row.iter_mut() {
                 *x *= inv;
             }
@@ -122,8 +160,8 @@ dispatch! {
         let width = gamma.len();
         let inv_width = 1.0 / width as f32;
         for row in values.chunks_exact_mut(width) {
-            let mean = row.iter().sum::<f32>() * inv_width;
-            let var = row.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() * inv_width;
+            let mean = row_sum(row, |x| x) * inv_width;
+            let var = row_sum(row, |x| (x - mean) * (x - mean)) * inv_width;
             let inv_std = 1.0 / (var + eps).sqrt();
             for ((x, g), b) in row.iter_mut().zip(gamma).zip(beta) {
                 *x = (*x - mean) * inv_std * g + b;
@@ -256,7 +294,7 @@ mod tests {
         let row_len = 37;
         let mut values: Vec<f32> = (0..row_len * 5).map(|i| ((i * 7919) % 101) as f32 * 0.37 - 15.0).collect();
         let original = values.clone();
-        softmax_rows_in_place(&mut values, row_len);
+        softmax_rows_in_place(&mut values, row_len, row_len, 1.0);
         for (row, orig) in values.chunks(row_len).zip(original.chunks(row_len)) {
             let max = orig.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
             let sum: f64 = orig.iter().map(|&x| (x as f64 - max).exp()).sum();

@@ -17,6 +17,7 @@
 mod cache;
 mod kernels;
 mod minilm;
+mod sgemm;
 mod pooling;
 
 use std::path::{Path, PathBuf};

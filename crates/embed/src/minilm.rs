@@ -13,8 +13,10 @@
 //! - biases are written into the output before the product accumulates,
 //!   and the residual is added the same way, so each layer makes a single
 //!   pass over memory per step;
-//! - dense products use both threads (the `gemm` crate on rayon), attention
-//!   spreads (sequence, head) pairs over the threads.
+//! - on CPUs with AVX-512 the products run on [`crate::sgemm`] with the
+//!   weights packed once at load (elsewhere on the `gemm` crate); dense
+//!   products split their rows over the threads, attention spreads the
+//!   sequences over them.
 //!
 //! The output is the mean-pooled, L2-normalised sentence vector.
 
@@ -27,6 +29,56 @@ use crate::kernels::{
     gelu_erf_in_place, layer_norm_rows_in_place, matmul, softmax_rows_in_place, MatRef, Threads,
 };
 use crate::pooling;
+use crate::sgemm;
+
+/// A dense layer's weight, `[in, out]`: packed into 32-column panels for
+/// [`sgemm`] when the CPU has AVX-512, plain row-major otherwise.
+struct Weight {
+    data: Vec<f32>,
+    packed: bool,
+    rows: usize,
+    cols: usize,
+}
+
+impl Weight {
+    /// From PyTorch's `[out, in]` layout.
+    fn from_torch(weight: &[f32], out: usize, inp: usize) -> Weight {
+        if sgemm::available() && out % sgemm::PANEL == 0 {
+            let mut data = Vec::new();
+            // Element (i, o) of the [in, out] matrix is weight[o * inp + i].
+            sgemm::pack_into(&mut data, weight, inp, out, 1, inp);
+            Weight { data, packed: true, rows: inp, cols: out }
+        } else {
+            Weight { data: transpose(weight, out, inp), packed: false, rows: inp, cols: out }
+        }
+    }
+
+    /// `dst = dst + a · self`, `a` being `m x rows` row-major, `dst`
+    /// `m x cols` row-major; rows are split over `threads`.
+    fn accumulate_product(&self, dst: &mut [f32], a: &[f32], m: usize, threads: usize) {
+        let (k, n) = (self.rows, self.cols);
+        if !self.packed {
+            matmul(
+                dst,
+                n,
+                true,
+                MatRef { data: a, rows: m, cols: k, row_stride: k, col_stride: 1 },
+                MatRef { data: &self.data, rows: k, cols: n, row_stride: n, col_stride: 1 },
+                1.0,
+                Threads::Pool(threads),
+            );
+            return;
+        }
+        // Chunks of whole 12-row groups, several per thread so a preempted
+        // thread does not hold up the product.
+        let chunk_rows = m.div_ceil(threads.max(1) * 4).next_multiple_of(12).max(96);
+        dst[..m * n].par_chunks_mut(chunk_rows * n).enumerate().for_each(|(i, c)| {
+            let rows = c.len() / n;
+            let a = &a[i * chunk_rows * k..];
+            sgemm::matmul_packed(c, n, true, a, k, rows, k, &self.data, n);
+        });
+    }
+}
 
 /// The subset of `config.json` the forward pass needs.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -51,19 +103,19 @@ fn default_act() -> String {
 }
 
 struct Layer {
-    /// `[hidden, 3 * hidden]` row-major: columns are query | key | value.
-    qkv_weight: Vec<f32>,
+    /// `[hidden, 3 * hidden]`: columns are query | key | value.
+    qkv_weight: Weight,
     qkv_bias: Vec<f32>,
-    /// `[hidden, hidden]` row-major (transposed from PyTorch's `[out, in]`).
-    attn_out_weight: Vec<f32>,
+    /// `[hidden, hidden]`.
+    attn_out_weight: Weight,
     attn_out_bias: Vec<f32>,
     attn_norm_gamma: Vec<f32>,
     attn_norm_beta: Vec<f32>,
     /// `[hidden, intermediate]`.
-    inter_weight: Vec<f32>,
+    inter_weight: Weight,
     inter_bias: Vec<f32>,
     /// `[intermediate, hidden]`.
-    out_weight: Vec<f32>,
+    out_weight: Weight,
     out_bias: Vec<f32>,
     out_norm_gamma: Vec<f32>,
     out_norm_beta: Vec<f32>,
@@ -152,22 +204,22 @@ impl MiniLm {
             let q = tensor(&st, &p("attention.self.query.weight"), &[h, h])?;
             let k = tensor(&st, &p("attention.self.key.weight"), &[h, h])?;
             let v = tensor(&st, &p("attention.self.value.weight"), &[h, h])?;
-            // Stack as [3h, h] (out, in), then transpose to [h, 3h].
+            // Stack as [3h, h] (out, in).
             let stacked: Vec<f32> = q.into_iter().chain(k).chain(v).collect();
-            let qkv_weight = transpose(&stacked, 3 * h, h);
+            let qkv_weight = Weight::from_torch(&stacked, 3 * h, h);
             let mut qkv_bias = tensor(&st, &p("attention.self.query.bias"), &[h])?;
             qkv_bias.extend(tensor(&st, &p("attention.self.key.bias"), &[h])?);
             qkv_bias.extend(tensor(&st, &p("attention.self.value.bias"), &[h])?);
             layers.push(Layer {
                 qkv_weight,
                 qkv_bias,
-                attn_out_weight: transpose(&tensor(&st, &p("attention.output.dense.weight"), &[h, h])?, h, h),
+                attn_out_weight: Weight::from_torch(&tensor(&st, &p("attention.output.dense.weight"), &[h, h])?, h, h),
                 attn_out_bias: tensor(&st, &p("attention.output.dense.bias"), &[h])?,
                 attn_norm_gamma: tensor(&st, &p("attention.output.LayerNorm.weight"), &[h])?,
                 attn_norm_beta: tensor(&st, &p("attention.output.LayerNorm.bias"), &[h])?,
-                inter_weight: transpose(&tensor(&st, &p("intermediate.dense.weight"), &[inter, h])?, inter, h),
+                inter_weight: Weight::from_torch(&tensor(&st, &p("intermediate.dense.weight"), &[inter, h])?, inter, h),
                 inter_bias: tensor(&st, &p("intermediate.dense.bias"), &[inter])?,
-                out_weight: transpose(&tensor(&st, &p("output.dense.weight"), &[h, inter])?, h, inter),
+                out_weight: Weight::from_torch(&tensor(&st, &p("output.dense.weight"), &[h, inter])?, h, inter),
                 out_bias: tensor(&st, &p("output.dense.bias"), &[h])?,
                 out_norm_gamma: tensor(&st, &p("output.LayerNorm.weight"), &[h])?,
                 out_norm_beta: tensor(&st, &p("output.LayerNorm.bias"), &[h])?,
@@ -194,7 +246,6 @@ impl MiniLm {
         let h = self.shape.hidden_size;
         let eps = self.shape.layer_norm_eps as f32;
         let threads = rayon::current_num_threads();
-        let pool = Threads::Pool(threads);
         // Row ranges of each sequence in the packed token matrix.
         let mut starts = Vec::with_capacity(seqs.len() + 1);
         let mut total = 0usize;
@@ -235,53 +286,21 @@ impl MiniLm {
         for layer in &self.layers {
             // Q | K | V for every token: bias, then accumulate the product.
             fill_rows(&mut qkv, &layer.qkv_bias);
-            matmul(
-                &mut qkv,
-                3 * h,
-                true,
-                MatRef { data: &hidden, rows: total, cols: h, row_stride: h, col_stride: 1 },
-                MatRef { data: &layer.qkv_weight, rows: h, cols: 3 * h, row_stride: 3 * h, col_stride: 1 },
-                1.0,
-                pool,
-            );
+            layer.qkv_weight.accumulate_product(&mut qkv, &hidden, total, threads);
             self.attention(&qkv, &mut context, seqs, &starts);
             // hidden = LayerNorm(hidden + bias + context · W_o)
             add_rows(&mut hidden, &layer.attn_out_bias);
-            matmul(
-                &mut hidden,
-                h,
-                true,
-                MatRef { data: &context, rows: total, cols: h, row_stride: h, col_stride: 1 },
-                MatRef { data: &layer.attn_out_weight, rows: h, cols: h, row_stride: h, col_stride: 1 },
-                1.0,
-                pool,
-            );
+            layer.attn_out_weight.accumulate_product(&mut hidden, &context, total, threads);
             hidden
                 .par_chunks_mut(rows_per_chunk * h)
                 .for_each(|rows| layer_norm_rows_in_place(rows, &layer.attn_norm_gamma, &layer.attn_norm_beta, eps));
             // intermediate = GELU(bias + hidden · W_i)
             fill_rows(&mut intermediate, &layer.inter_bias);
-            matmul(
-                &mut intermediate,
-                inter,
-                true,
-                MatRef { data: &hidden, rows: total, cols: h, row_stride: h, col_stride: 1 },
-                MatRef { data: &layer.inter_weight, rows: h, cols: inter, row_stride: inter, col_stride: 1 },
-                1.0,
-                pool,
-            );
+            layer.inter_weight.accumulate_product(&mut intermediate, &hidden, total, threads);
             intermediate.par_chunks_mut(rows_per_chunk * inter).for_each(gelu_erf_in_place);
             // hidden = LayerNorm(hidden + bias + intermediate · W_out)
             add_rows(&mut hidden, &layer.out_bias);
-            matmul(
-                &mut hidden,
-                h,
-                true,
-                MatRef { data: &intermediate, rows: total, cols: inter, row_stride: inter, col_stride: 1 },
-                MatRef { data: &layer.out_weight, rows: inter, cols: h, row_stride: h, col_stride: 1 },
-                1.0,
-                pool,
-            );
+            layer.out_weight.accumulate_product(&mut hidden, &intermediate, total, threads);
             hidden
                 .par_chunks_mut(rows_per_chunk * h)
                 .for_each(|rows| layer_norm_rows_in_place(rows, &layer.out_norm_gamma, &layer.out_norm_beta, eps));
@@ -304,6 +323,7 @@ impl MiniLm {
         let heads = self.shape.num_attention_heads;
         let head_dim = h / heads;
         let scale = 1.0 / (head_dim as f32).sqrt();
+        let packed = sgemm::available() && head_dim % sgemm::PANEL == 0;
         // Each sequence's context rows are disjoint; split them up front so
         // the parallel tasks each own theirs.
         let mut per_seq: Vec<(usize, &mut [f32])> = Vec::with_capacity(seqs.len());
@@ -313,31 +333,84 @@ impl MiniLm {
             per_seq.push((s, mine));
             rest = tail;
         }
-        per_seq.into_par_iter().for_each_init(Vec::new, |scores: &mut Vec<f32>, (s, ctx)| {
+        per_seq.into_par_iter().for_each_init(Scratch::default, |scratch, (s, ctx)| {
             let len = starts[s + 1] - starts[s];
             if len == 0 {
                 return;
             }
             let rows = &qkv[starts[s] * 3 * h..starts[s + 1] * 3 * h];
-            scores.resize(len * len, 0.0);
             for head in 0..heads {
-                let q = MatRef { data: &rows[head * head_dim..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
-                // K transposed: element (d, j) is K[j, d].
-                let k_t =
-                    MatRef { data: &rows[h + head * head_dim..], rows: head_dim, cols: len, row_stride: 1, col_stride: 3 * h };
-                matmul(scores, len, false, q, k_t, scale, Threads::One);
-                softmax_rows_in_place(scores, len);
-                let v = MatRef {
-                    data: &rows[2 * h + head * head_dim..],
-                    rows: len,
-                    cols: head_dim,
-                    row_stride: 3 * h,
-                    col_stride: 1,
-                };
-                let p = MatRef { data: scores, rows: len, cols: len, row_stride: len, col_stride: 1 };
-                matmul(&mut ctx[head * head_dim..], h, false, p, v, 1.0, Threads::One);
+                let q_col = head * head_dim;
+                let (k_col, v_col) = (h + q_col, 2 * h + q_col);
+                if packed {
+                    // Scores row stride: len rounded up to whole panels; the
+                    // padding columns hold zeros and are never read.
+                    let width = len.next_multiple_of(sgemm::PANEL);
+                    pack_keys(&mut scratch.keys, rows, 3 * h, k_col, head_dim, len, width);
+                    scratch.scores.resize(len * width, 0.0);
+                    sgemm::matmul_packed(
+                        &mut scratch.scores,
+                        width,
+                        false,
+                        &rows[q_col..],
+                        3 * h,
+                        len,
+                        head_dim,
+                        &scratch.keys,
+                        width,
+                    );
+                    softmax_rows_in_place(&mut scratch.scores, width, len, scale);
+                    sgemm::pack_into(&mut scratch.values, &rows[v_col..], len, head_dim, 3 * h, 1);
+                    sgemm::matmul_packed(
+                        &mut ctx[q_col..],
+                        h,
+                        false,
+                        &scratch.scores,
+                        width,
+                        len,
+                        len,
+                        &scratch.values,
+                        head_dim,
+                    );
+                } else {
+                    scratch.scores.resize(len * len, 0.0);
+                    let q = MatRef { data: &rows[q_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
+                    // K transposed: element (d, j) is K[j, d].
+                    let k_t =
+                        MatRef { data: &rows[k_col..], rows: head_dim, cols: len, row_stride: 1, col_stride: 3 * h };
+                    matmul(&mut scratch.scores, len, false, q, k_t, 1.0, Threads::One);
+                    softmax_rows_in_place(&mut scratch.scores, len, len, scale);
+                    let v = MatRef { data: &rows[v_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
+                    let p = MatRef { data: &scratch.scores, rows: len, cols: len, row_stride: len, col_stride: 1 };
+                    matmul(&mut ctx[q_col..], h, false, p, v, 1.0, Threads::One);
+                }
             }
         });
+    }
+}
+
+/// Per-thread buffers of the attention step.
+#[derive(Default)]
+struct Scratch {
+    scores: Vec<f32>,
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+/// Packs one head's `K^T` (`head_dim x len`, zero-padded to `width`
+/// columns) for [`sgemm::matmul_packed`]; `K[j, d]` is
+/// `rows[j * row_stride + col + d]`.
+fn pack_keys(out: &mut Vec<f32>, rows: &[f32], row_stride: usize, col: usize, head_dim: usize, len: usize, width: usize) {
+    out.clear();
+    out.resize(head_dim * width, 0.0);
+    for p in 0..width / sgemm::PANEL {
+        let panel = &mut out[p * head_dim * sgemm::PANEL..(p + 1) * head_dim * sgemm::PANEL];
+        for c in 0..sgemm::PANEL.min(len - p * sgemm::PANEL) {
+            let key = &rows[(p * sgemm::PANEL + c) * row_stride + col..][..head_dim];
+            for (d, &x) in key.iter().enumerate() {
+                panel[d * sgemm::PANEL + c] = x;
+            }
+        }
     }
 }
 
