@@ -52,7 +52,11 @@ fn exp(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     let x = if x < -87.0 { -87.0 } else { x };
     let x = if x > 88.0 { 88.0 } else { x };
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
+    // n as an integer, read from t's low mantissa bits (an `as i32` cast
+    // would add saturation checks that stop vectorisation).
+    let n_int = t.to_bits().wrapping_sub(ROUND.to_bits());
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4f32;
     p = p * r + 1.398_199_9e-3;
@@ -62,7 +66,7 @@ fn exp(x: f32) -> f32 {
     p = p * r + 5.000_000_1e-1;
     let y = p * (r * r) + r + 1.0;
     // n is in [-126, 127], so the biased exponent is in [1, 254].
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    y * f32::from_bits(n_int.wrapping_add(127) << 23)
 }
 
 /// `erf(x)`: the rational approximation Eigen and XLA use for f32
