@@ -35,7 +35,7 @@ use crate::sgemm;
 /// [`sgemm`] when the CPU has AVX-512, plain row-major otherwise.
 struct Weight {
     data: Vec<f32>,
-    packed: bool,
+    packed: Option<sgemm::Packed>,
     rows: usize,
     cols: usize,
 }
@@ -44,12 +44,12 @@ impl Weight {
     /// From PyTorch's `[out, in]` layout.
     fn from_torch(weight: &[f32], out: usize, inp: usize) -> Weight {
         if sgemm::available() && out % sgemm::PANEL == 0 {
-            let mut data = Vec::new();
+            let mut packed = sgemm::Packed::default();
             // Element (i, o) of the [in, out] matrix is weight[o * inp + i].
-            sgemm::pack_into(&mut data, weight, inp, out, 1, inp);
-            Weight { data, packed: true, rows: inp, cols: out }
+            sgemm::pack_into(&mut packed, weight, inp, out, 1, inp);
+            Weight { data: Vec::new(), packed: Some(packed), rows: inp, cols: out }
         } else {
-            Weight { data: transpose(weight, out, inp), packed: false, rows: inp, cols: out }
+            Weight { data: transpose(weight, out, inp), packed: None, rows: inp, cols: out }
         }
     }
 
@@ -57,7 +57,7 @@ impl Weight {
     /// `m x cols` row-major; rows are split over `threads`.
     fn accumulate_product(&self, dst: &mut [f32], a: &[f32], m: usize, threads: usize) {
         let (k, n) = (self.rows, self.cols);
-        if !self.packed {
+        let Some(packed) = &self.packed else {
             matmul(
                 dst,
                 n,
@@ -68,14 +68,14 @@ impl Weight {
                 Threads::Pool(threads),
             );
             return;
-        }
+        };
         // Chunks of whole 12-row groups, several per thread so a preempted
         // thread does not hold up the product.
         let chunk_rows = m.div_ceil(threads.max(1) * 4).next_multiple_of(12).max(96);
         dst[..m * n].par_chunks_mut(chunk_rows * n).enumerate().for_each(|(i, c)| {
             let rows = c.len() / n;
             let a = &a[i * chunk_rows * k..];
-            sgemm::matmul_packed(c, n, true, a, k, rows, k, &self.data, n);
+            sgemm::matmul_packed(c, n, true, a, k, rows, k, packed, n);
         });
     }
 }
@@ -393,16 +393,16 @@ impl MiniLm {
 #[derive(Default)]
 struct Scratch {
     scores: Vec<f32>,
-    keys: Vec<f32>,
-    values: Vec<f32>,
+    keys: sgemm::Packed,
+    values: sgemm::Packed,
 }
 
 /// Packs one head's `K^T` (`head_dim x len`, zero-padded to `width`
 /// columns) for [`sgemm::matmul_packed`]; `K[j, d]` is
 /// `rows[j * row_stride + col + d]`.
-fn pack_keys(out: &mut Vec<f32>, rows: &[f32], row_stride: usize, col: usize, head_dim: usize, len: usize, width: usize) {
-    out.clear();
-    out.resize(head_dim * width, 0.0);
+fn pack_keys(out: &mut sgemm::Packed, rows: &[f32], row_stride: usize, col: usize, head_dim: usize, len: usize, width: usize) {
+    out.reset_zeroed(head_dim * width);
+    let out = out.as_mut_slice();
     for p in 0..width / sgemm::PANEL {
         let panel = &mut out[p * head_dim * sgemm::PANEL..(p + 1) * head_dim * sgemm::PANEL];
         for c in 0..sgemm::PANEL.min(len - p * sgemm::PANEL) {
