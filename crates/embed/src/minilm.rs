@@ -43,7 +43,7 @@ struct Weight {
 impl Weight {
     /// From PyTorch's `[out, in]` layout.
     fn from_torch(weight: &[f32], out: usize, inp: usize) -> Weight {
-        if sgemm::available() && out % sgemm::PANEL == 0 {
+        if sgemm::available() && out.is_multiple_of(sgemm::PANEL) {
             let mut packed = sgemm::Packed::default();
             // Element (i, o) of the [in, out] matrix is weight[o * inp + i].
             sgemm::pack_into(&mut packed, weight, inp, out, 1, inp);
@@ -165,7 +165,7 @@ impl MiniLm {
         if shape.hidden_act != "gelu" {
             return Err(format!("hidden_act {:?} is not supported (only BERT's erf \"gelu\")", shape.hidden_act));
         }
-        if shape.num_attention_heads == 0 || shape.hidden_size % shape.num_attention_heads != 0 {
+        if shape.num_attention_heads == 0 || !shape.hidden_size.is_multiple_of(shape.num_attention_heads) {
             return Err(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 shape.hidden_size, shape.num_attention_heads
@@ -323,7 +323,7 @@ impl MiniLm {
         let heads = self.shape.num_attention_heads;
         let head_dim = h / heads;
         let scale = 1.0 / (head_dim as f32).sqrt();
-        let packed = sgemm::available() && head_dim % sgemm::PANEL == 0;
+        let packed = sgemm::available() && head_dim.is_multiple_of(sgemm::PANEL);
         // Each sequence's context rows are disjoint; split them up front so
         // the parallel tasks each own theirs.
         let mut per_seq: Vec<(usize, &mut [f32])> = Vec::with_capacity(seqs.len());
