@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Embedding throughput: Evident's candle all-MiniLM-L6-v2
-(crates/embed/examples/bench_embed.rs) against sentence-transformers on
+"""Embedding throughput: Evident's all-MiniLM-L6-v2 (its own forward pass,
+crates/embed; examples/bench_embed.rs) against sentence-transformers on
 CPU, in one run, on the same texts from the Synthea notes, with the same
 thread count, batch size and truncation (256 tokens).
 
 Order: Rust, Python, Rust again (the machine is shared; the second Rust
-run shows how much the load moved). Best of `--repeats` runs each.
+run shows how much the load moved). Best of `--repeats` runs each. Pause
+other CPU work while it runs and note `uptime` before and after.
 
 Usage (from the repository root, model pulled with `evident models pull minilm-l6`):
     pip install sentence-transformers
@@ -96,12 +97,12 @@ def main():
     rust1 = run_rust(args, args.texts)
     py = run_python(args, args.texts)
     rust2 = run_rust(args, args.texts)
-    result = {"candle_first": rust1, "sentence_transformers": py, "candle_second": rust2}
+    result = {"evident_first": rust1, "sentence_transformers": py, "evident_second": rust2}
     json.dump(result, open(args.out, "w"), indent=1)
-    print(f"{'set':<10} {'texts':>6} {'candle #1':>10} {'candle #2':>10} {'sent-tr':>10} {'ratio':>6}   (texts/s, best of {args.repeats})")
+    print(f"{'set':<10} {'texts':>6} {'evident #1':>10} {'evident #2':>10} {'sent-tr':>10} {'ratio':>6}   (texts/s, best of {args.repeats})")
     for a, p, b in zip(rust1["sets"], py["sets"], rust2["sets"]):
-        candle = max(a["texts_per_second_best"], b["texts_per_second_best"])
-        print(f"{a['set']:<10} {a['texts']:>6} {a['texts_per_second_best']:>10.1f} {b['texts_per_second_best']:>10.1f} {p['texts_per_second_best']:>10.1f} {candle / p['texts_per_second_best']:>5.2f}x")
+        evident = max(a["texts_per_second_best"], b["texts_per_second_best"])
+        print(f"{a['set']:<10} {a['texts']:>6} {a['texts_per_second_best']:>10.1f} {b['texts_per_second_best']:>10.1f} {p['texts_per_second_best']:>10.1f} {evident / p['texts_per_second_best']:>5.2f}x")
     print(f"raw results: {args.out}")
 
 
