@@ -71,7 +71,7 @@ fn main() {
 
     let config = EmbedderConfig { long_text: LongTextPolicy::Truncate, batch_size, ..EmbedderConfig::default() };
     let embedder = MiniLmEmbedder::load(&model_dir, config).unwrap_or_else(|e| panic!("{e}"));
-    let threads = candle_core::utils::get_num_threads();
+    let threads = rayon::current_num_threads();
     let mut sets = Vec::new();
     for (name, texts) in [("sentences", &sentences), ("sections", &sections)] {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
