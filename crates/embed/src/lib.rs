@@ -91,8 +91,10 @@ pub struct EmbedderConfig {
     /// falling back to the model's position limit.
     pub max_seq_length: Option<usize>,
     pub long_text: LongTextPolicy,
-    /// Sequences per forward pass. Texts are sorted by length first so a
-    /// batch pads little.
+    /// Sequences per forward pass. A batch is packed end to end, never
+    /// padded; texts are sorted by length first (as sentence-transformers
+    /// does), which keeps the per-sequence attention work of a batch even
+    /// across threads.
     pub batch_size: usize,
 }
 
@@ -256,7 +258,8 @@ impl MiniLmEmbedder {
             }
         }
 
-        // Sort by length (as sentence-transformers does) so batches pad little.
+        // Sort by length (as sentence-transformers does): similar lengths in
+        // a batch spread the attention work evenly over the threads.
         let mut order: Vec<usize> = (0..windows.len()).collect();
         order.sort_by_key(|&w| std::cmp::Reverse(windows[w].1.len()));
         let mut window_vectors: Vec<Vec<f32>> = vec![Vec::new(); windows.len()];
