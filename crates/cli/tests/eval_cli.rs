@@ -1,9 +1,10 @@
 //! `evident eval` as a user runs it: zero-shot ICAN on one annotated
 //! TrialGPT patient with the embedded model (metrics beside GPT-4's on the
 //! same rows, trial-level comparison, usage; a second run resumes without
-//! model calls), and the n2c2 2018 metric on small files in the challenge's
-//! format that the team wrote, both from given predictions (hand-computed
-//! F1s) and by screening with Evident.
+//! model calls; a baseline strategy gives a paired difference), and the
+//! n2c2 2018 metric on small files in the challenge's format that the team
+//! wrote, both from given predictions (hand-computed F1s) and by screening
+//! with Evident.
 
 mod common;
 
@@ -56,6 +57,27 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     assert_eq!(second["method_row"], first["method_row"], "a rerun reads the stored decisions");
     let rerun_calls = sb.store().model_calls(second["usage"]["id"].as_str().unwrap()).unwrap().len();
     assert_eq!(rerun_calls, 0, "a finished evaluation makes no model call when run again");
+
+    // Against a baseline: ACAN runs too (one call per note), and the
+    // difference ICAN - ACAN is reported with a paired interval.
+    let with_baseline: Vec<&str> = args.iter().copied().chain(["--baseline", "acan"]).collect();
+    let third = sb.run(&with_baseline).ok().json();
+    assert_eq!(third["method_row"], first["method_row"], "the method's own row is unchanged");
+    let base = &third["baseline"];
+    assert_eq!(base["method"], "acan");
+    assert_eq!(base["row"]["metrics"]["rows"], 6, "the baseline is scored on the same rows");
+    let difference = &base["difference"]["accuracy"];
+    let expected = accuracy - base["row"]["metrics"]["accuracy"].as_f64().unwrap();
+    assert!((difference["estimate"].as_f64().unwrap() - expected).abs() < 1e-12, "{difference}");
+    let (low, high) = (difference["low"].as_f64().unwrap(), difference["high"].as_f64().unwrap());
+    assert!(low <= expected && expected <= high, "{difference}");
+    let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
+    assert!(md.contains("## ican against acan on the same rows") && md.contains("| Evident acan | 6 |"), "{md}");
+    // Against itself the difference is exactly zero in every replicate.
+    let same: Vec<&str> = args.iter().copied().chain(["--baseline", "ican"]).collect();
+    let fourth = sb.run(&same).ok().json();
+    assert_eq!(fourth["baseline"]["difference"]["accuracy"]["high"], 0.0, "{}", fourth["baseline"]);
+    assert_eq!(fourth["baseline"]["difference"]["accuracy"]["low"], 0.0, "{}", fourth["baseline"]);
 }
 
 #[test]

@@ -10,7 +10,10 @@ pub mod n2c2;
 pub mod run;
 pub mod trialgpt;
 
-pub use metrics::{bootstrap_by_patient, criterion_metrics, CriterionMetrics, Interval, Prediction};
+pub use metrics::{
+    bootstrap_by_patient, criterion_metrics, paired_bootstrap_by_patient, CriterionMetrics, Interval, PairedDifference,
+    Prediction,
+};
 pub use n2c2::{n2c2_metrics, N2c2Metrics, N2c2Pair};
 pub use trialgpt::{load_annotations, AnnotationRow};
 
@@ -36,6 +39,28 @@ pub struct ReportRow {
 /// Bootstrap replicates and seed used for every reported interval.
 pub const BOOTSTRAP_REPLICATES: usize = 2000;
 pub const BOOTSTRAP_SEED: u64 = 20_240_101;
+
+/// Paired differences `a - b` on the same rows, 95% intervals by a paired
+/// bootstrap over patients.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Comparison {
+    pub accuracy: PairedDifference,
+    pub accuracy_collapsed: PairedDifference,
+    pub kappa: PairedDifference,
+    pub evidence_f1: PairedDifference,
+}
+
+pub fn compare(a: &[Prediction], b: &[Prediction]) -> Comparison {
+    let d = |f: fn(&CriterionMetrics) -> f64| {
+        paired_bootstrap_by_patient(a, b, BOOTSTRAP_REPLICATES, BOOTSTRAP_SEED, |rows| f(&criterion_metrics(rows)))
+    };
+    Comparison {
+        accuracy: d(|m| m.accuracy),
+        accuracy_collapsed: d(|m| m.accuracy_collapsed),
+        kappa: d(|m| m.kappa),
+        evidence_f1: d(|m| m.evidence_f1),
+    }
+}
 
 pub fn report_row(predictions: &[Prediction]) -> ReportRow {
     let b = |f: fn(&CriterionMetrics) -> f64| {

@@ -249,6 +249,60 @@ pub fn bootstrap_by_patient(
     Interval { estimate, low: quantile(&values, 0.025), high: quantile(&values, 0.975) }
 }
 
+/// A difference between two predictors on the same rows, with its 95%
+/// paired bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PairedDifference {
+    /// statistic(a) - statistic(b) on all rows.
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Share of replicates in which the difference is above zero.
+    pub share_above_zero: f64,
+}
+
+/// Paired percentile bootstrap over patients of `statistic(a) -
+/// statistic(b)`: each replicate draws patients as
+/// [`bootstrap_by_patient`] does and takes *both* predictors' rows of each
+/// drawn patient, so the interval is that of the difference, not two
+/// intervals side by side. `a` and `b` hold the same rows in the same
+/// order (same patient on each row), or this panics.
+pub fn paired_bootstrap_by_patient(
+    a: &[Prediction],
+    b: &[Prediction],
+    replicates: usize,
+    seed: u64,
+    statistic: impl Fn(&[Prediction]) -> f64,
+) -> PairedDifference {
+    assert_eq!(a.len(), b.len(), "a paired bootstrap needs the same rows for both predictors");
+    let mut by_patient: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert_eq!(x.patient_id, y.patient_id, "row {i}: the predictors' rows are not aligned");
+        by_patient.entry(x.patient_id.as_str()).or_default().push(i);
+    }
+    let groups: Vec<&Vec<usize>> = by_patient.values().collect();
+    let estimate = statistic(a) - statistic(b);
+    if groups.is_empty() || replicates == 0 {
+        return PairedDifference { estimate, low: estimate, high: estimate, share_above_zero: f64::from(u8::from(estimate > 0.0)) };
+    }
+    let mut rng = SplitMix64::new(seed);
+    let mut values = Vec::with_capacity(replicates);
+    let (mut sample_a, mut sample_b): (Vec<Prediction>, Vec<Prediction>) = (Vec::new(), Vec::new());
+    for _ in 0..replicates {
+        sample_a.clear();
+        sample_b.clear();
+        for _ in 0..groups.len() {
+            let g = groups[rng.below(groups.len() as u64) as usize];
+            sample_a.extend(g.iter().map(|&i| a[i].clone()));
+            sample_b.extend(g.iter().map(|&i| b[i].clone()));
+        }
+        values.push(statistic(&sample_a) - statistic(&sample_b));
+    }
+    values.sort_by(f64::total_cmp);
+    let above = values.iter().filter(|&&v| v > 0.0).count() as f64 / values.len() as f64;
+    PairedDifference { estimate, low: quantile(&values, 0.025), high: quantile(&values, 0.975), share_above_zero: above }
+}
+
 /// Linear interpolation between order statistics (R's type 7).
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * q;
@@ -339,6 +393,44 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.low < a.estimate && a.estimate < a.high, "{a:?}");
         assert!(a.high - a.low < 0.3);
+    }
+
+    #[test]
+    fn paired_bootstrap_of_a_difference() {
+        use CriterionType::Inclusion as I;
+        let acc = |r: &[Prediction]| criterion_metrics(r).accuracy;
+        // b is right on 2 of 4 rows per patient; a on the same 2 plus one
+        // more for even patients: a is never worse, so every replicate's
+        // difference is >= 0, and > 0 whenever an even patient is drawn.
+        let (mut a, mut b) = (vec![], vec![]);
+        for p in 0..10 {
+            for k in 0..4 {
+                let right_b = k < 2;
+                let right_a = right_b || (k == 2 && p % 2 == 0);
+                let pred = |right: bool| Some(if right { Met } else { NotMet });
+                a.push(row(&format!("p{p}"), I, Met, pred(right_a), &[], &[]));
+                b.push(row(&format!("p{p}"), I, Met, pred(right_b), &[], &[]));
+            }
+        }
+        let d = paired_bootstrap_by_patient(&a, &b, 1000, 7, acc);
+        assert!((d.estimate - 5.0 / 40.0).abs() < 1e-12, "{d:?}");
+        assert!(d.low >= 0.0 && d.low < d.estimate && d.estimate < d.high && d.high <= 0.25, "{d:?}");
+        assert!(d.share_above_zero > 0.99, "{d:?}");
+        // Against itself: exactly zero in every replicate.
+        let same = paired_bootstrap_by_patient(&a, &a, 200, 7, acc);
+        assert_eq!((same.estimate, same.low, same.high, same.share_above_zero), (0.0, 0.0, 0.0, 0.0));
+        // Reversed, the interval flips sign.
+        let r = paired_bootstrap_by_patient(&b, &a, 1000, 7, acc);
+        assert!((r.low + d.high).abs() < 1e-12 && (r.high + d.low).abs() < 1e-12, "{r:?} vs {d:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "not aligned")]
+    fn paired_bootstrap_refuses_unaligned_rows() {
+        use CriterionType::Inclusion as I;
+        let a = vec![row("p1", I, Met, Some(Met), &[], &[])];
+        let b = vec![row("p2", I, Met, Some(Met), &[], &[])];
+        paired_bootstrap_by_patient(&a, &b, 10, 1, |r| criterion_metrics(r).accuracy);
     }
 
     #[test]

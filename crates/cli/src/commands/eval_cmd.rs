@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, TrialLevel};
-use evident_eval::{load_annotations, report_row, Prediction, ReportRow};
+use evident_eval::{compare, load_annotations, report_row, Comparison, Prediction, ReportRow};
 use evident_match::batch::stored_results;
 use evident_match::report::patient_level;
 use evident_match::trial_verdict;
@@ -61,6 +61,10 @@ struct TrialgptArgs {
     /// Where eval.json and eval.md go.
     #[arg(long, default_value = "evident-eval")]
     out: PathBuf,
+    /// Also run this strategy (same model and settings) and report the
+    /// difference --strategy minus it, with a paired bootstrap over patients.
+    #[arg(long)]
+    baseline: Option<String>,
     #[command(flatten)]
     screen: ScreenOptions,
 }
@@ -122,20 +126,112 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
 
     let mut store = ctx.open_store()?;
     store_notes(&mut store, &rows).map_err(|e| anyhow::anyhow!("{}: {e}", args.annotations.display()))?;
-    let patients: Vec<String> = all_pairs.iter().map(|p| p.patient_id.clone()).collect();
-    let label = format!("eval trialgpt {}", args.screen.strategy);
-    let screening = Screening::open(ctx, &args.screen, store, &patients, &label)?;
+    drop(store);
+    let ours = evaluate(ctx, &args.screen, &all_pairs, qrels.as_ref())?;
+    let baseline = match &args.baseline {
+        Some(strategy) => {
+            let opts = ScreenOptions { strategy: strategy.clone(), ..args.screen.clone() };
+            Some(evaluate(ctx, &opts, &all_pairs, qrels.as_ref())?)
+        }
+        None => None,
+    };
 
+    let gpt4: Vec<Prediction> = all_pairs.iter().flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction())).collect();
+    let expert_items: Vec<_> = all_pairs
+        .iter()
+        .filter_map(|pair| {
+            let label = qrels.as_ref()?.get(&(pair.topic.clone(), pair.set.trial_id.clone()))?;
+            let expert = trial_verdict(&pair.set, &labelled_results(pair, false)).eligibility;
+            let gpt4 = trial_verdict(&pair.set, &labelled_results(pair, true)).eligibility;
+            Some(((expert, *label), (gpt4, *label)))
+        })
+        .collect();
+    let (expert_items, gpt4_items): (Vec<_>, Vec<_>) = expert_items.into_iter().unzip();
+    let ours_row = report_row(&ours.predictions);
+    let gpt4_row = report_row(&gpt4);
+    let baseline_row = baseline.as_ref().map(|b| report_row(&b.predictions));
+    let comparison = baseline.as_ref().map(|b| compare(&ours.predictions, &b.predictions));
+    let trial = qrels.as_ref().map(|_| {
+        json!({
+            "qrels": qrels_path,
+            "method": trial_level(&ours.trial_items),
+            "baseline": baseline.as_ref().map(|b| trial_level(&b.trial_items)),
+            "physician_labels": trial_level(&expert_items),
+            "gpt4_labels": trial_level(&gpt4_items),
+        })
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let result = json!({
+        "annotations": args.annotations,
+        "method": ours.method,
+        "retrieval": ours.retrieval,
+        "patients": topics.len(),
+        "pairs": all_pairs.len(),
+        "rows": ours.predictions.len(),
+        "method_row": ours_row,
+        "gpt4_row": gpt4_row,
+        "baseline": baseline.as_ref().map(|b| json!({
+            "method": b.method,
+            "row": baseline_row,
+            "usage": b.usage,
+            "runs": b.run_ids,
+            "difference": comparison,
+        })),
+        "trial_level": trial,
+        "usage": ours.usage,
+        "wall_seconds_this_invocation": elapsed,
+        "runs": ours.run_ids,
+    });
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    std::fs::write(args.out.join("eval.json"), serde_json::to_string_pretty(&result)?)?;
+    let mut md = markdown(&ours, &ours_row, &gpt4_row, &expert_items, &gpt4_items, topics.len());
+    if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
+        md.push_str(&comparison_markdown(&ours, b, b_row, c));
+    }
+    std::fs::write(args.out.join("eval.md"), &md)?;
+    if ctx.json() {
+        crate::output::print_json(&result)?;
+    } else {
+        print!("{md}");
+        println!("written: {} and {}", args.out.join("eval.md").display(), args.out.join("eval.json").display());
+    }
+    Ok(Outcome::Found)
+}
+
+/// One method's answers on the annotated pairs.
+struct MethodEval {
+    method: &'static str,
+    retrieval: evident_match::batch::RetrievalSettings,
+    predictions: Vec<Prediction>,
+    /// (predicted eligibility, SIGIR relevance label) per labelled pair.
+    trial_items: Vec<(evident_match::Eligibility, i64)>,
+    usage: evident_store::ModelRunSummary,
+    run_ids: Vec<String>,
+}
+
+/// Screens every pair with one method (resuming stored decisions) and
+/// reads its answers back.
+fn evaluate(
+    ctx: &Context,
+    opts: &ScreenOptions,
+    all_pairs: &[evident_eval::run::Pair],
+    qrels: Option<&BTreeMap<(String, String), i64>>,
+) -> anyhow::Result<MethodEval> {
+    let store = ctx.open_store()?;
+    let patients: Vec<String> = all_pairs.iter().map(|p| p.patient_id.clone()).collect();
+    let label = format!("eval trialgpt {}", opts.strategy);
+    let screening = Screening::open(ctx, opts, store, &patients, &label)?;
     let mut run_ids = Vec::new();
     for (i, pair) in all_pairs.iter().enumerate() {
-        let prefix = format!("{} x {} ({}/{})", pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
+        let prefix = format!("{} {} x {} ({}/{})", opts.strategy, pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
         let outcome = screening.screen(ctx, &pair.set, std::slice::from_ref(&pair.patient_id), None, &prefix);
         match outcome {
             Ok(o) => run_ids.push(o.run_id),
             Err(e) => {
                 screening.finish()?;
                 anyhow::bail!(
-                    "evaluation stopped at {} x {}: {e}. Decisions made so far are stored; run the same command again to resume.",
+                    "evaluation of {} stopped at {} x {}: {e}. Decisions made so far are stored; run the same command again to resume.",
+                    opts.strategy,
                     pair.topic,
                     pair.set.trial_id
                 );
@@ -145,11 +241,8 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
     screening.finish()?;
 
     let st = screening.store.lock().unwrap();
-    let mut ours: Vec<Prediction> = Vec::new();
-    let mut gpt4: Vec<Prediction> = Vec::new();
+    let mut predictions_out: Vec<Prediction> = Vec::new();
     let mut trial_items = Vec::new();
-    let mut expert_items = Vec::new();
-    let mut gpt4_items = Vec::new();
     for (pair, run_id) in all_pairs.iter().zip(&run_ids) {
         let stored: Vec<_> = stored_results(&st, run_id)?
             .into_iter()
@@ -157,12 +250,9 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
             .flat_map(|p| p.stored)
             .collect();
         let results = patient_level(&pair.set, screening.method, &stored);
-        ours.extend(predictions(pair, &results));
-        gpt4.extend(pair.rows.iter().map(|r| r.gpt4_prediction()));
-        if let Some(label) = qrels.as_ref().and_then(|q| q.get(&(pair.topic.clone(), pair.set.trial_id.clone()))) {
+        predictions_out.extend(predictions(pair, &results));
+        if let Some(label) = qrels.and_then(|q| q.get(&(pair.topic.clone(), pair.set.trial_id.clone()))) {
             trial_items.push((trial_verdict(&pair.set, &results).eligibility, *label));
-            expert_items.push((trial_verdict(&pair.set, &labelled_results(pair, false)).eligibility, *label));
-            gpt4_items.push((trial_verdict(&pair.set, &labelled_results(pair, true)).eligibility, *label));
         }
     }
     let mut model_runs: Vec<String> = Vec::new();
@@ -176,44 +266,14 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
     let ids: Vec<&str> = model_runs.iter().map(String::as_str).collect();
     let usage = st.model_runs_summary(&screening.model_run_id, &label, &ids)?;
     drop(st);
-
-    let ours_row = report_row(&ours);
-    let gpt4_row = report_row(&gpt4);
-    let trial = qrels.as_ref().map(|_| {
-        json!({
-            "qrels": qrels_path,
-            "method": trial_level(&trial_items),
-            "physician_labels": trial_level(&expert_items),
-            "gpt4_labels": trial_level(&gpt4_items),
-        })
-    });
-    let elapsed = started.elapsed().as_secs_f64();
-    let method = screening.method.as_str();
-    let result = json!({
-        "annotations": args.annotations,
-        "method": method,
-        "retrieval": screening.batch.retrieval,
-        "patients": topics.len(),
-        "pairs": all_pairs.len(),
-        "rows": ours.len(),
-        "method_row": ours_row,
-        "gpt4_row": gpt4_row,
-        "trial_level": trial,
-        "usage": usage,
-        "wall_seconds_this_invocation": elapsed,
-        "runs": run_ids,
-    });
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    std::fs::write(args.out.join("eval.json"), serde_json::to_string_pretty(&result)?)?;
-    let md = markdown(method, &ours_row, &gpt4_row, &trial_items, &expert_items, &gpt4_items, &usage, ours.len(), topics.len());
-    std::fs::write(args.out.join("eval.md"), &md)?;
-    if ctx.json() {
-        crate::output::print_json(&result)?;
-    } else {
-        print!("{md}");
-        println!("written: {} and {}", args.out.join("eval.md").display(), args.out.join("eval.json").display());
-    }
-    Ok(Outcome::Found)
+    Ok(MethodEval {
+        method: screening.method.as_str(),
+        retrieval: screening.batch.retrieval,
+        predictions: predictions_out,
+        trial_items,
+        usage,
+        run_ids,
+    })
 }
 
 fn interval(i: &evident_eval::Interval) -> String {
@@ -237,40 +297,69 @@ fn table_row(name: &str, r: &ReportRow, rows: usize) -> String {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
 fn markdown(
-    method: &str,
-    ours: &ReportRow,
+    ours: &MethodEval,
+    ours_row: &ReportRow,
     gpt4: &ReportRow,
-    trial: &[(evident_match::Eligibility, i64)],
     expert: &[(evident_match::Eligibility, i64)],
     gpt4_trial: &[(evident_match::Eligibility, i64)],
-    usage: &evident_store::ModelRunSummary,
-    rows: usize,
     patients: usize,
 ) -> String {
+    let method = ours.method;
+    let rows = ours.predictions.len();
     let mut md = String::new();
     let _ = writeln!(md, "# TrialGPT criterion annotations: {method}\n");
     let _ = writeln!(md, "{rows} rows, {patients} patients; 95% intervals by bootstrap over patients.\n");
     md.push_str("| predictor | rows | accuracy (95% CI) | collapsed accuracy (95% CI) | kappa (95% CI) | collapsed kappa | evidence P / R / F1 (F1 95% CI) | failures |\n");
     md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-    md.push_str(&table_row(&format!("Evident {method}"), ours, rows));
+    md.push_str(&table_row(&format!("Evident {method}"), ours_row, rows));
     md.push_str(&table_row("GPT-4 (same rows)", gpt4, rows));
     let _ = writeln!(md, "\nPer class ({method}), precision / recall / F1 (support):");
-    for (label, c) in &ours.metrics.per_class {
+    for (label, c) in &ours_row.metrics.per_class {
         let _ = writeln!(md, "- {label}: {:.3} / {:.3} / {:.3} ({})", c.precision, c.recall, c.f1, c.support);
     }
-    if !trial.is_empty() {
-        let line = |name: &str, t: &TrialLevel| {
-            format!("| {name} | {} | {:.3} | {} |\n", t.pairs, t.accuracy, confusion_text(&t.confusion))
-        };
+    if !ours.trial_items.is_empty() {
         md.push_str("\nTrial level (annotated criteria only) against the SIGIR relevance labels (2 eligible, 1 excluded):\n\n");
         md.push_str("| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n");
-        md.push_str(&line(&format!("Evident {method}"), &trial_level(trial)));
-        md.push_str(&line("GPT-4", &trial_level(gpt4_trial)));
-        md.push_str(&line("physicians", &trial_level(expert)));
+        md.push_str(&trial_line(&format!("Evident {method}"), &trial_level(&ours.trial_items)));
+        md.push_str(&trial_line("GPT-4", &trial_level(gpt4_trial)));
+        md.push_str(&trial_line("physicians", &trial_level(expert)));
     }
-    let _ = writeln!(md, "\nUsage: {}", evident_match::report::usage_text(usage));
+    let _ = writeln!(md, "\nUsage: {}", evident_match::report::usage_text(&ours.usage));
+    md
+}
+
+fn trial_line(name: &str, t: &TrialLevel) -> String {
+    format!("| {name} | {} | {:.3} | {} |\n", t.pairs, t.accuracy, confusion_text(&t.confusion))
+}
+
+/// The baseline's row and the paired differences `method - baseline`.
+fn comparison_markdown(ours: &MethodEval, base: &MethodEval, base_row: &ReportRow, c: &Comparison) -> String {
+    let (a, b) = (ours.method, base.method);
+    let rows = base.predictions.len();
+    let mut md = String::new();
+    let _ = writeln!(md, "\n## {a} against {b} on the same rows\n");
+    md.push_str("| predictor | rows | accuracy (95% CI) | collapsed accuracy (95% CI) | kappa (95% CI) | collapsed kappa | evidence P / R / F1 (F1 95% CI) | failures |\n");
+    md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    md.push_str(&table_row(&format!("Evident {b}"), base_row, rows));
+    let _ = writeln!(
+        md,
+        "\nDifference {a} - {b}, 95% interval by a paired bootstrap over patients (both methods' rows of each drawn patient), and the share of replicates above zero:\n"
+    );
+    md.push_str("| metric | difference (95% CI) | replicates > 0 |\n| --- | --- | --- |\n");
+    for (name, d) in [
+        ("accuracy", &c.accuracy),
+        ("collapsed accuracy", &c.accuracy_collapsed),
+        ("kappa", &c.kappa),
+        ("evidence F1", &c.evidence_f1),
+    ] {
+        let _ = writeln!(md, "| {name} | {:+.3} ({:+.3} to {:+.3}) | {:.3} |", d.estimate, d.low, d.high, d.share_above_zero);
+    }
+    if !base.trial_items.is_empty() {
+        md.push_str("\nTrial level:\n\n| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n");
+        md.push_str(&trial_line(&format!("Evident {b}"), &trial_level(&base.trial_items)));
+    }
+    let _ = writeln!(md, "\nUsage ({b}): {}", evident_match::report::usage_text(&base.usage));
     md
 }
 

@@ -47,7 +47,7 @@ pub struct Args {
 }
 
 /// How to screen: method, retrieval, models. Shared with `evident eval`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct ScreenOptions {
     /// acan, acin, ican, icin, makar, makar-aug or makar-reason.
     #[arg(long, default_value = "ican")]
