@@ -60,6 +60,9 @@ impl Store {
         }
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // Reads (section text for retrieval hits, records for prompts) come
+        // from the OS page cache without a copy per page.
+        conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         migrate::migrate(&mut conn)?;
         Ok(Store { conn })
