@@ -1,5 +1,6 @@
 //! The all-MiniLM-L6-v2 sentence embedder (Evident's own BERT forward pass
-//! in [`minilm`] on the `gemm` crate, + tokenizers), built to reproduce
+//! in [`minilm`] on its AVX-512 matrix kernel, or the `gemm` crate where
+//! there is no AVX-512, + tokenizers), built to reproduce
 //! sentence-transformers' output: WordPiece tokenisation with
 //! the model's own `tokenizer.json`, truncation at `max_seq_length` from
 //! `sentence_bert_config.json` (256 for this model), mean pooling over the
@@ -28,6 +29,18 @@ use minilm::{BertShape, MiniLm};
 
 pub use cache::{cache_root, default_model_dir, MODEL_NAME};
 pub use evident_llm::{EmbedError, Embedder};
+pub use sgemm::PORTABLE_ENV;
+
+/// Which matrix kernel this process uses: `"avx512"` (Evident's own) or
+/// `"portable"` (the `gemm` crate; CPUs without AVX-512, or
+/// [`PORTABLE_ENV`] set).
+pub fn matrix_kernel() -> &'static str {
+    if sgemm::available() {
+        "avx512"
+    } else {
+        "portable"
+    }
+}
 
 /// The files a model folder must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["model.safetensors", "tokenizer.json", "config.json"];

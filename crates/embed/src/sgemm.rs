@@ -18,16 +18,28 @@ pub(crate) const PANEL: usize = 32;
 /// broadcast = 27 of the 32 zmm registers).
 const ROWS: usize = 12;
 
-/// Whether this CPU runs the AVX-512 path.
+/// Setting this environment variable (to anything but `0`) makes the
+/// embedder take the portable path even on an AVX-512 CPU: the test suite
+/// uses it so that the path CPUs without AVX-512 take is tested everywhere.
+pub const PORTABLE_ENV: &str = "EVIDENT_EMBED_PORTABLE";
+
+/// Whether this CPU runs the AVX-512 path (and it is not switched off by
+/// [`PORTABLE_ENV`]); decided once per process.
 pub(crate) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        if std::env::var_os(PORTABLE_ENV).is_some_and(|v| v != "0") {
+            return false;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
 }
 
 /// One cache line of floats; [`Packed`] is built from these so every

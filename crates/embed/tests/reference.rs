@@ -1,6 +1,7 @@
-//! Checks the candle embedder against sentence-transformers' own vectors
+//! Checks the embedder against sentence-transformers' own vectors
 //! (tests/fixtures/minilm/reference.json, made by scripts/embed_reference.py
-//! from the same model files). Fails, never skips, when the model folder is
+//! from the same model files), on this CPU's matrix kernel and on the
+//! portable one. Fails, never skips, when the model folder is
 //! missing: run `evident models pull minilm-l6` first.
 
 use std::path::PathBuf;
@@ -51,6 +52,7 @@ fn matches_sentence_transformers_on_clinical_sentences() {
     let reference = reference();
     assert!(reference.items.len() >= 40, "fixture should hold ~40 sentences");
     let embedder = load(LongTextPolicy::Truncate);
+    eprintln!("matrix kernel: {}", evident_embed::matrix_kernel());
     assert_eq!(embedder.max_seq_length(), reference.max_seq_length);
     assert_eq!(embedder.dimensions(), 384);
     let texts: Vec<&str> = reference.items.iter().map(|i| i.sentence.as_str()).collect();
@@ -73,10 +75,31 @@ fn matches_sentence_transformers_on_clinical_sentences() {
     eprintln!("lowest cosine {:.6} for {:?}", worst.0, worst.1);
 }
 
+/// The path CPUs without AVX-512 take (the `gemm` crate) gives the same
+/// vectors: this binary's reference tests run again in a child process with
+/// the portable path forced.
+#[test]
+fn the_portable_path_matches_too() {
+    if std::env::var_os(evident_embed::PORTABLE_ENV).is_some() {
+        return; // already the child
+    }
+    for test in ["matches_sentence_transformers_on_clinical_sentences", "batching_and_order_do_not_change_vectors"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+            .env(evident_embed::PORTABLE_ENV, "1")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "{test} on the portable path:\n{text}");
+        assert!(text.contains("matrix kernel: portable"), "{test} did not take the portable path:\n{text}");
+    }
+}
+
 #[test]
 fn batching_and_order_do_not_change_vectors() {
     let reference = reference();
     let embedder = load(LongTextPolicy::Truncate);
+    eprintln!("matrix kernel: {}", evident_embed::matrix_kernel());
     let texts: Vec<&str> = reference.items.iter().map(|i| i.sentence.as_str()).collect();
     let together = embedder.embed(&texts).unwrap();
     for (i, text) in texts.iter().enumerate().step_by(7) {
