@@ -142,3 +142,12 @@ fn n2c2_by_screening_with_the_embedded_model() {
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0].results, 13, "one stored decision per criterion (failed ones included)");
 }
+
+#[test]
+fn an_unknown_baseline_is_refused_before_any_screening() {
+    let sb = Sandbox::new();
+    let annotations = shared_data().join("trialgpt/criterion_annotations_dev.json");
+    let args = ["eval", "trialgpt", "--annotations", annotations.to_str().unwrap(), "--topics", "sigir-20143", "--baseline", "icann"];
+    sb.run(&args).fails_with(2, "--baseline \"icann\" is not a strategy; use one of acan");
+    assert_eq!(sb.counts().documents, 0, "nothing is stored when the command is refused");
+}

@@ -97,6 +97,14 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
 
 fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
     let started = Instant::now();
+    if let Some(b) = &args.baseline {
+        if evident_match::batch::Method::parse(b).is_none() {
+            anyhow::bail!(
+                "--baseline {b:?} is not a strategy; use one of {}",
+                evident_match::batch::Method::ALL.map(|m| m.as_str()).join(", ")
+            );
+        }
+    }
     let rows = load_annotations(&args.annotations)?;
     let mut all_pairs = pairs(&rows);
     let mut topics: Vec<String> = Vec::new();
