@@ -94,11 +94,11 @@ fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
 }
 
 /// A forwarding proxy that answers the first `fail_first` requests with
-/// 503 + `Retry-After: 0`, and counts requests and the most in flight.
+/// 503 + `Retry-After: 0` and counts requests (and, through the counters
+/// it is given, the most in flight).
 struct Proxy {
     addr: String,
     requests: Arc<AtomicUsize>,
-    max_in_flight: Arc<AtomicUsize>,
 }
 
 fn proxy(upstream: &str, fail_first: usize) -> Proxy {
@@ -138,7 +138,7 @@ fn proxy_sharing(upstream: &str, fail_first: usize, in_flight: Arc<AtomicUsize>,
             });
         }
     });
-    Proxy { addr, requests, max_in_flight }
+    Proxy { addr, requests }
 }
 
 fn config(endpoints: &[&str]) -> OpenAiConfig {
