@@ -13,17 +13,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use rusqlite::params_from_iter;
-use rusqlite::types::ValueRef;
-
-use crate::search::terms;
-use crate::{Result, ScoredSection, SectionFilter, Store, StoreError};
+use crate::search::{terms, SectionSink};
+use crate::{Result, ScoredSection, SectionFilter, Store};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-
-/// Non-ASCII sections are tokenized by FTS5 itself, this many at a time.
-const FTS5_BATCH: usize = 512;
 
 pub struct Bm25Index {
     filter: SectionFilter,
@@ -240,51 +234,33 @@ impl Builder {
     }
 }
 
+impl SectionSink for Builder {
+    fn ascii(&mut self, columns: [&[u8]; 2]) {
+        self.add_ascii(columns);
+    }
+    fn placeholder(&mut self) {
+        self.add_placeholder();
+    }
+    fn terms(&mut self, index: usize, columns: &[Vec<String>]) {
+        self.set_terms(index, columns);
+    }
+}
+
 impl Store {
     /// Builds an in-memory BM25 index over the sections `filter` admits
     /// (the whole store for the default filter). Reads every admitted
     /// section once; see [`Bm25Index`].
     pub fn bm25_index(&self, filter: &SectionFilter) -> Result<Bm25Index> {
-        let (condition, values) = filter.document_condition();
-        let sql = format!(
-            "SELECT s.id, s.text, coalesce(s.heading, '') FROM sections s JOIN documents d ON d.id = s.document_id
-             WHERE {condition} ORDER BY s.id"
-        );
-        let mut stmt = self.conn().prepare(&sql)?;
-        let mut rows = stmt.query(params_from_iter(values))?;
         let mut builder = Builder::default();
-        let mut section_ids = Vec::new();
-        let mut exact: Vec<(usize, String, String)> = Vec::new();
-        while let Some(row) = rows.next()? {
-            let id: i64 = row.get(0)?;
-            let (ValueRef::Text(text), ValueRef::Text(heading)) = (row.get_ref(1)?, row.get_ref(2)?) else {
-                return Err(StoreError::Corrupt(format!("section {id} has a text or heading that is not text")));
-            };
-            if text.is_ascii() && heading.is_ascii() {
-                builder.add_ascii([text, heading]);
-            } else {
-                let utf8 = |b: &[u8]| {
-                    String::from_utf8(b.to_vec())
-                        .map_err(|_| StoreError::Corrupt(format!("section {id} is not valid UTF-8")))
-                };
-                exact.push((section_ids.len(), utf8(text)?, utf8(heading)?));
-                builder.add_placeholder();
-            }
-            section_ids.push(id);
-        }
-        drop(rows);
-        for batch in exact.chunks(FTS5_BATCH) {
-            let texts: Vec<[&str; 2]> = batch.iter().map(|(_, t, h)| [t.as_str(), h.as_str()]).collect();
-            for ((index, _, _), columns) in batch.iter().zip(self.fts5_terms(&texts)?) {
-                builder.set_terms(*index, &columns);
-            }
-        }
+        let section_ids = self.read_sections_into(filter, &mut builder)?;
         Ok(builder.finish(filter.clone(), section_ids))
     }
 
     /// The top `k` sections for `query` in `index`, best first: the same
     /// sections and scores as [`Store::search_bm25`] over the index's
-    /// filter when the index was built. A query word that FTS5 splits into
+    /// filter when the index was built, if that filter names a patient or
+    /// is empty (with other filters `search_bm25` takes FTS5's whole-store
+    /// statistics, and the index those of the admitted sections). A query word that FTS5 splits into
     /// several terms (a phrase; only possible outside ASCII) is answered by
     /// scanning the filter's sections instead, with the same result.
     pub fn search_bm25_index(&self, index: &Bm25Index, query: &str, k: usize) -> Result<Vec<ScoredSection>> {

@@ -124,6 +124,32 @@ fn query_words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase)
 }
 
+/// Non-ASCII sections are tokenized by FTS5 itself, this many at a time.
+const FTS5_BATCH: usize = 512;
+
+/// What BM25 takes of each section as [`Store::read_sections_into`] reads
+/// them: the per-query scorer here and the in-memory index.
+pub(crate) trait SectionSink {
+    /// The next section, whose text and heading are ASCII.
+    fn ascii(&mut self, columns: [&[u8]; 2]);
+    /// The next section, whose terms [`SectionSink::terms`] gives later.
+    fn placeholder(&mut self);
+    /// The terms (per column: text, heading) of the section at `index`.
+    fn terms(&mut self, index: usize, columns: &[Vec<String>]);
+}
+
+impl SectionSink for bm25::Scorer<'_> {
+    fn ascii(&mut self, columns: [&[u8]; 2]) {
+        self.add_ascii(columns);
+    }
+    fn placeholder(&mut self) {
+        self.add_placeholder();
+    }
+    fn terms(&mut self, index: usize, columns: &[Vec<String>]) {
+        self.set_terms(index, columns);
+    }
+}
+
 impl Store {
     /// The top `k` sections for `query` by BM25 among those the filter
     /// admits, best first; only sections containing at least one query word
@@ -199,41 +225,8 @@ impl Store {
         if phrases.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let (condition, values) = filter.document_condition();
-        let sql = format!(
-            "SELECT s.id, s.text, coalesce(s.heading, '') FROM sections s JOIN documents d ON d.id = s.document_id
-             WHERE {condition}"
-        );
-        let mut stmt = self.conn().prepare_cached(&sql)?;
-        let mut rows = stmt.query(params_from_iter(values))?;
         let mut scorer = bm25::Scorer::new(&phrases);
-        let mut ids = Vec::new();
-        // Sections whose text is not ASCII, tokenized by FTS5 itself below.
-        let mut exact: Vec<(usize, String, String)> = Vec::new();
-        while let Some(row) = rows.next()? {
-            let id: i64 = row.get(0)?;
-            let (ValueRef::Text(text), ValueRef::Text(heading)) = (row.get_ref(1)?, row.get_ref(2)?) else {
-                return Err(StoreError::Corrupt(format!("section {id} has a text or heading that is not text")));
-            };
-            if text.is_ascii() && heading.is_ascii() {
-                scorer.add_ascii([text, heading]);
-            } else {
-                let utf8 = |b: &[u8]| {
-                    String::from_utf8(b.to_vec())
-                        .map_err(|_| StoreError::Corrupt(format!("section {id} is not valid UTF-8")))
-                };
-                exact.push((ids.len(), utf8(text)?, utf8(heading)?));
-                scorer.add_placeholder();
-            }
-            ids.push(id);
-        }
-        drop(rows);
-        if !exact.is_empty() {
-            let texts: Vec<[&str; 2]> = exact.iter().map(|(_, t, h)| [t.as_str(), h.as_str()]).collect();
-            for ((index, _, _), columns) in exact.iter().zip(self.fts5_terms(&texts)?) {
-                scorer.set_terms(*index, &columns);
-            }
-        }
+        let ids = self.read_sections_into(filter, &mut scorer)?;
         let best = scorer.top_k(k, &ids).into_iter().map(|(i, score)| (ids[i], score)).collect();
         self.scored_sections(best)
     }
@@ -263,6 +256,47 @@ impl Store {
                 Ok(ScoredSection { section, score })
             })
             .collect()
+    }
+
+    /// Reads the text and heading of every section `filter` admits, in
+    /// section id order, into `sink`: ASCII sections as bytes, the others
+    /// tokenized by FTS5 itself afterwards. Returns the section ids in the
+    /// order given to the sink.
+    pub(crate) fn read_sections_into(&self, filter: &SectionFilter, sink: &mut impl SectionSink) -> Result<Vec<i64>> {
+        let (condition, values) = filter.document_condition();
+        let sql = format!(
+            "SELECT s.id, s.text, coalesce(s.heading, '') FROM sections s JOIN documents d ON d.id = s.document_id
+             WHERE {condition} ORDER BY s.id"
+        );
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let mut rows = stmt.query(params_from_iter(values))?;
+        let mut ids = Vec::new();
+        let mut exact: Vec<(usize, String, String)> = Vec::new();
+        while let Some(row) = rows.next()? {
+            let id: i64 = row.get(0)?;
+            let (ValueRef::Text(text), ValueRef::Text(heading)) = (row.get_ref(1)?, row.get_ref(2)?) else {
+                return Err(StoreError::Corrupt(format!("section {id} has a text or heading that is not text")));
+            };
+            if text.is_ascii() && heading.is_ascii() {
+                sink.ascii([text, heading]);
+            } else {
+                let utf8 = |b: &[u8]| {
+                    String::from_utf8(b.to_vec())
+                        .map_err(|_| StoreError::Corrupt(format!("section {id} is not valid UTF-8")))
+                };
+                exact.push((ids.len(), utf8(text)?, utf8(heading)?));
+                sink.placeholder();
+            }
+            ids.push(id);
+        }
+        drop(rows);
+        for batch in exact.chunks(FTS5_BATCH) {
+            let texts: Vec<[&str; 2]> = batch.iter().map(|(_, t, h)| [t.as_str(), h.as_str()]).collect();
+            for ((index, _, _), columns) in batch.iter().zip(self.fts5_terms(&texts)?) {
+                sink.terms(*index, &columns);
+            }
+        }
+        Ok(ids)
     }
 
     /// The query as FTS5 phrases: one per word of [`fts_query`], each the
