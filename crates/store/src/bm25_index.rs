@@ -19,6 +19,11 @@ use crate::{Result, ScoredSection, SectionFilter, Store};
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
+/// Up to this k the best are kept in a sorted list while scanning; above
+/// it, selected from all candidates at once (the list would cost O(k) per
+/// insertion).
+const SMALL_K: usize = 64;
+
 pub struct Bm25Index {
     filter: SectionFilter,
     /// Section ids, ascending; a section's position here is its index in
@@ -111,16 +116,28 @@ impl Bm25Index {
         }
         // Best first, then the lower section index (= lower id).
         let better = |a: &(u32, f64), b: &(u32, f64)| a.1 > b.1 || (a.1 == b.1 && a.0 < b.0);
-        let mut best: Vec<(u32, f64)> = Vec::with_capacity(k + 1);
-        for &d in touched.iter() {
-            let candidate = (d, scores[d as usize]);
-            scores[d as usize] = 0.0;
-            if best.len() == k && !better(&candidate, &best[k - 1]) {
-                continue;
+        let order = |a: &(u32, f64), b: &(u32, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let mut best: Vec<(u32, f64)>;
+        if k <= SMALL_K {
+            // A sorted list of at most k: most candidates fail one comparison.
+            best = Vec::with_capacity(k + 1);
+            for &d in touched.iter() {
+                let candidate = (d, scores[d as usize]);
+                scores[d as usize] = 0.0;
+                if best.len() == k && !better(&candidate, &best[k - 1]) {
+                    continue;
+                }
+                let at = best.partition_point(|b| better(b, &candidate));
+                best.insert(at, candidate);
+                best.truncate(k);
             }
-            let at = best.partition_point(|b| better(b, &candidate));
-            best.insert(at, candidate);
-            best.truncate(k);
+        } else {
+            best = touched.iter().map(|&d| (d, std::mem::take(&mut scores[d as usize]))).collect();
+            if best.len() > k {
+                best.select_nth_unstable_by(k - 1, order);
+                best.truncate(k);
+            }
+            best.sort_by(order);
         }
         touched.clear();
         best.into_iter().map(|(d, score)| (self.section_ids[d as usize], score)).collect()
