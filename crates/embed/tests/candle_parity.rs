@@ -5,10 +5,13 @@
 //! once) are compared too. Fails, never skips, when the model folder is
 //! missing: run `evident models pull minilm-l6` first.
 
+mod common;
+
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use evident_embed::{default_model_dir, Embedder, EmbedderConfig, LongTextPolicy, MiniLmEmbedder};
+use common::{cosine, load};
+use evident_embed::{default_model_dir, Embedder, LongTextPolicy};
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -20,21 +23,10 @@ struct Item {
     sentence: String,
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (na * nb)
-}
-
 #[test]
 fn forward_pass_matches_candle_bert_up_to_the_full_window() {
     let dir = default_model_dir();
-    let embedder = MiniLmEmbedder::load(
-        &dir,
-        EmbedderConfig { long_text: LongTextPolicy::Truncate, ..EmbedderConfig::default() },
-    )
-    .unwrap_or_else(|e| panic!("cannot load all-MiniLM-L6-v2 from {}: {e}; run `evident models pull minilm-l6`", dir.display()));
+    let embedder = load(LongTextPolicy::Truncate);
 
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/minilm/reference.json");
     let reference: Reference = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

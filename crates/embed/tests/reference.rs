@@ -6,7 +6,10 @@
 
 use std::path::PathBuf;
 
-use evident_embed::{default_model_dir, EmbedderConfig, Embedder, LongTextPolicy, MiniLmEmbedder};
+mod common;
+
+use common::{cosine, load};
+use evident_embed::{Embedder, EmbedderConfig, LongTextPolicy, MiniLmEmbedder};
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -26,25 +29,6 @@ fn reference() -> Reference {
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}; regenerate with scripts/embed_reference.py", path.display()));
     serde_json::from_str(&text).expect("reference.json parses")
-}
-
-fn load(policy: LongTextPolicy) -> MiniLmEmbedder {
-    let dir = default_model_dir();
-    MiniLmEmbedder::load(&dir, EmbedderConfig { long_text: policy, ..EmbedderConfig::default() })
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot load all-MiniLM-L6-v2 from {}: {e}\n\
-                 run `evident models pull minilm-l6` (or set EVIDENT_CACHE_DIR) before the tests",
-                dir.display()
-            )
-        })
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (na * nb)
 }
 
 #[test]

@@ -171,47 +171,6 @@ impl Builder {
         t
     }
 
-    /// Adds the next section, all of whose columns are ASCII.
-    fn add_ascii(&mut self, columns: [&[u8]; 2]) {
-        self.section.clear();
-        for text in columns {
-            for raw in text.split(|b| !b.is_ascii_alphanumeric()).filter(|t| !t.is_empty()) {
-                self.lower.clear();
-                self.lower.extend(raw.iter().map(u8::to_ascii_lowercase));
-                let t = match self.tokens.get(self.lower.as_slice()) {
-                    Some(&t) => t,
-                    None => {
-                        let mut stem = std::mem::take(&mut self.stem);
-                        terms::stem(&self.lower, &mut stem);
-                        let t = self.term_id(&stem);
-                        self.stem = stem;
-                        self.tokens.insert(self.lower.as_slice().into(), t);
-                        t
-                    }
-                };
-                self.section.push(t);
-            }
-        }
-        self.lengths.push(self.section.len() as u32);
-        self.flush(self.lengths.len() - 1);
-    }
-
-    /// Reserves the next section; its terms come from [`Builder::set_terms`].
-    fn add_placeholder(&mut self) {
-        self.lengths.push(0);
-    }
-
-    fn set_terms(&mut self, index: usize, columns: &[Vec<String>]) {
-        self.section.clear();
-        for term in columns.iter().flatten() {
-            let t = self.term_id(term.as_bytes());
-            self.section.push(t);
-        }
-        self.lengths[index] = self.section.len() as u32;
-        self.unsorted = true;
-        self.flush(index);
-    }
-
     /// Turns the current section's term ids into postings.
     fn flush(&mut self, index: usize) {
         self.section.sort_unstable();
@@ -252,14 +211,45 @@ impl Builder {
 }
 
 impl SectionSink for Builder {
+    /// Adds the next section, all of whose columns are ASCII.
     fn ascii(&mut self, columns: [&[u8]; 2]) {
-        self.add_ascii(columns);
+        self.section.clear();
+        for text in columns {
+            for raw in text.split(|b| !b.is_ascii_alphanumeric()).filter(|t| !t.is_empty()) {
+                self.lower.clear();
+                self.lower.extend(raw.iter().map(u8::to_ascii_lowercase));
+                let t = match self.tokens.get(self.lower.as_slice()) {
+                    Some(&t) => t,
+                    None => {
+                        let mut stem = std::mem::take(&mut self.stem);
+                        terms::stem(&self.lower, &mut stem);
+                        let t = self.term_id(&stem);
+                        self.stem = stem;
+                        self.tokens.insert(self.lower.as_slice().into(), t);
+                        t
+                    }
+                };
+                self.section.push(t);
+            }
+        }
+        self.lengths.push(self.section.len() as u32);
+        self.flush(self.lengths.len() - 1);
     }
+
+    /// Reserves the next section; its terms come from `terms`.
     fn placeholder(&mut self) {
-        self.add_placeholder();
+        self.lengths.push(0);
     }
+
     fn terms(&mut self, index: usize, columns: &[Vec<String>]) {
-        self.set_terms(index, columns);
+        self.section.clear();
+        for term in columns.iter().flatten() {
+            let t = self.term_id(term.as_bytes());
+            self.section.push(t);
+        }
+        self.lengths[index] = self.section.len() as u32;
+        self.unsorted = true;
+        self.flush(index);
     }
 }
 

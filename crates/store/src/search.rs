@@ -138,17 +138,6 @@ pub(crate) trait SectionSink {
     fn terms(&mut self, index: usize, columns: &[Vec<String>]);
 }
 
-impl SectionSink for bm25::Scorer<'_> {
-    fn ascii(&mut self, columns: [&[u8]; 2]) {
-        self.add_ascii(columns);
-    }
-    fn placeholder(&mut self) {
-        self.add_placeholder();
-    }
-    fn terms(&mut self, index: usize, columns: &[Vec<String>]) {
-        self.set_terms(index, columns);
-    }
-}
 
 impl Store {
     /// The top `k` sections for `query` by BM25 among those the filter
@@ -515,14 +504,17 @@ mod bm25 {
             }
         }
 
+    }
+
+    impl super::SectionSink for Scorer<'_> {
         /// Adds a section whose columns are all ASCII.
-        pub(super) fn add_ascii(&mut self, columns: [&[u8]; 2]) {
+        fn ascii(&mut self, columns: [&[u8]; 2]) {
             if self.targets.is_none() {
                 let terms: Vec<Vec<String>> =
                     columns.iter().map(|c| terms::ascii_terms(c)).collect();
                 self.lengths.push(0);
                 self.freqs.extend(std::iter::repeat_n(0, self.phrases.len()));
-                self.set_terms(self.lengths.len() - 1, &terms);
+                self.terms(self.lengths.len() - 1, &terms);
                 return;
             }
             let targets = self.targets.as_ref().expect("checked above");
@@ -562,15 +554,15 @@ mod bm25 {
             }
         }
 
-        /// Adds a section whose terms will be given by [`Scorer::set_terms`].
-        pub(super) fn add_placeholder(&mut self) {
+        /// Adds a section whose terms will be given by `terms`.
+        fn placeholder(&mut self) {
             self.lengths.push(0);
             self.freqs.extend(std::iter::repeat_n(0, self.phrases.len()));
         }
 
         /// Sets section `index`'s length and phrase frequencies from its
         /// terms, one list per column (phrases never span columns).
-        pub(super) fn set_terms(&mut self, index: usize, columns: &[Vec<String>]) {
+        fn terms(&mut self, index: usize, columns: &[Vec<String>]) {
             self.lengths[index] = columns.iter().map(|c| c.len() as u32).sum();
             let row = &mut self.freqs[index * self.phrases.len()..(index + 1) * self.phrases.len()];
             for (slot, phrase) in row.iter_mut().zip(self.phrases) {
@@ -581,6 +573,9 @@ mod bm25 {
             }
         }
 
+    }
+
+    impl Scorer<'_> {
         /// The best `k` sections that contain at least one phrase, as
         /// (index in insertion order, score), best first; ties in order of
         /// `ids` (one per section, in insertion order).
