@@ -4,9 +4,13 @@ crates/embed; examples/bench_embed.rs) against sentence-transformers on
 CPU, in one run, on the same texts from the Synthea notes, with the same
 thread count, batch size and truncation (256 tokens).
 
-Order: Rust, Python, Rust again (the machine is shared; the second Rust
-run shows how much the load moved). Best of `--repeats` runs each. Pause
-other CPU work while it runs and note `uptime` before and after.
+Order: `--rounds` rounds of Rust then Python, and Rust once more at the
+end; each run times `--repeats` passes over each set. The machine is a
+shared VM whose speed drifts by up to 1.5x over minutes, so the figure
+compared is the best pass of each side over all rounds, next to the
+median over runs of each run's best pass; the per-run bests are printed so
+the drift can be seen. Pause other CPU work while it
+runs and note `uptime` before and after.
 
 Usage (from the repository root, model pulled with `evident models pull minilm-l6`):
     pip install sentence-transformers
@@ -17,6 +21,7 @@ import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import time
@@ -89,20 +94,38 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sentences", type=int, default=2000)
     ap.add_argument("--sections", type=int, default=300)
     ap.add_argument("--texts", default="/tmp/evident_bench_texts.json")
     ap.add_argument("--out", default="/tmp/evident_bench_embed.json")
     args = ap.parse_args()
-    rust1 = run_rust(args, args.texts)
-    py = run_python(args, args.texts)
-    rust2 = run_rust(args, args.texts)
-    result = {"evident_first": rust1, "sentence_transformers": py, "evident_second": rust2}
+    rust, py = [], []
+    for _ in range(args.rounds):
+        rust.append(run_rust(args, args.texts))
+        py.append(run_python(args, args.texts))
+    rust.append(run_rust(args, args.texts))
+    result = {"evident": rust, "sentence_transformers": py}
     json.dump(result, open(args.out, "w"), indent=1)
-    print(f"{'set':<10} {'texts':>6} {'evident #1':>10} {'evident #2':>10} {'sent-tr':>10} {'ratio':>6}   (texts/s, best of {args.repeats})")
-    for a, p, b in zip(rust1["sets"], py["sets"], rust2["sets"]):
-        evident = max(a["texts_per_second_best"], b["texts_per_second_best"])
-        print(f"{a['set']:<10} {a['texts']:>6} {a['texts_per_second_best']:>10.1f} {b['texts_per_second_best']:>10.1f} {p['texts_per_second_best']:>10.1f} {evident / p['texts_per_second_best']:>5.2f}x")
+
+    def best(runs, i):
+        return max(r["sets"][i]["texts_per_second_best"] for r in runs)
+
+    def median(runs, i):
+        return statistics.median(r["sets"][i]["texts_per_second_best"] for r in runs)
+
+    def rounds(runs, i):
+        return " ".join(f"{r['sets'][i]['texts_per_second_best']:.0f}" for r in runs)
+
+    print(f"texts/s, best pass of {args.repeats} per run; {args.rounds} rounds, {args.threads} threads")
+    print(f"{'set':<10} {'texts':>6} {'evident':>9} {'sent-tr':>9} {'ratio':>6} {'medians':>16} {'ratio':>6}   per run: evident | sentence-transformers")
+    for i, s in enumerate(rust[0]["sets"]):
+        e, p = best(rust, i), best(py, i)
+        me, mp = median(rust, i), median(py, i)
+        print(
+            f"{s['set']:<10} {s['texts']:>6} {e:>9.1f} {p:>9.1f} {e / p:>5.2f}x {me:>7.1f} {mp:>7.1f} {me / mp:>5.2f}x"
+            f"   {rounds(rust, i)} | {rounds(py, i)}"
+        )
     print(f"raw results: {args.out}")
 
 

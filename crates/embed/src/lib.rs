@@ -18,11 +18,12 @@
 mod cache;
 mod kernels;
 mod minilm;
-mod sgemm;
 mod pooling;
+mod sgemm;
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use tokenizers::Tokenizer;
 
 use minilm::{BertShape, MiniLm};
@@ -61,11 +62,7 @@ pub enum EmbedLoadError {
         source: std::io::Error,
     },
     #[error("{path}: not a valid {what}: {message}; re-fetch the model with `evident models pull minilm-l6`")]
-    BadFile {
-        path: PathBuf,
-        what: &'static str,
-        message: String,
-    },
+    BadFile { path: PathBuf, what: &'static str, message: String },
     #[error("inference failed: {0}")]
     Inference(#[from] candle_core::Error),
     #[error("tokenisation failed: {0}")]
@@ -75,12 +72,10 @@ pub enum EmbedLoadError {
 impl From<EmbedLoadError> for EmbedError {
     fn from(err: EmbedLoadError) -> Self {
         match err {
-            EmbedLoadError::MissingFile { .. }
-            | EmbedLoadError::Io { .. }
-            | EmbedLoadError::BadFile { .. } => EmbedError::ModelUnavailable(err.to_string()),
-            EmbedLoadError::Inference(_) | EmbedLoadError::Tokenize(_) => {
-                EmbedError::Failed(err.to_string())
+            EmbedLoadError::MissingFile { .. } | EmbedLoadError::Io { .. } | EmbedLoadError::BadFile { .. } => {
+                EmbedError::ModelUnavailable(err.to_string())
             }
+            EmbedLoadError::Inference(_) | EmbedLoadError::Tokenize(_) => EmbedError::Failed(err.to_string()),
         }
     }
 }
@@ -104,20 +99,17 @@ pub struct EmbedderConfig {
     /// falling back to the model's position limit.
     pub max_seq_length: Option<usize>,
     pub long_text: LongTextPolicy,
-    /// Sequences per forward pass. A batch is packed end to end, never
-    /// padded; texts are sorted by length first (as sentence-transformers
-    /// does), which keeps the per-sequence attention work of a batch even
-    /// across threads.
+    /// Sequences per forward pass (at most). A batch is packed end to end,
+    /// never padded; texts are sorted by length first (as
+    /// sentence-transformers does). With several threads and more texts
+    /// than one batch, batches may be made smaller so that every thread
+    /// gets several; the vectors are the same either way.
     pub batch_size: usize,
 }
 
 impl Default for EmbedderConfig {
     fn default() -> Self {
-        EmbedderConfig {
-            max_seq_length: None,
-            long_text: LongTextPolicy::AverageWindows,
-            batch_size: 32,
-        }
+        EmbedderConfig { max_seq_length: None, long_text: LongTextPolicy::AverageWindows, batch_size: 32 }
     }
 }
 
@@ -146,10 +138,7 @@ struct PositionLimit {
 }
 
 fn read_text(path: &Path) -> Result<String, EmbedLoadError> {
-    std::fs::read_to_string(path).map_err(|source| EmbedLoadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::read_to_string(path).map_err(|source| EmbedLoadError::Io { path: path.to_path_buf(), source })
 }
 
 impl MiniLmEmbedder {
@@ -163,10 +152,7 @@ impl MiniLmEmbedder {
     pub fn load(dir: &Path, config: EmbedderConfig) -> Result<Self, EmbedLoadError> {
         for file in REQUIRED_FILES {
             if !dir.join(file).is_file() {
-                return Err(EmbedLoadError::MissingFile {
-                    dir: dir.to_path_buf(),
-                    file,
-                });
+                return Err(EmbedLoadError::MissingFile { dir: dir.to_path_buf(), file });
             }
         }
         let config_path = dir.join("config.json");
@@ -176,10 +162,10 @@ impl MiniLmEmbedder {
             what,
             message,
         };
-        let bert_shape: BertShape = serde_json::from_str(&config_text)
-            .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
-        let limits: PositionLimit = serde_json::from_str(&config_text)
-            .map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
+        let bert_shape: BertShape =
+            serde_json::from_str(&config_text).map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
+        let limits: PositionLimit =
+            serde_json::from_str(&config_text).map_err(|e| bad(&config_path, "BERT config", e.to_string()))?;
 
         let st_path = dir.join("sentence_bert_config.json");
         let st_max = if st_path.is_file() {
@@ -196,18 +182,15 @@ impl MiniLmEmbedder {
             .clamp(3, limits.max_position_embeddings);
 
         let tok_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tok_path)
-            .map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
+        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
         // tokenizer.json ships with truncation at 128 and fixed padding; we
         // window and pad ourselves, so both are switched off.
-        tokenizer
-            .with_truncation(None)
-            .map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
+        tokenizer.with_truncation(None).map_err(|e| bad(&tok_path, "tokenizer", e.to_string()))?;
         tokenizer.with_padding(None);
         let id = |token: &str| {
-            tokenizer.token_to_id(token).ok_or_else(|| {
-                bad(&tok_path, "BERT tokenizer", format!("no {token} token in the vocabulary"))
-            })
+            tokenizer
+                .token_to_id(token)
+                .ok_or_else(|| bad(&tok_path, "BERT tokenizer", format!("no {token} token in the vocabulary")))
         };
         let (cls_id, sep_id) = (id("[CLS]")?, id("[SEP]")?);
 
@@ -271,16 +254,49 @@ impl MiniLmEmbedder {
             }
         }
 
-        // Sort by length (as sentence-transformers does): similar lengths in
-        // a batch spread the attention work evenly over the threads.
+        // Sort by length (as sentence-transformers does) so a batch holds
+        // similar lengths.
         let mut order: Vec<usize> = (0..windows.len()).collect();
         order.sort_by_key(|&w| std::cmp::Reverse(windows[w].1.len()));
         let mut window_vectors: Vec<Vec<f32>> = vec![Vec::new(); windows.len()];
-        for batch in order.chunks(self.config.batch_size.max(1)) {
+        let threads = rayon::current_num_threads();
+        let batch_size = self.config.batch_size.max(1);
+        let forward = |batch: &[usize], threads: usize| {
             let seqs: Vec<&[u32]> = batch.iter().map(|&w| windows[w].1.as_slice()).collect();
-            let vectors = self.forward_batch(&seqs)?;
-            for (&w, v) in batch.iter().zip(vectors) {
-                window_vectors[w] = v;
+            self.model.embed_batch(&seqs, threads)
+        };
+        if threads > 1 && order.len() > batch_size {
+            // Several batches: each thread runs whole batches, so threads
+            // never wait for each other inside a forward pass. Batches of
+            // about equal token counts, at least eight per thread, taken
+            // longest first from a shared counter, keep the threads evenly
+            // loaded to the end; vectors do not depend on how texts are
+            // batched (see `MiniLm::embed_batch`).
+            let batches = token_batches(&order, |w| windows[w].1.len(), batch_size, 8 * threads);
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let done: Vec<Vec<(usize, Vec<Vec<f32>>)>> = (0..threads)
+                .into_par_iter()
+                .map(|_| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let b = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(batch) = batches.get(b) else { break };
+                        mine.push((b, forward(batch, 1)));
+                    }
+                    mine
+                })
+                .collect();
+            for (b, vectors) in done.into_iter().flatten() {
+                for (&w, v) in batches[b].iter().zip(vectors) {
+                    window_vectors[w] = v;
+                }
+            }
+        } else {
+            // One batch (a query, a short list): all threads work on it.
+            for batch in order.chunks(batch_size) {
+                for (&w, v) in batch.iter().zip(forward(batch, threads)) {
+                    window_vectors[w] = v;
+                }
             }
         }
 
@@ -299,12 +315,28 @@ impl MiniLmEmbedder {
         }
         Ok(sums)
     }
+}
 
-    /// One forward pass over a batch (packed, not padded); returns
-    /// mean-pooled, normalised vectors.
-    fn forward_batch(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedLoadError> {
-        Ok(self.model.embed_batch(seqs))
+/// Splits `order` (longest first) into consecutive batches of at most
+/// `max_seqs` sequences and about `1 / parts` of all tokens each (a batch
+/// always takes at least one sequence).
+fn token_batches(order: &[usize], len: impl Fn(usize) -> usize, max_seqs: usize, parts: usize) -> Vec<&[usize]> {
+    let total: usize = order.iter().map(|&w| len(w)).sum();
+    let budget = total.div_ceil(parts.max(1)).max(1);
+    let mut batches = Vec::new();
+    let mut rest = order;
+    while !rest.is_empty() {
+        let mut tokens = 0;
+        let mut take = 0;
+        while take < rest.len() && take < max_seqs.max(1) && (take == 0 || tokens + len(rest[take]) <= budget) {
+            tokens += len(rest[take]);
+            take += 1;
+        }
+        let (batch, tail) = rest.split_at(take);
+        batches.push(batch);
+        rest = tail;
     }
+    batches
 }
 
 impl Embedder for MiniLmEmbedder {
@@ -318,5 +350,23 @@ impl Embedder for MiniLmEmbedder {
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed_texts(texts).map_err(EmbedError::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_batches;
+
+    #[test]
+    fn token_batches_split_by_tokens_and_keep_order() {
+        let lens = [256, 256, 200, 100, 50, 10, 10, 10];
+        let order: Vec<usize> = (0..lens.len()).collect();
+        let batches = token_batches(&order, |w| lens[w], 32, 4);
+        assert_eq!(batches, vec![&[0][..], &[1], &[2], &[3, 4, 5, 6, 7]]);
+        // The sequence cap still applies, and one over-long text is a batch.
+        let batches = token_batches(&order, |w| lens[w], 2, 1);
+        assert_eq!(batches, vec![&[0, 1][..], &[2, 3], &[4, 5], &[6, 7]]);
+        let batches = token_batches(&order[..1], |_| 500, 32, 8);
+        assert_eq!(batches, vec![&[0][..]]);
     }
 }

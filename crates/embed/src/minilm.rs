@@ -10,13 +10,14 @@
 //! - query, key and value are one product with concatenated weights, and
 //!   each head reads its slice of that output through strides (no
 //!   transposed copies);
-//! - biases are written into the output before the product accumulates,
-//!   and the residual is added the same way, so each layer makes a single
-//!   pass over memory per step;
 //! - on CPUs with AVX-512 the products run on [`crate::sgemm`] with the
-//!   weights packed once at load (elsewhere on the `gemm` crate); dense
-//!   products split their rows over the threads, attention spreads the
-//!   sequences over them.
+//!   weights packed once at load (elsewhere on the `gemm` crate), and the
+//!   bias (and the residual, which is already in the output) is where the
+//!   product's accumulators start, so no separate pass adds them;
+//! - a batch runs on one thread or several: with several, dense products
+//!   split their rows over the threads and attention spreads the
+//!   sequences over them. [`crate::MiniLmEmbedder::embed_texts`] prefers
+//!   one thread per batch with batches side by side when it has several.
 //!
 //! The output is the mean-pooled, L2-normalised sentence vector.
 
@@ -25,9 +26,7 @@ use std::path::Path;
 use candle_core::{DType, Device};
 use rayon::prelude::*;
 
-use crate::kernels::{
-    gelu_erf_in_place, layer_norm_rows_in_place, matmul, softmax_rows_in_place, MatRef, Threads,
-};
+use crate::kernels::{gelu_erf_in_place, layer_norm_rows_in_place, matmul, softmax_rows_in_place, MatRef, Threads};
 use crate::pooling;
 use crate::sgemm;
 
@@ -53,11 +52,30 @@ impl Weight {
         }
     }
 
-    /// `dst = dst + a · self`, `a` being `m x rows` row-major, `dst`
-    /// `m x cols` row-major; rows are split over `threads`.
-    fn accumulate_product(&self, dst: &mut [f32], a: &[f32], m: usize, threads: usize) {
+    /// `dst = then([dst +] bias + a · self)`, `a` being `m x rows`
+    /// row-major, `dst` `m x cols` row-major; rows are split over
+    /// `threads`, and `then` runs on each block of finished rows while they
+    /// are still in cache.
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        &self,
+        dst: &mut [f32],
+        accumulate: bool,
+        bias: &[f32],
+        a: &[f32],
+        m: usize,
+        threads: usize,
+        then: impl Fn(&mut [f32]) + Sync + Send,
+    ) {
         let (k, n) = (self.rows, self.cols);
+        let dst = &mut dst[..m * n];
         let Some(packed) = &self.packed else {
+            if accumulate {
+                add_rows(dst, bias);
+            } else {
+                fill_rows(dst, bias);
+            }
+            let pool = if threads > 1 { Threads::Pool(threads) } else { Threads::One };
             matmul(
                 dst,
                 n,
@@ -65,18 +83,36 @@ impl Weight {
                 MatRef { data: a, rows: m, cols: k, row_stride: k, col_stride: 1 },
                 MatRef { data: &self.data, rows: k, cols: n, row_stride: n, col_stride: 1 },
                 1.0,
-                Threads::Pool(threads),
+                pool,
             );
+            for_each_chunk(threads, dst, 96 * n, |_, rows| then(rows));
             return;
         };
-        // Chunks of whole 12-row groups, several per thread so a preempted
-        // thread does not hold up the product.
-        let chunk_rows = m.div_ceil(threads.max(1) * 4).next_multiple_of(12).max(96);
-        dst[..m * n].par_chunks_mut(chunk_rows * n).enumerate().for_each(|(i, c)| {
+        // Chunks of whole 12-row groups: with several threads, several per
+        // thread so a preempted thread does not hold up the product; on one
+        // thread, blocks small enough that `then` finds them in L2.
+        let chunk_rows = if threads > 1 { m.div_ceil(threads * 4).next_multiple_of(12).max(96) } else { 192 };
+        for_each_chunk(threads, dst, chunk_rows * n, |i, c| {
             let rows = c.len() / n;
             let a = &a[i * chunk_rows * k..];
-            sgemm::matmul_packed(c, n, true, a, k, rows, k, packed, n);
+            sgemm::matmul_packed(c, n, accumulate, Some(bias), a, k, rows, k, packed, n);
+            then(c);
         });
+    }
+}
+
+/// Calls `f(index, chunk)` on consecutive `chunk_len`-long pieces of
+/// `data`: over the rayon pool when `threads > 1`, in order on the calling
+/// thread otherwise (a batch embedded on one thread of a parallel
+/// [`crate::MiniLmEmbedder::embed_texts`] must not fan out again).
+fn for_each_chunk<F>(threads: usize, data: &mut [f32], chunk_len: usize, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Sync + Send,
+{
+    if threads > 1 {
+        data.par_chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c));
+    } else {
+        data.chunks_mut(chunk_len).enumerate().for_each(|(i, c)| f(i, c));
     }
 }
 
@@ -186,9 +222,8 @@ impl MiniLm {
         let word_embeddings = tensor(&st, &name("embeddings.word_embeddings.weight"), &[vocab_size, h])?;
         let mut position_embeddings =
             tensor(&st, &name("embeddings.position_embeddings.weight"), &[shape.max_position_embeddings, h])?;
-        let token_types = st
-            .load(&name("embeddings.token_type_embeddings.weight"), &Device::Cpu)
-            .map_err(|e| e.to_string())?;
+        let token_types =
+            st.load(&name("embeddings.token_type_embeddings.weight"), &Device::Cpu).map_err(|e| e.to_string())?;
         let token_type = tensor(&st, &name("embeddings.token_type_embeddings.weight"), &[token_types.dims()[0], h])?;
         for row in position_embeddings.chunks_exact_mut(h) {
             for (p, t) in row.iter_mut().zip(&token_type[..h]) {
@@ -237,15 +272,18 @@ impl MiniLm {
     }
 
     /// Mean-pooled, L2-normalised vectors of `seqs` (token ids including
-    /// `[CLS]` and `[SEP]`), one per sequence, in order.
+    /// `[CLS]` and `[SEP]`), one per sequence, in order, computed on
+    /// `threads` threads of the current rayon pool (1: on the calling
+    /// thread alone). Each sequence's vector is the same to the bit
+    /// whatever else is in the batch and however many threads run it:
+    /// every output row is summed in the same order either way.
     ///
     /// Panics if a sequence is longer than the position table or holds an
     /// id outside the vocabulary (the tokenizer and the caller's windowing
     /// rule both out).
-    pub(crate) fn embed_batch(&self, seqs: &[&[u32]]) -> Vec<Vec<f32>> {
+    pub(crate) fn embed_batch<'a>(&'a self, seqs: &[&[u32]], threads: usize) -> Vec<Vec<f32>> {
         let h = self.shape.hidden_size;
         let eps = self.shape.layer_norm_eps as f32;
-        let threads = rayon::current_num_threads();
         // Row ranges of each sequence in the packed token matrix.
         let mut starts = Vec::with_capacity(seqs.len() + 1);
         let mut total = 0usize;
@@ -261,8 +299,17 @@ impl MiniLm {
         // Rows per parallel chunk of the element-wise steps.
         let rows_per_chunk = total.div_ceil(threads.max(1) * 4).max(1);
 
+        // The activations live in this thread's buffers from the last
+        // batch (taken, not borrowed, so a nested call just allocates);
+        // every element is written before it is read.
+        let mut buffers = BUFFERS.take();
+        let Buffers { hidden, qkv, context, intermediate } = &mut buffers;
+        let inter = self.shape.intermediate_size;
+        for (buffer, len) in [(&mut *hidden, h), (&mut *qkv, 3 * h), (&mut *context, h), (&mut *intermediate, inter)] {
+            buffer.resize(total * len, 0.0);
+        }
+
         // Embeddings: word + (position + token type 0), then layer norm.
-        let mut hidden = vec![0.0f32; total * h];
         for (s, seq) in seqs.iter().enumerate() {
             for (pos, &id) in seq.iter().enumerate() {
                 let id = id as usize;
@@ -275,50 +322,58 @@ impl MiniLm {
                 }
             }
         }
-        hidden
-            .par_chunks_mut(rows_per_chunk * h)
-            .for_each(|rows| layer_norm_rows_in_place(rows, &self.embed_norm_gamma, &self.embed_norm_beta, eps));
+        for_each_chunk(threads, hidden, rows_per_chunk * h, |_, rows| {
+            layer_norm_rows_in_place(rows, &self.embed_norm_gamma, &self.embed_norm_beta, eps)
+        });
 
-        let inter = self.shape.intermediate_size;
-        let mut qkv = vec![0.0f32; total * 3 * h];
-        let mut context = vec![0.0f32; total * h];
-        let mut intermediate = vec![0.0f32; total * inter];
+        let norm = |gamma: &'a [f32], beta: &'a [f32]| {
+            move |rows: &mut [f32]| layer_norm_rows_in_place(rows, gamma, beta, eps)
+        };
         for layer in &self.layers {
-            // Q | K | V for every token: bias, then accumulate the product.
-            fill_rows(&mut qkv, &layer.qkv_bias);
-            layer.qkv_weight.accumulate_product(&mut qkv, &hidden, total, threads);
-            self.attention(&qkv, &mut context, seqs, &starts);
+            // Q | K | V for every token.
+            layer.qkv_weight.product(&mut *qkv, false, &layer.qkv_bias, &*hidden, total, threads, |_| ());
+            self.attention(&*qkv, &mut *context, seqs, &starts, threads);
             // hidden = LayerNorm(hidden + bias + context · W_o)
-            add_rows(&mut hidden, &layer.attn_out_bias);
-            layer.attn_out_weight.accumulate_product(&mut hidden, &context, total, threads);
-            hidden
-                .par_chunks_mut(rows_per_chunk * h)
-                .for_each(|rows| layer_norm_rows_in_place(rows, &layer.attn_norm_gamma, &layer.attn_norm_beta, eps));
+            let attn_norm = norm(&layer.attn_norm_gamma, &layer.attn_norm_beta);
+            layer.attn_out_weight.product(
+                &mut *hidden,
+                true,
+                &layer.attn_out_bias,
+                &*context,
+                total,
+                threads,
+                attn_norm,
+            );
             // intermediate = GELU(bias + hidden · W_i)
-            fill_rows(&mut intermediate, &layer.inter_bias);
-            layer.inter_weight.accumulate_product(&mut intermediate, &hidden, total, threads);
-            intermediate.par_chunks_mut(rows_per_chunk * inter).for_each(gelu_erf_in_place);
+            layer.inter_weight.product(
+                &mut *intermediate,
+                false,
+                &layer.inter_bias,
+                &*hidden,
+                total,
+                threads,
+                gelu_erf_in_place,
+            );
             // hidden = LayerNorm(hidden + bias + intermediate · W_out)
-            add_rows(&mut hidden, &layer.out_bias);
-            layer.out_weight.accumulate_product(&mut hidden, &intermediate, total, threads);
-            hidden
-                .par_chunks_mut(rows_per_chunk * h)
-                .for_each(|rows| layer_norm_rows_in_place(rows, &layer.out_norm_gamma, &layer.out_norm_beta, eps));
+            let out_norm = norm(&layer.out_norm_gamma, &layer.out_norm_beta);
+            layer.out_weight.product(&mut *hidden, true, &layer.out_bias, &*intermediate, total, threads, out_norm);
         }
 
-        (0..seqs.len())
+        let vectors = (0..seqs.len())
             .map(|s| {
                 let rows = &hidden[starts[s] * h..starts[s + 1] * h];
                 let mut v = pooling::mean_rows(rows, h);
                 pooling::l2_normalize(&mut v);
                 v
             })
-            .collect()
+            .collect();
+        BUFFERS.set(buffers);
+        vectors
     }
 
     /// Scaled dot-product attention of every sequence and head, written
     /// into `context` (`[total, hidden]`, heads side by side).
-    fn attention(&self, qkv: &[f32], context: &mut [f32], seqs: &[&[u32]], starts: &[usize]) {
+    fn attention(&self, qkv: &[f32], context: &mut [f32], seqs: &[&[u32]], starts: &[usize], threads: usize) {
         let h = self.shape.hidden_size;
         let heads = self.shape.num_attention_heads;
         let head_dim = h / heads;
@@ -333,7 +388,7 @@ impl MiniLm {
             per_seq.push((s, mine));
             rest = tail;
         }
-        per_seq.into_par_iter().for_each_init(Scratch::default, |scratch, (s, ctx)| {
+        let one_sequence = |scratch: &mut Scratch, (s, ctx): (usize, &mut [f32])| {
             let len = starts[s + 1] - starts[s];
             if len == 0 {
                 return;
@@ -352,6 +407,7 @@ impl MiniLm {
                         &mut scratch.scores,
                         width,
                         false,
+                        None,
                         &rows[q_col..],
                         3 * h,
                         len,
@@ -365,6 +421,7 @@ impl MiniLm {
                         &mut ctx[q_col..],
                         h,
                         false,
+                        None,
                         &scratch.scores,
                         width,
                         len,
@@ -374,19 +431,40 @@ impl MiniLm {
                     );
                 } else {
                     scratch.scores.resize(len * len, 0.0);
-                    let q = MatRef { data: &rows[q_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
+                    let q =
+                        MatRef { data: &rows[q_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
                     // K transposed: element (d, j) is K[j, d].
                     let k_t =
                         MatRef { data: &rows[k_col..], rows: head_dim, cols: len, row_stride: 1, col_stride: 3 * h };
                     matmul(&mut scratch.scores, len, false, q, k_t, 1.0, Threads::One);
                     softmax_rows_in_place(&mut scratch.scores, len, len, scale);
-                    let v = MatRef { data: &rows[v_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
+                    let v =
+                        MatRef { data: &rows[v_col..], rows: len, cols: head_dim, row_stride: 3 * h, col_stride: 1 };
                     let p = MatRef { data: &scratch.scores, rows: len, cols: len, row_stride: len, col_stride: 1 };
                     matmul(&mut ctx[q_col..], h, false, p, v, 1.0, Threads::One);
                 }
             }
-        });
+        };
+        if threads > 1 {
+            per_seq.into_par_iter().for_each_init(Scratch::default, one_sequence);
+        } else {
+            let mut scratch = Scratch::default();
+            per_seq.into_iter().for_each(|job| one_sequence(&mut scratch, job));
+        }
     }
+}
+
+/// A thread's activation buffers, kept between batches.
+#[derive(Default)]
+struct Buffers {
+    hidden: Vec<f32>,
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    intermediate: Vec<f32>,
+}
+
+thread_local! {
+    static BUFFERS: std::cell::Cell<Buffers> = std::cell::Cell::new(Buffers::default());
 }
 
 /// Per-thread buffers of the attention step.
@@ -400,7 +478,15 @@ struct Scratch {
 /// Packs one head's `K^T` (`head_dim x len`, zero-padded to `width`
 /// columns) for [`sgemm::matmul_packed`]; `K[j, d]` is
 /// `rows[j * row_stride + col + d]`.
-fn pack_keys(out: &mut sgemm::Packed, rows: &[f32], row_stride: usize, col: usize, head_dim: usize, len: usize, width: usize) {
+fn pack_keys(
+    out: &mut sgemm::Packed,
+    rows: &[f32],
+    row_stride: usize,
+    col: usize,
+    head_dim: usize,
+    len: usize,
+    width: usize,
+) {
     out.reset_zeroed(head_dim * width);
     let out = out.as_mut_slice();
     for p in 0..width / sgemm::PANEL {

@@ -67,7 +67,9 @@ fn the_portable_path_matches_too() {
     if std::env::var_os(evident_embed::PORTABLE_ENV).is_some() {
         return; // already the child
     }
-    for test in ["matches_sentence_transformers_on_clinical_sentences", "batching_and_order_do_not_change_vectors"] {
+    for test in
+        ["matches_sentence_transformers_on_clinical_sentences", "batching_order_and_threads_do_not_change_vectors"]
+    {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test, "--nocapture", "--test-threads", "1"])
             .env(evident_embed::PORTABLE_ENV, "1")
@@ -79,17 +81,34 @@ fn the_portable_path_matches_too() {
     }
 }
 
+/// A text's vector does not depend on what it is batched with, on the
+/// order of the texts, or on the number of threads: every output row is
+/// summed in the same order whatever the batch, so the bits are equal.
 #[test]
-fn batching_and_order_do_not_change_vectors() {
+fn batching_order_and_threads_do_not_change_vectors() {
     let reference = reference();
     let embedder = load(LongTextPolicy::Truncate);
     eprintln!("matrix kernel: {}", evident_embed::matrix_kernel());
     let texts: Vec<&str> = reference.items.iter().map(|i| i.sentence.as_str()).collect();
-    let together = embedder.embed(&texts).unwrap();
-    for (i, text) in texts.iter().enumerate().step_by(7) {
-        let alone = embedder.embed(&[text]).unwrap();
-        let c = cosine(&alone[0], &together[i]);
-        assert!(c > 0.99999, "padding changed the vector of {text:?}: cosine {c}");
+    let in_pool = |threads: usize, texts: &[&str]| {
+        rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| embedder.embed(texts).unwrap())
+    };
+    // 40 texts: two threads run several smaller batches side by side, one
+    // thread runs batches of 32 and 8.
+    let two_threads = in_pool(2, &texts);
+    let one_thread = in_pool(1, &texts);
+    let reversed: Vec<&str> = texts.iter().rev().copied().collect();
+    let mut backwards = in_pool(2, &reversed);
+    backwards.reverse();
+    for (i, text) in texts.iter().enumerate() {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let want = bits(&two_threads[i]);
+        assert_eq!(bits(&one_thread[i]), want, "one thread changed the vector of {text:?}");
+        assert_eq!(bits(&backwards[i]), want, "order changed the vector of {text:?}");
+        if i % 7 == 0 {
+            let alone = in_pool(2, &[text]);
+            assert_eq!(bits(&alone[0]), want, "batching changed the vector of {text:?}");
+        }
     }
 }
 
