@@ -451,7 +451,14 @@ fn run_task(
                 let criterion = set.criteria.iter().find(|c| &c.id == id).expect("tasks name criteria of the set");
                 let aug = augmentations.iter().find(|a| &a.criterion_id == id);
                 let notes: Vec<_> = shown.notes.iter().collect();
-                let outcome = matcher.match_criterion(criterion, aug, &notes)?;
+                // MAKAR's agents see notes, not the patient's id: name the
+                // patient in a failed call here.
+                let outcome = matcher.match_criterion(criterion, aug, &notes).map_err(|e| match e {
+                    MatchError::Llm { source, .. } => {
+                        MatchError::Llm { subject: format!("patient {}", patient.record.patient_id), source }
+                    }
+                    other => other,
+                })?;
                 let trace = serde_json::to_value(&outcome.trace).expect("traces serialise");
                 out.push((outcome.result, Some(trace)));
             }

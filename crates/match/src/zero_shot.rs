@@ -160,8 +160,13 @@ impl Default for ZeroShotConfig {
 pub enum MatchError {
     /// The model call failed (transport, privacy, context); see the
     /// inner error for whether a retry can help.
-    #[error("model call for patient {patient_id}: {source}")]
-    Llm { patient_id: String, source: LlmError },
+    #[error("model call for {subject}: {source}")]
+    Llm {
+        /// Whose call it was: "patient P", or the augmentation of a
+        /// criterion (criteria are not patient data).
+        subject: String,
+        source: LlmError,
+    },
     #[error(transparent)]
     Prompt(#[from] PromptError),
     #[error("store: {0}")]
@@ -281,7 +286,7 @@ impl<'a> ZeroShotMatcher<'a> {
         *prompt_chars += rendered.request.messages.iter().map(|m| m.content.len()).sum::<usize>();
         *calls += 1;
         let outcome = chat_json(self.model, &rendered.request, &rendered.schema, self.config.repair, &self.prompts)
-            .map_err(|source| MatchError::Llm { patient_id: patient_id.to_string(), source })?;
+            .map_err(|source| MatchError::Llm { subject: format!("patient {patient_id}"), source })?;
         let (document_id, document_date) = match notes {
             [one] if self.config.strategy.individual_notes() => (Some(one.document_id.clone()), one.date),
             _ => (None, None),

@@ -135,6 +135,7 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
     let failing = Fake { calls: AtomicUsize::new(0), fail_at: Some(7) };
     let err = run(&store, &failing, &cfg).unwrap_err();
     assert!(err.to_string().contains("connection reset"), "{err}");
+    assert!(err.to_string().starts_with("model call for patient "), "{err}");
     let run_id = store.lock().unwrap().match_runs().unwrap()[0].id.clone();
     let stored_after_failure = store.lock().unwrap().match_results(&run_id).unwrap().len();
     assert!((1..15).contains(&stored_after_failure), "some but not all tasks stored: {stored_after_failure}");
@@ -183,6 +184,21 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
     assert_eq!(csv.lines().count(), 16);
     let html = to_html(&evident_match::report::match_report(vec![report]));
     assert!(html.contains("<mark title=\"sentence 0\">Type 2 diabetes on metformin</mark>"));
+}
+
+/// MAKAR's agents are given notes, not a patient id; a failed call still
+/// names its patient (MAKAR-Reason: the first call is patient A's
+/// reasoning agent), and a failed augmentation names its criterion.
+#[test]
+fn a_failed_makar_call_names_its_patient_or_criterion() {
+    for (variant, want) in [(Variant::Reason, "model call for patient A: "), (Variant::Full, "model call for the augmentation of criterion t2dm: ")] {
+        let store = store();
+        let mut cfg = config(Strategy::Ican, 1);
+        cfg.method = Method::Makar(variant);
+        let failing = Fake { calls: AtomicUsize::new(0), fail_at: Some(1) };
+        let err = run(&store, &failing, &cfg).unwrap_err().to_string();
+        assert!(err.starts_with(want), "{variant:?}: {err}");
+    }
 }
 
 #[test]

@@ -442,6 +442,6 @@ impl MakarMatcher<'_> {
 }
 
 fn llm_error(criterion: &Criterion, source: LlmError) -> MatchError {
-    MatchError::Llm { patient_id: format!("(none: augmenting criterion {})", criterion.id), source }
+    MatchError::Llm { subject: format!("the augmentation of criterion {}", criterion.id), source }
 }
 

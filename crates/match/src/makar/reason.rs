@@ -136,8 +136,8 @@ pub fn schemas() -> [(&'static str, Value); 3] {
 /// Names the record in errors (the matcher is given notes, not a patient id).
 fn record_name(notes: &[&NoteText]) -> String {
     match notes.first() {
-        Some(n) => format!("(record of document {})", n.document_id),
-        None => "(empty record)".to_string(),
+        Some(n) => format!("the record of document {}", n.document_id),
+        None => "an empty record".to_string(),
     }
 }
 
@@ -168,7 +168,7 @@ impl MakarMatcher<'_> {
         calls: &mut u32,
     ) -> Result<StructuredOutcome, MatchError> {
         let outcome = chat_json(self.match_model, request, schema, self.config.repair, &self.prompts)
-            .map_err(|source: LlmError| MatchError::Llm { patient_id: record_name(notes), source })?;
+            .map_err(|source: LlmError| MatchError::Llm { subject: record_name(notes), source })?;
         *calls += match &outcome {
             StructuredOutcome::Valid { attempts, .. } => *attempts,
             StructuredOutcome::PipelineFailure(f) => f.attempts,
