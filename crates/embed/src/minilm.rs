@@ -367,7 +367,11 @@ impl MiniLm {
                 v
             })
             .collect();
-        BUFFERS.set(buffers);
+        // Batches of sentences need a few MB; one huge batch should not pin
+        // its buffers for the life of the thread.
+        if buffers.floats() <= KEEP_FLOATS {
+            BUFFERS.set(buffers);
+        }
         vectors
     }
 
@@ -461,6 +465,16 @@ struct Buffers {
     qkv: Vec<f32>,
     context: Vec<f32>,
     intermediate: Vec<f32>,
+}
+
+/// Buffers larger than this (64 MB; a batch of about 4,800 tokens) are
+/// freed after their batch instead of kept.
+const KEEP_FLOATS: usize = 16 << 20;
+
+impl Buffers {
+    fn floats(&self) -> usize {
+        self.hidden.capacity() + self.qkv.capacity() + self.context.capacity() + self.intermediate.capacity()
+    }
 }
 
 thread_local! {
