@@ -467,9 +467,10 @@ struct Buffers {
     intermediate: Vec<f32>,
 }
 
-/// Buffers larger than this (64 MB; a batch of about 4,800 tokens) are
-/// freed after their batch instead of kept.
-const KEEP_FLOATS: usize = 16 << 20;
+/// Buffers larger than this (128 MB: a batch of about 9,700 tokens, more
+/// than the default 32 windows of 256 tokens) are freed after their batch
+/// instead of kept.
+const KEEP_FLOATS: usize = 32 << 20;
 
 impl Buffers {
     fn floats(&self) -> usize {
