@@ -267,9 +267,10 @@ impl Store {
     /// sections and scores as [`Store::search_bm25`] over the index's
     /// filter when the index was built, if that filter names a patient or
     /// is empty (with other filters `search_bm25` takes FTS5's whole-store
-    /// statistics, and the index those of the admitted sections). A query word that FTS5 splits into
-    /// several terms (a phrase; only possible outside ASCII) is answered by
-    /// scanning the filter's sections instead, with the same result.
+    /// statistics, and the index those of the admitted sections). A query
+    /// word that FTS5 splits into several terms (a phrase; only possible
+    /// outside ASCII) is answered by scanning the filter's sections
+    /// instead, with the same result.
     pub fn search_bm25_index(&self, index: &Bm25Index, query: &str, k: usize) -> Result<Vec<ScoredSection>> {
         match self.rank_terms(query)? {
             Some(terms) => self.scored_sections(index.top_k(&terms, k)),

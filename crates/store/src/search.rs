@@ -138,7 +138,6 @@ pub(crate) trait SectionSink {
     fn terms(&mut self, index: usize, columns: &[Vec<String>]);
 }
 
-
 impl Store {
     /// The top `k` sections for `query` by BM25 among those the filter
     /// admits, best first; only sections containing at least one query word
@@ -503,7 +502,6 @@ mod bm25 {
                 stem: Vec::new(),
             }
         }
-
     }
 
     impl super::SectionSink for Scorer<'_> {
@@ -572,7 +570,6 @@ mod bm25 {
                     .sum();
             }
         }
-
     }
 
     impl Scorer<'_> {
