@@ -51,12 +51,32 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
     assert!(md.contains("| Evident ican | 6 |") && md.contains("| GPT-4 (same rows) | 6 |"), "{md}");
 
-    let calls_before = sb.store().model_calls(first["usage"]["id"].as_str().unwrap()).unwrap().len();
-    assert!(calls_before >= 6);
+    // Usage is the sum of the model runs that made the pairs' decisions,
+    // one per pair.
+    let runs_of = |out: &serde_json::Value| -> Vec<String> {
+        out["model_runs"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(runs_of(&first).len(), 2, "one model run per pair: {}", first["model_runs"]);
+    let calls_in = |runs: &[String]| -> usize { runs.iter().map(|r| sb.store().model_calls(r).unwrap().len()).sum() };
+    assert_eq!(calls_in(&runs_of(&first)) as u64, first["usage"]["calls"].as_u64().unwrap());
+    let all_calls = || -> u64 { sb.store().model_runs().unwrap().iter().map(|r| r.calls).sum() };
+    let calls_before = all_calls();
     let second = sb.run(&args).ok().json();
     assert_eq!(second["method_row"], first["method_row"], "a rerun reads the stored decisions");
-    let rerun_calls = sb.store().model_calls(second["usage"]["id"].as_str().unwrap()).unwrap().len();
-    assert_eq!(rerun_calls, 0, "a finished evaluation makes no model call when run again");
+    assert_eq!(all_calls(), calls_before, "a finished evaluation makes no model call when run again");
+    assert_eq!(second["usage"]["calls"], first["usage"]["calls"], "and reports what the decisions cost");
+
+    // Another patient screened alongside does not add to this patient's
+    // usage when it is evaluated alone again.
+    let both = ["--json", "eval", "trialgpt", "--annotations", annotations.to_str().unwrap()];
+    let both: Vec<&str> = both.into_iter().chain(["--topics", "sigir-20143,sigir-20155", "--strategy", "ican"]).collect();
+    let wider = sb.run(&both).ok().json();
+    assert!(wider["usage"]["calls"].as_u64() > first["usage"]["calls"].as_u64(), "{}", wider["usage"]);
+    let alone = sb.run(&args).ok().json();
+    assert_eq!(runs_of(&alone), runs_of(&first));
+    for field in ["calls", "prompt_tokens", "completion_tokens"] {
+        assert_eq!(alone["usage"][field], first["usage"][field], "{field}: {}", alone["usage"]);
+    }
 
     // Against a baseline: ACAN runs too (one call per note), and the
     // difference ICAN - ACAN is reported with a paired interval.

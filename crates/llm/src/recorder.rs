@@ -81,6 +81,12 @@ impl RecordingModel {
         &self.run_id
     }
 
+    /// The same model and settings, recording into the run `run_id`
+    /// instead: one run per unit of work lets its calls be counted apart.
+    pub fn in_run(&self, run_id: impl Into<String>) -> Self {
+        RecordingModel { run_id: run_id.into(), inner: self.inner.clone(), store: self.store.clone(), ..*self }
+    }
+
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }

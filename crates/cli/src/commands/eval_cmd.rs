@@ -182,11 +182,13 @@ fn trialgpt(ctx: &Context, args: &TrialgptArgs) -> anyhow::Result<Outcome> {
             "method": b.method,
             "row": baseline_row,
             "usage": b.usage,
+            "model_runs": b.model_runs,
             "runs": b.run_ids,
             "difference": comparison,
         })),
         "trial_level": trial,
         "usage": ours.usage,
+        "model_runs": ours.model_runs,
         "wall_seconds_this_invocation": elapsed,
         "runs": ours.run_ids,
     });
@@ -213,7 +215,10 @@ struct MethodEval {
     predictions: Vec<Prediction>,
     /// (predicted eligibility, SIGIR relevance label) per labelled pair.
     trial_items: Vec<(evident_match::Eligibility, i64)>,
+    /// What `model_runs` cost together.
     usage: evident_store::ModelRunSummary,
+    /// The model runs that made the evaluated pairs' decisions.
+    model_runs: Vec<String>,
     run_ids: Vec<String>,
 }
 
@@ -232,7 +237,11 @@ fn evaluate(
     let mut run_ids = Vec::new();
     for (i, pair) in all_pairs.iter().enumerate() {
         let prefix = format!("{} {} x {} ({}/{})", opts.strategy, pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
-        let outcome = screening.screen(ctx, &pair.set, std::slice::from_ref(&pair.patient_id), None, &prefix);
+        // A model run per pair: the usage below counts the pairs evaluated
+        // and no others screened in the same invocation.
+        let pair_label = format!("{label}: {} x {}", pair.topic, pair.set.trial_id);
+        let outcome =
+            screening.screen_in_own_run(ctx, &pair.set, std::slice::from_ref(&pair.patient_id), &pair_label, &prefix);
         match outcome {
             Ok(o) => run_ids.push(o.run_id),
             Err(e) => {
@@ -263,11 +272,17 @@ fn evaluate(
             trial_items.push((trial_verdict(&pair.set, &results).eligibility, *label));
         }
     }
+    // The model runs that made the evaluated pairs' decisions (decisions
+    // resumed from earlier invocations name theirs).
     let mut model_runs: Vec<String> = Vec::new();
-    for id in &run_ids {
-        for m in st.match_model_runs(id)? {
-            if !model_runs.contains(&m) {
-                model_runs.push(m);
+    for (pair, run_id) in all_pairs.iter().zip(&run_ids) {
+        for row in st.match_results(run_id)? {
+            if row.patient_id == pair.patient_id {
+                if let Some(m) = row.model_run_id {
+                    if !model_runs.contains(&m) {
+                        model_runs.push(m);
+                    }
+                }
             }
         }
     }
@@ -280,6 +295,7 @@ fn evaluate(
         predictions: predictions_out,
         trial_items,
         usage,
+        model_runs,
         run_ids,
     })
 }

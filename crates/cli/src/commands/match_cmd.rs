@@ -240,7 +240,8 @@ impl Screening {
         }
     }
 
-    /// Screens `patients` against one trial with a progress bar.
+    /// Screens `patients` against one trial with a progress bar; the
+    /// model calls go to this invocation's model run.
     pub fn screen(
         &self,
         ctx: &Context,
@@ -248,6 +249,44 @@ impl Screening {
         patients: &[String],
         run_name: Option<String>,
         bar_prefix: &str,
+    ) -> Result<BatchOutcome, evident_match::batch::BatchError> {
+        self.screen_with(ctx, set, patients, run_name, bar_prefix, &self.models())
+    }
+
+    /// Screens `patients` against one trial with its model calls in a model
+    /// run of their own, labelled `label` and finished here, so that what
+    /// this screening cost can be told apart from the rest of the
+    /// invocation (the run id is then on every decision it makes).
+    pub fn screen_in_own_run(
+        &self,
+        ctx: &Context,
+        set: &CriteriaSet,
+        patients: &[String],
+        label: &str,
+        bar_prefix: &str,
+    ) -> anyhow::Result<BatchOutcome> {
+        let run_id = self.store.lock().unwrap().begin_model_run(label)?;
+        let matching = self.matching.in_run(&run_id);
+        let augmenting = self.augmenting.as_ref().map(|m| m.in_run(&run_id));
+        let models = Models {
+            matching: &matching,
+            augmenting: augmenting.as_ref().map(|m| m as &dyn ChatModel).unwrap_or(&matching),
+            model_run_id: run_id.clone(),
+            ..self.models()
+        };
+        let outcome = self.screen_with(ctx, set, patients, None, bar_prefix, &models);
+        self.store.lock().unwrap().finish_model_run(&run_id)?;
+        Ok(outcome?)
+    }
+
+    fn screen_with(
+        &self,
+        ctx: &Context,
+        set: &CriteriaSet,
+        patients: &[String],
+        run_name: Option<String>,
+        bar_prefix: &str,
+        models: &Models<'_>,
     ) -> Result<BatchOutcome, evident_match::batch::BatchError> {
         let cfg = BatchConfig { run_name, ..self.batch.clone() };
         let bar = progress_bar(ctx.json(), bar_prefix);
@@ -262,8 +301,7 @@ impl Screening {
                 bar.inc(1);
             }
         };
-        let models = self.models();
-        let result = run_batch(&self.store, set, patients, &cfg, &models, self.prompts_dir.as_deref(), &on_progress);
+        let result = run_batch(&self.store, set, patients, &cfg, models, self.prompts_dir.as_deref(), &on_progress);
         bar.finish_and_clear();
         result
     }
