@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
-use crate::request::{ChatRequest, ChatResponse};
+use crate::request::{ChatRequest, ChatResponse, FinishReason};
 use crate::structured::PipelineFailure;
 
 /// Prices in US dollars per million tokens.
@@ -149,7 +149,13 @@ impl ChatModel for RecordingModel {
         if cacheable {
             let cached = self.store().cached_model_response(&key).map_err(|e| LlmError::Store(e.to_string()))?;
             if let Some(text) = cached {
-                if let Ok(response) = serde_json::from_str::<ChatResponse>(&text) {
+                // A cut-off answer was never complete, so it is not reused
+                // (stores written before such answers were left out of the
+                // cache may still hold one).
+                let complete = serde_json::from_str::<ChatResponse>(&text)
+                    .ok()
+                    .filter(|r| r.finish_reason == FinishReason::Stop);
+                if let Some(response) = complete {
                     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
                     self.record(&key, &request_json, request, Ok(&response), true, latency_ms)?;
                     return Ok(response);
@@ -160,7 +166,10 @@ impl ChatModel for RecordingModel {
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.record(&key, &request_json, request, result.as_ref(), false, latency_ms)?;
         let response = result?;
-        if cacheable {
+        // An answer cut off at the token limit depends on more than the
+        // request: the embedded model also stops where its context ends,
+        // and the context size is configuration, not part of the key.
+        if cacheable && response.finish_reason == FinishReason::Stop {
             let text = serde_json::to_string(&response).unwrap_or_default();
             self.store()
                 .put_cached_model_response(&key, self.inner.model_id(), &text)
@@ -261,7 +270,7 @@ pub fn export_trace(store: &Store, run_id: &str, redact_note_text: bool) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{FinishReason, Message};
+    use crate::request::Message;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     struct Counting(AtomicU32);
@@ -270,13 +279,17 @@ mod tests {
         fn model_id(&self) -> &str {
             "counting"
         }
+        /// Answers in full, or cut off at the token limit when the
+        /// question starts with "long:".
         fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
             let n = self.0.fetch_add(1, Ordering::SeqCst);
+            let question = &request.messages[0].content;
+            let finish_reason = if question.starts_with("long:") { FinishReason::Length } else { FinishReason::Stop };
             Ok(ChatResponse {
-                text: format!("answer {n} to {}", request.messages[0].content),
+                text: format!("answer {n} to {question}"),
                 prompt_tokens: 1000,
                 completion_tokens: 100,
-                finish_reason: FinishReason::Stop,
+                finish_reason,
                 model: "counting".into(),
                 endpoint: "test://".into(),
                 reused_prompt_tokens: 0,
@@ -325,6 +338,32 @@ mod tests {
         cached.chat(&sampled).unwrap();
         cached.chat(&sampled).unwrap();
         assert_eq!(inner.0.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn answers_cut_off_at_the_token_limit_are_not_reused() {
+        let (inner, store) = setup();
+        let run = store.lock().unwrap().begin_model_run("r").unwrap();
+        let m = RecordingModel::new(inner.clone(), store.clone(), &run);
+        let cut = ChatRequest::new(vec![Message::user("long: list every criterion")]);
+        assert_eq!(m.chat(&cut).unwrap().text, "answer 0 to long: list every criterion");
+        assert_eq!(m.chat(&cut).unwrap().text, "answer 1 to long: list every criterion");
+        // One already in the cache (an older store) is a miss too.
+        let key = cache_key(inner.model_id(), &cut);
+        let stale = ChatResponse {
+            text: "stale".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            finish_reason: FinishReason::Length,
+            model: "counting".into(),
+            endpoint: "test://".into(),
+            reused_prompt_tokens: 0,
+        };
+        let stale = serde_json::to_string(&stale).unwrap();
+        store.lock().unwrap().put_cached_model_response(&key, "counting", &stale).unwrap();
+        assert_eq!(m.chat(&cut).unwrap().text, "answer 2 to long: list every criterion");
+        let summary = store.lock().unwrap().model_run(&run).unwrap().unwrap();
+        assert_eq!((summary.calls, summary.cache_hits), (3, 0));
     }
 
     #[test]

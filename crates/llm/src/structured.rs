@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::chat::ChatModel;
 use crate::error::LlmError;
 use crate::prompts::Prompts;
-use crate::request::{ChatRequest, Message};
+use crate::request::{ChatRequest, FinishReason, Message};
 
 /// How many times an invalid answer is sent back for repair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +125,15 @@ pub fn chat_json(
             Ok(value) => {
                 return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts })
             }
-            Err(errors) => {
+            Err(mut errors) => {
+                if response.finish_reason == FinishReason::Length {
+                    let cut = format!(
+                        "the answer was cut off at the token limit after {} tokens, before it was complete; \
+                         keep every text field short",
+                        response.completion_tokens
+                    );
+                    errors.insert(0, cut);
+                }
                 if attempts > policy.repair_attempts {
                     let failure = PipelineFailure {
                         model: model.model_id().to_string(),
@@ -153,7 +161,7 @@ pub fn chat_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::{ChatResponse, FinishReason};
+    use crate::request::ChatResponse;
     use serde_json::json;
     use std::sync::Mutex;
 
@@ -181,11 +189,16 @@ mod tests {
         fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
             self.seen.lock().unwrap().push(request.clone());
             let text = self.answers.lock().unwrap().pop().expect("script exhausted");
+            // "CUT:" scripts an answer cut off at the token limit.
+            let (text, finish_reason) = match text.strip_prefix("CUT:") {
+                Some(cut) => (cut.to_string(), FinishReason::Length),
+                None => (text, FinishReason::Stop),
+            };
             Ok(ChatResponse {
                 text,
                 prompt_tokens: 1,
                 completion_tokens: 1,
-                finish_reason: FinishReason::Stop,
+                finish_reason,
                 model: "scripted".into(),
                 endpoint: "test".into(),
                 reused_prompt_tokens: 0,
@@ -250,6 +263,18 @@ mod tests {
         assert_eq!(repair.len(), 3);
         assert_eq!(repair[1].content, "{\"age\": \"71\"}");
         assert!(repair[2].content.contains("/age"), "{}", repair[2].content);
+    }
+
+    #[test]
+    fn a_cut_off_answer_is_named_as_such_in_the_repair_and_the_failure() {
+        let (outcome, model) = run(&["CUT:{\"age\": 7", "CUT:{\"ag"], 1);
+        let StructuredOutcome::PipelineFailure(failure) = outcome else {
+            panic!("expected a pipeline failure")
+        };
+        assert!(failure.errors[0].contains("cut off at the token limit"), "{:?}", failure.errors);
+        let seen = model.seen.lock().unwrap();
+        let repair = &seen[1].messages[2].content;
+        assert!(repair.contains("cut off at the token limit"), "{repair}");
     }
 
     #[test]
