@@ -1,5 +1,5 @@
 //! The model cache and the audit trail. [`RecordingModel`] wraps any
-//! [`ChatModel`]: a deterministic request already answered by the same
+//! [`ChatModel`]: a deterministic request already answered in full by the same
 //! model is served from the store's content-addressed cache (key: sha256 of
 //! the model id and the full canonical request), and every call, hit or
 //! not, is recorded under a run with tokens, latency, cost, endpoint and
