@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
-use crate::request::{ChatRequest, ChatResponse, FinishReason};
+use crate::request::{ChatRequest, ChatResponse};
 use crate::structured::PipelineFailure;
 
 /// Prices in US dollars per million tokens.
@@ -149,12 +149,9 @@ impl ChatModel for RecordingModel {
         if cacheable {
             let cached = self.store().cached_model_response(&key).map_err(|e| LlmError::Store(e.to_string()))?;
             if let Some(text) = cached {
-                // A cut-off answer was never complete, so it is not reused
-                // (stores written before such answers were left out of the
-                // cache may still hold one).
-                let complete = serde_json::from_str::<ChatResponse>(&text)
-                    .ok()
-                    .filter(|r| r.finish_reason == FinishReason::Stop);
+                // Stores written before cut-off answers were left out of the
+                // cache may still hold one; it is a miss.
+                let complete = serde_json::from_str::<ChatResponse>(&text).ok().filter(ChatResponse::is_complete);
                 if let Some(response) = complete {
                     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
                     self.record(&key, &request_json, request, Ok(&response), true, latency_ms)?;
@@ -166,10 +163,7 @@ impl ChatModel for RecordingModel {
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.record(&key, &request_json, request, result.as_ref(), false, latency_ms)?;
         let response = result?;
-        // An answer cut off at the token limit depends on more than the
-        // request: the embedded model also stops where its context ends,
-        // and the context size is configuration, not part of the key.
-        if cacheable && response.finish_reason == FinishReason::Stop {
+        if cacheable && response.is_complete() {
             let text = serde_json::to_string(&response).unwrap_or_default();
             self.store()
                 .put_cached_model_response(&key, self.inner.model_id(), &text)
@@ -270,7 +264,7 @@ pub fn export_trace(store: &Store, run_id: &str, redact_note_text: bool) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Message;
+    use crate::request::{FinishReason, Message};
     use std::sync::atomic::{AtomicU32, Ordering};
 
     struct Counting(AtomicU32);

@@ -102,7 +102,8 @@ impl ChatRequest {
     }
 
     /// Greedy decoding, or sampling with a fixed seed, gives the same answer
-    /// for the same request; only those answers are cached.
+    /// for the same request; only those requests' complete answers are
+    /// cached (see [`ChatResponse::is_complete`]).
     pub fn is_deterministic(&self) -> bool {
         self.temperature == 0.0 || self.seed.is_some()
     }
@@ -114,7 +115,8 @@ impl ChatRequest {
 pub enum FinishReason {
     /// The model ended its answer (end-of-generation token or stop string).
     Stop,
-    /// `max_tokens` was reached.
+    /// The token limit was reached: `max_tokens`, or for the embedded
+    /// model also the end of its context.
     Length,
 }
 
@@ -133,4 +135,13 @@ pub struct ChatResponse {
     /// (embedded model only; 0 elsewhere).
     #[serde(default)]
     pub reused_prompt_tokens: u32,
+}
+
+impl ChatResponse {
+    /// Whether the model ended the answer itself. A cut-off answer is not
+    /// cached: where it was cut also depends on the embedded model's
+    /// context size, which is configuration, not part of the request.
+    pub fn is_complete(&self) -> bool {
+        self.finish_reason == FinishReason::Stop
+    }
 }

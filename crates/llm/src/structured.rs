@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::chat::ChatModel;
 use crate::error::LlmError;
 use crate::prompts::Prompts;
-use crate::request::{ChatRequest, FinishReason, Message};
+use crate::request::{ChatRequest, Message};
 
 /// How many times an invalid answer is sent back for repair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +126,7 @@ pub fn chat_json(
                 return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts })
             }
             Err(mut errors) => {
-                if response.finish_reason == FinishReason::Length {
+                if !response.is_complete() {
                     let cut = format!(
                         "the answer was cut off at the token limit after {} tokens, before it was complete; \
                          keep every text field short",
@@ -161,7 +161,7 @@ pub fn chat_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::ChatResponse;
+    use crate::request::{ChatResponse, FinishReason};
     use serde_json::json;
     use std::sync::Mutex;
 
