@@ -28,7 +28,8 @@ fn embed_is_idempotent_per_patient_and_for_all() {
     assert!(text.contains(&format!("embedded 0 section(s), {all} already had vectors")), "{text}");
 
     // Stored vectors are unit length and 384-dimensional.
-    let vectors = sandbox.store().section_embeddings("all-MiniLM-L6-v2", &evident_store::SectionFilter::default()).unwrap();
+    let vectors =
+        sandbox.store().section_embeddings("all-MiniLM-L6-v2", &evident_store::SectionFilter::default()).unwrap();
     assert_eq!(vectors.len(), all);
     for (_, v) in vectors {
         assert_eq!(v.len(), 384);

@@ -10,7 +10,8 @@ mod common;
 
 use common::{shared_data, Sandbox};
 
-const STARS: &str = "****************************************************************************************************";
+const STARS: &str =
+    "****************************************************************************************************";
 
 fn n2c2_file(notes: &[(&str, &str)], tags: &[(&str, &str)]) -> String {
     let text: Vec<String> = notes.iter().map(|(date, body)| format!("\n\nRecord date: {date}\n\n{body}\n\n")).collect();
@@ -69,7 +70,8 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     // Another patient screened alongside does not add to this patient's
     // usage when it is evaluated alone again.
     let both = ["--json", "eval", "trialgpt", "--annotations", annotations.to_str().unwrap()];
-    let both: Vec<&str> = both.into_iter().chain(["--topics", "sigir-20143,sigir-20155", "--strategy", "ican"]).collect();
+    let both: Vec<&str> =
+        both.into_iter().chain(["--topics", "sigir-20143,sigir-20155", "--strategy", "ican"]).collect();
     let wider = sb.run(&both).ok().json();
     assert!(wider["usage"]["calls"].as_u64() > first["usage"]["calls"].as_u64(), "{}", wider["usage"]);
     let alone = sb.run(&args).ok().json();
@@ -167,7 +169,16 @@ fn n2c2_by_screening_with_the_embedded_model() {
 fn an_unknown_baseline_is_refused_before_any_screening() {
     let sb = Sandbox::new();
     let annotations = shared_data().join("trialgpt/criterion_annotations_dev.json");
-    let args = ["eval", "trialgpt", "--annotations", annotations.to_str().unwrap(), "--topics", "sigir-20143", "--baseline", "icann"];
+    let args = [
+        "eval",
+        "trialgpt",
+        "--annotations",
+        annotations.to_str().unwrap(),
+        "--topics",
+        "sigir-20143",
+        "--baseline",
+        "icann",
+    ];
     sb.run(&args).fails_with(2, "--baseline \"icann\" is not a strategy; use one of acan");
     assert_eq!(sb.counts().documents, 0, "nothing is stored when the command is refused");
 }

@@ -23,7 +23,8 @@ fn assert_unchanged(sandbox: &Sandbox, before: &evident_store::StoreCounts) {
 #[test]
 fn a_truncated_fhir_file_is_refused_whole() {
     let (sandbox, before) = seeded();
-    let real = shared_data().join("synthea/generated-sample-data-R4/Ammie_Huels_ea186cb3-ccb1-4dfc-a92e-dc9286aaa2ce.json");
+    let real =
+        shared_data().join("synthea/generated-sample-data-R4/Ammie_Huels_ea186cb3-ccb1-4dfc-a92e-dc9286aaa2ce.json");
     let text = std::fs::read_to_string(real).unwrap();
     let path = sandbox.write("Ammie.json", &text[..text.len() * 2 / 3]);
     sandbox
@@ -98,7 +99,10 @@ fn every_bad_record_is_reported_not_only_the_first() {
 #[test]
 fn an_xml_file_that_is_not_n2c2_is_refused() {
     let (sandbox, before) = seeded();
-    let path = sandbox.write("record.xml", "<?xml version=\"1.0\"?>\n<ClinicalDocument>\n  <title>CDA</title>\n</ClinicalDocument>\n");
+    let path = sandbox.write(
+        "record.xml",
+        "<?xml version=\"1.0\"?>\n<ClinicalDocument>\n  <title>CDA</title>\n</ClinicalDocument>\n",
+    );
     sandbox
         .run(&["ingest", path.to_str().unwrap()])
         .fails_with(2, "record.xml:line 2: the root element is <ClinicalDocument>, expected <PatientMatching>");

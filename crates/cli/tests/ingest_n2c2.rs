@@ -5,7 +5,8 @@ mod common;
 
 use common::Sandbox;
 
-const STARS: &str = "****************************************************************************************************";
+const STARS: &str =
+    "****************************************************************************************************";
 
 fn n2c2_file(notes: &[(&str, &str)], tags: &[(&str, &str)]) -> String {
     let text: Vec<String> = notes.iter().map(|(date, body)| format!("\n\nRecord date: {date}\n\n{body}\n\n")).collect();

@@ -30,10 +30,14 @@ fn synthea_bulk_fhir_stores_13_patients_and_all_1215_notes() {
     // Re-ingesting the same source changes nothing.
     let before = sandbox.counts();
     let again = sandbox.run(&["--json", "ingest", data.to_str().unwrap()]).ok().json();
-    let inserted: u64 = again["units"].as_array().unwrap().iter().map(|u| u["documents_inserted"].as_u64().unwrap()).sum();
+    let inserted: u64 =
+        again["units"].as_array().unwrap().iter().map(|u| u["documents_inserted"].as_u64().unwrap()).sum();
     assert_eq!(inserted, 0, "a second ingest inserts nothing");
     let after = sandbox.counts();
-    assert_eq!((before.documents, before.sections, before.sentences), (after.documents, after.sections, after.sentences));
+    assert_eq!(
+        (before.documents, before.sections, before.sentences),
+        (after.documents, after.sections, after.sentences)
+    );
 }
 
 #[test]
@@ -52,7 +56,11 @@ fn mimic_demo_stores_100_patients_and_their_labevents() {
     let sandbox = Sandbox::new();
     let data = shared_data().join("mimic-iv-demo");
     let out = sandbox.run(&["ingest", data.to_str().unwrap()]).ok();
-    assert!(out.stdout().contains("skipped") && out.stdout().contains("labevents rows without a value"), "{}", out.stdout());
+    assert!(
+        out.stdout().contains("skipped") && out.stdout().contains("labevents rows without a value"),
+        "{}",
+        out.stdout()
+    );
     let counts = sandbox.counts();
     assert_eq!(counts.patients, 100);
     // Rows of labevents.csv.gz that carry a value (value or valuenum).
@@ -94,9 +102,7 @@ fn sigir_queries_store_59_patients() {
 fn example_records_ingest_with_labs_and_show() {
     let sandbox = Sandbox::new();
     let examples = repo_root().join("examples");
-    sandbox
-        .run(&["ingest", examples.join("records").to_str().unwrap(), examples.join("fhir").to_str().unwrap()])
-        .ok();
+    sandbox.run(&["ingest", examples.join("records").to_str().unwrap(), examples.join("fhir").to_str().unwrap()]).ok();
     let counts = sandbox.counts();
     assert_eq!(counts.patients, 4);
     assert_eq!(counts.labs, 8);

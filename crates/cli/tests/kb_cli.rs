@@ -43,7 +43,9 @@ fn an_explicit_kb_file_and_no_match() {
     std::fs::create_dir(sandbox.path().join("packs")).unwrap();
     let out = sandbox.run(&["kb", "index", &pack(), "--kb", "packs/clinical.db"]).ok().stdout();
     assert!(out.contains("packs/clinical.db has"), "{out}");
-    sandbox.run(&["kb", "search", "zzzqqq", "--kb", "packs/clinical.db"]).fails_with(1, "nothing in packs/clinical.db matches");
+    sandbox
+        .run(&["kb", "search", "zzzqqq", "--kb", "packs/clinical.db"])
+        .fails_with(1, "nothing in packs/clinical.db matches");
 }
 
 #[test]
@@ -54,7 +56,9 @@ fn bad_input_is_reported_with_the_file_and_nothing_is_written() {
     let run = sandbox.run(&["kb", "index", &pack(), "notes/empty.md", "notes/table.csv", "nope.txt"]);
     let run = run.fails_with(2, "3 problem(s); nothing was indexed");
     let err = run.stderr();
-    for needle in ["notes/empty.md: the file is empty", "notes/table.csv: not a .md or .txt file", "nope.txt: no such file"] {
+    for needle in
+        ["notes/empty.md: the file is empty", "notes/table.csv: not a .md or .txt file", "nope.txt: no such file"]
+    {
         assert!(err.contains(needle), "{needle} in {err}");
     }
     // An empty folder is an error too.

@@ -83,7 +83,9 @@ fn fifty_of_fifty_clinical_prompts_are_schema_valid() {
             let request = ChatRequest::new(vec![Message::user(text)]).with_max_tokens(160);
             match chat_json(&*model, &request, &schema, config.repair_policy(), &prompts).unwrap() {
                 StructuredOutcome::Valid { attempts, .. } => repaired += usize::from(attempts > 1),
-                StructuredOutcome::PipelineFailure(f) => failures.push(format!("{question}: {:?} -> {}", f.errors, f.raw_text)),
+                StructuredOutcome::PipelineFailure(f) => {
+                    failures.push(format!("{question}: {:?} -> {}", f.errors, f.raw_text))
+                }
             }
         }
     }

@@ -78,15 +78,17 @@ fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
         buf.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
-        .unwrap_or(0);
+    let length: usize =
+        head.lines().find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())).unwrap_or(0);
     let mut body = vec![0u8; length];
     stream.read_exact(&mut body).ok()?;
     // Forwarded upstream with the connection closed after one exchange.
     let head = String::from_utf8_lossy(&buf).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n");
-    let head: String = head.lines().filter(|l| !l.to_ascii_lowercase().starts_with("connection: keep")).map(|l| format!("{l}\r\n")).collect();
+    let head: String = head
+        .lines()
+        .filter(|l| !l.to_ascii_lowercase().starts_with("connection: keep"))
+        .map(|l| format!("{l}\r\n"))
+        .collect();
     let mut out = head.trim_end().as_bytes().to_vec();
     out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(&body);
@@ -106,7 +108,12 @@ fn proxy(upstream: &str, fail_first: usize) -> Proxy {
 }
 
 /// A proxy whose in-flight count (and its maximum) is shared with others.
-fn proxy_sharing(upstream: &str, fail_first: usize, in_flight: Arc<AtomicUsize>, max_in_flight: Arc<AtomicUsize>) -> Proxy {
+fn proxy_sharing(
+    upstream: &str,
+    fail_first: usize,
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: Arc<AtomicUsize>,
+) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let requests = Arc::new(AtomicUsize::new(0));
@@ -179,7 +186,10 @@ fn serve_answers_plain_http_and_the_openai_provider() {
     let schema = json!({"type": "object", "properties": {"smoker": {"type": "boolean"}}, "required": ["smoker"], "additionalProperties": false});
     let model = OpenAiChatModel::new(config(&[&addr])).unwrap();
     let r = model
-        .chat(&ChatRequest::new(vec![Message::user("Note: never smoked. Is the patient a smoker? JSON.")]).with_schema(schema.clone()))
+        .chat(
+            &ChatRequest::new(vec![Message::user("Note: never smoked. Is the patient a smoker? JSON.")])
+                .with_schema(schema.clone()),
+        )
         .unwrap();
     let value: Value = serde_json::from_str(&r.text).unwrap_or_else(|e| panic!("{e}: {:?}", r.text));
     assert!(value["smoker"].is_boolean(), "{value}");
@@ -239,10 +249,13 @@ fn serve_answers_plain_http_and_the_openai_provider() {
 #[test]
 fn chat_command_refuses_a_remote_endpoint_without_opt_in() {
     let (_dir, db) = support::temp_db();
-    let (code, _, stderr) = support::run(support::evident()
-        .arg("--db")
-        .arg(&db)
-        .args(["llm", "chat", "--endpoint", "http://203.0.113.7:8000/v1", "Patient has diabetes."]));
+    let (code, _, stderr) = support::run(support::evident().arg("--db").arg(&db).args([
+        "llm",
+        "chat",
+        "--endpoint",
+        "http://203.0.113.7:8000/v1",
+        "Patient has diabetes.",
+    ]));
     assert_eq!(code, 2);
     assert!(stderr.contains("refusing to send patient text") && stderr.contains("--allow-remote"), "{stderr}");
 }
@@ -268,5 +281,8 @@ fn serve_embeddings_with_minilm() {
     assert_eq!(vectors.len(), 3);
     assert_eq!(vectors[0].len(), 384);
     let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-    assert!(dot(&vectors[0], &vectors[1]) > dot(&vectors[0], &vectors[2]), "chest pain is nearer angina than a broken ankle");
+    assert!(
+        dot(&vectors[0], &vectors[1]) > dot(&vectors[0], &vectors[2]),
+        "chest pain is nearer angina than a broken ankle"
+    );
 }

@@ -14,11 +14,7 @@ pub fn evident() -> Command {
 pub fn pulled_gguf(name: &str) -> PathBuf {
     let model = evident_llm::models::find_model(name).unwrap_or_else(|| panic!("{name} is not a known model"));
     let path = model.gguf_path().expect("a chat model");
-    assert!(
-        path.is_file(),
-        "model {name} is missing ({}); run `evident models pull {name}` first",
-        path.display()
-    );
+    assert!(path.is_file(), "model {name} is missing ({}); run `evident models pull {name}` first", path.display());
     path
 }
 

@@ -76,7 +76,8 @@ fn sigir_batch_resumes_after_kill_without_losing_or_doubling_decisions() {
     let expected = 3 * 5;
 
     // Start, wait until some decisions are stored, then SIGKILL.
-    let mut child = sb.cmd(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut child =
+        sb.cmd(&args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let started = Instant::now();
     loop {
         if sb.db().exists() && stored(&sb).len() >= 4 {
@@ -126,10 +127,7 @@ fn sigir_batch_resumes_after_kill_without_losing_or_doubling_decisions() {
 #[test]
 fn a_patient_who_meets_an_exclusion_is_excluded() {
     let sb = Sandbox::new();
-    sb.write(
-        "notes/manifest.csv",
-        "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\n",
-    );
+    sb.write("notes/manifest.csv", "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\n");
     sb.write(
         "notes/x1.txt",
         "Progress note.\nThe patient is a 50-year-old man with type 1 diabetes.\nHe injects insulin glargine 20 units every night and insulin lispro with every meal.\nHe took his insulin this morning.\n",
@@ -159,5 +157,6 @@ fn bad_input_is_refused_with_a_clear_message() {
     sb.run(&["match", "--trial", t, "--all", "--retrieval", "magic"]).fails_with(2, "unknown retrieval mode");
     let bad = sb.write("bad.yaml", "trial_id: T\ncriteria:\n  - id: a\n    type: maybe\n    text: x\n");
     sb.run(&["match", "--trial", bad.to_str().unwrap(), "--all"]).fails_with(2, "bad.yaml");
-    sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"]).fails_with(2, "--knowledge and --online-search are for");
+    sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"])
+        .fails_with(2, "--knowledge and --online-search are for");
 }

@@ -8,7 +8,8 @@ use support::{evident, run};
 #[test]
 fn list_shows_every_known_model_missing_in_an_empty_cache() {
     let cache = tempfile::tempdir().unwrap();
-    let (code, stdout, stderr) = run(evident().args(["--json", "models", "list"]).env("EVIDENT_CACHE_DIR", cache.path()));
+    let (code, stdout, stderr) =
+        run(evident().args(["--json", "models", "list"]).env("EVIDENT_CACHE_DIR", cache.path()));
     assert_eq!(code, 0, "{stderr}");
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let names: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();

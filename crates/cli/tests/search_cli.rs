@@ -62,10 +62,16 @@ fn filters_by_kind_date_and_recency() {
         let mut all = vec!["--json", "search", "P001", "metformin lisinopril"];
         all.extend_from_slice(args);
         let out = sandbox.run(&all).json();
-        out["hits"].as_array().map(|h| h.iter().map(|h| h["document_id"].as_str().unwrap().to_string()).collect()).unwrap_or_default()
+        out["hits"]
+            .as_array()
+            .map(|h| h.iter().map(|h| h["document_id"].as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
     };
     let both = docs(&[]);
-    assert!(both.contains(&"text:P001-hp-2024-01".to_string()) && both.contains(&"text:P001-ds-2023-06".to_string()), "{both:?}");
+    assert!(
+        both.contains(&"text:P001-hp-2024-01".to_string()) && both.contains(&"text:P001-ds-2023-06".to_string()),
+        "{both:?}"
+    );
     assert!(docs(&["--kind", "discharge"]).iter().all(|d| d == "text:P001-ds-2023-06"));
     assert!(docs(&["--since", "2024-01-01"]).iter().all(|d| d == "text:P001-hp-2024-01"));
     // --until with a plain date includes that whole day.
@@ -79,7 +85,9 @@ fn exit_codes_for_nothing_found_and_bad_input() {
     let sandbox = examples();
     sandbox.run(&["search", "P001", "xylophone"]).fails_with(1, "no sections of patient P001");
     sandbox.run(&["search", "NOBODY", "metformin"]).fails_with(2, "patient \"NOBODY\" is not in the store");
-    sandbox.run(&["search", "P001", "metformin", "--since", "31/02/2023"]).fails_with(2, "--since \"31/02/2023\" is not a date");
+    sandbox
+        .run(&["search", "P001", "metformin", "--since", "31/02/2023"])
+        .fails_with(2, "--since \"31/02/2023\" is not a date");
     sandbox.run(&["search", "P001", "metformin", "--kind", "horoscope"]).fails_with(2, "unknown document kind");
     sandbox.run(&["search", "P001", "metformin", "--mode", "magic"]).fails_with(2, "magic");
     sandbox
@@ -91,7 +99,11 @@ fn exit_codes_for_nothing_found_and_bad_input() {
 fn dense_search_without_the_model_says_how_to_get_it() {
     let sandbox = examples();
     let empty_cache = tempfile::tempdir().unwrap();
-    let run = sandbox.cmd(&["search", "P001", "lung infection", "--mode", "dense"]).env("EVIDENT_CACHE_DIR", empty_cache.path()).output().unwrap();
+    let run = sandbox
+        .cmd(&["search", "P001", "lung infection", "--mode", "dense"])
+        .env("EVIDENT_CACHE_DIR", empty_cache.path())
+        .output()
+        .unwrap();
     assert_eq!(run.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("evident models pull minilm-l6"), "{stderr}");
@@ -101,9 +113,16 @@ fn dense_search_without_the_model_says_how_to_get_it() {
 fn dense_and_hybrid_embed_first_then_quote_verbatim() {
     let sandbox = examples();
     // No word of this query is in the discharge summary's pneumonia section.
-    let first = sandbox.run(&["search", "P001", "lung infection treated with antibiotics", "--mode", "dense", "-k", "2"]).ok();
-    assert!(first.stderr().contains("embedding"), "the first dense search embeds the patient's sections: {}", first.stderr());
-    let out = sandbox.run(&["--json", "search", "P001", "lung infection treated with antibiotics", "--mode", "dense", "-k", "2"]).ok();
+    let first =
+        sandbox.run(&["search", "P001", "lung infection treated with antibiotics", "--mode", "dense", "-k", "2"]).ok();
+    assert!(
+        first.stderr().contains("embedding"),
+        "the first dense search embeds the patient's sections: {}",
+        first.stderr()
+    );
+    let out = sandbox
+        .run(&["--json", "search", "P001", "lung infection treated with antibiotics", "--mode", "dense", "-k", "2"])
+        .ok();
     assert!(!out.stderr().contains("embedding"), "vectors are reused: {}", out.stderr());
     let out = out.json();
     assert_eq!(out["mode"], "dense");
@@ -114,13 +133,25 @@ fn dense_and_hybrid_embed_first_then_quote_verbatim() {
     // Only P001's sections were embedded.
     let store = sandbox.store();
     let all = store.sections(&evident_store::SectionFilter::default()).unwrap().len();
-    let missing = store.sections_missing_embedding("all-MiniLM-L6-v2", &evident_store::SectionFilter::default()).unwrap().len();
+    let missing =
+        store.sections_missing_embedding("all-MiniLM-L6-v2", &evident_store::SectionFilter::default()).unwrap().len();
     let p001 = store.sections(&evident_store::SectionFilter::patient("P001")).unwrap().len();
     assert_eq!(all - missing, p001);
 
     for fusion in ["rrf", "weighted"] {
         let out = sandbox
-            .run(&["--json", "search", "P001", "pneumonia ceftriaxone amoxicillin", "--mode", "hybrid", "--fusion", fusion, "-k", "3"])
+            .run(&[
+                "--json",
+                "search",
+                "P001",
+                "pneumonia ceftriaxone amoxicillin",
+                "--mode",
+                "hybrid",
+                "--fusion",
+                fusion,
+                "-k",
+                "3",
+            ])
             .ok()
             .json();
         assert_eq!(out["mode"], "hybrid");

@@ -16,16 +16,8 @@ fn r_json(dir: &Path, script: &str) -> Value {
         dir.display()
     );
     std::fs::write(&path, full).unwrap();
-    let o = Command::new("Rscript")
-        .arg("--vanilla")
-        .arg(&path)
-        .output()
-        .expect("Rscript must be installed");
-    assert!(
-        o.status.success(),
-        "R failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = Command::new("Rscript").arg("--vanilla").arg(&path).output().expect("Rscript must be installed");
+    assert!(o.status.success(), "R failed: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -74,10 +66,7 @@ fn close(what: &str, ours: f64, r: f64) {
         assert!(ours.is_nan(), "{what}: ours {ours}, R NA");
         return;
     }
-    assert!(
-        (ours - r).abs() <= 1e-6 * r.abs().max(1e-12),
-        "{what}: ours {ours}, R {r}"
-    );
+    assert!((ours - r).abs() <= 1e-6 * r.abs().max(1e-12), "{what}: ours {ours}, R {r}");
 }
 
 #[track_caller]
@@ -89,11 +78,7 @@ fn close_all(what: &str, ours: &[f64], r: &[f64]) {
 }
 
 fn field(rows: &Value, key: &str) -> Vec<f64> {
-    rows.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| num(&c[key]))
-        .collect()
+    rows.as_array().unwrap().iter().map(|c| num(&c[key])).collect()
 }
 
 #[test]
@@ -129,69 +114,30 @@ fn cox_km_logrank_on_lung_csv_match_r() {
             "forest.svg",
         ],
     );
-    close_all(
-        "cox coef",
-        &field(&j["cox"]["coefficients"], "estimate"),
-        &nums(&r["coef"]),
-    );
-    close_all(
-        "cox se",
-        &field(&j["cox"]["coefficients"], "std_error"),
-        &nums(&r["se"]),
-    );
-    close(
-        "concordance",
-        num(&j["cox"]["concordance"]["concordance"]),
-        num(&r["conc"]),
-    );
-    close(
-        "LR",
-        num(&j["cox"]["likelihood_ratio"]["statistic"]),
-        num(&r["lr"]),
-    );
+    close_all("cox coef", &field(&j["cox"]["coefficients"], "estimate"), &nums(&r["coef"]));
+    close_all("cox se", &field(&j["cox"]["coefficients"], "std_error"), &nums(&r["se"]));
+    close("concordance", num(&j["cox"]["concordance"]["concordance"]), num(&r["conc"]));
+    close("LR", num(&j["cox"]["likelihood_ratio"]["statistic"]), num(&r["lr"]));
     assert_eq!(num(&j["missing"]["rows_used"]), num(&r["n"]));
-    assert_eq!(
-        num(&j["missing"]["rows_in"]) - num(&j["missing"]["rows_used"]),
-        num(&r["nmiss"])
-    );
-    assert!(std::fs::read_to_string(dir.path().join("forest.svg"))
-        .unwrap()
-        .contains("class=\"estimate\""));
+    assert_eq!(num(&j["missing"]["rows_in"]) - num(&j["missing"]["rows_used"]), num(&r["nmiss"]));
+    assert!(std::fs::read_to_string(dir.path().join("forest.svg")).unwrap().contains("class=\"estimate\""));
 
     let j = json_of(
         dir.path(),
-        &[
-            "km", "--data", "lung.csv", "--time", "time", "--event", "status", "--group", "sex",
-            "--svg", "km.svg",
-        ],
+        &["km", "--data", "lung.csv", "--time", "time", "--event", "status", "--group", "sex", "--svg", "km.svg"],
     );
     close_all("median", &field(&j["km"], "median"), &nums(&r["median"]));
-    close_all(
-        "median lcl",
-        &field(&j["km"], "median_lower"),
-        &nums(&r["lcl"]),
-    );
-    close_all(
-        "median ucl",
-        &field(&j["km"], "median_upper"),
-        &nums(&r["ucl"]),
-    );
+    close_all("median lcl", &field(&j["km"], "median_lower"), &nums(&r["lcl"]));
+    close_all("median ucl", &field(&j["km"], "median_upper"), &nums(&r["ucl"]));
     let svg = std::fs::read_to_string(dir.path().join("km.svg")).unwrap();
     assert_eq!(svg.matches("class=\"km-curve\"").count(), 2);
     assert!(svg.contains("Number at risk"));
 
     let j = json_of(
         dir.path(),
-        &[
-            "logrank", "--data", "lung.csv", "--time", "time", "--event", "status", "--group",
-            "sex",
-        ],
+        &["logrank", "--data", "lung.csv", "--time", "time", "--event", "status", "--group", "sex"],
     );
-    close(
-        "log-rank",
-        num(&j["logrank"]["test"]["statistic"]),
-        num(&r["chisq"]),
-    );
+    close("log-rank", num(&j["logrank"]["test"]["statistic"]), num(&r["chisq"]));
 
     // Text output names the rows dropped for missing values.
     let (code, out, _) = evident(
@@ -210,10 +156,7 @@ fn cox_km_logrank_on_lung_csv_match_r() {
         ],
     );
     assert_eq!(code, 0);
-    assert!(
-        out.contains("rows: 213 of 228 used; 15 dropped for missing values (ecog: 1, wtloss: 14)"),
-        "{out}"
-    );
+    assert!(out.contains("rows: 213 of 228 used; 15 dropped for missing values (ecog: 1, wtloss: 14)"), "{out}");
 }
 
 #[test]
@@ -236,107 +179,30 @@ fn regression_tests_and_auc_on_birthwt_csv_match_r() {
     );
     let j = json_of(
         dir.path(),
-        &[
-            "logistic",
-            "--data",
-            "birthwt.csv",
-            "--outcome",
-            "low",
-            "--covariates",
-            "age,lwt,smoke,ht,ui",
-        ],
+        &["logistic", "--data", "birthwt.csv", "--outcome", "low", "--covariates", "age,lwt,smoke,ht,ui"],
     );
-    close_all(
-        "logistic coef",
-        &field(&j["logistic"]["coefficients"], "estimate"),
-        &nums(&r["coef"]),
-    );
-    close_all(
-        "logistic lo",
-        &field(&j["logistic"]["coefficients"], "conf_low"),
-        &nums(&r["lo"]),
-    );
+    close_all("logistic coef", &field(&j["logistic"]["coefficients"], "estimate"), &nums(&r["coef"]));
+    close_all("logistic lo", &field(&j["logistic"]["coefficients"], "conf_low"), &nums(&r["lo"]));
     close("aic", num(&j["logistic"]["aic"]), num(&r["aic"]));
     // R's formula interface puts smoke = 0 first: t = mean(0) - mean(1).
-    let j = json_of(
-        dir.path(),
-        &[
-            "ttest",
-            "--data",
-            "birthwt.csv",
-            "--outcome",
-            "bwt",
-            "--group",
-            "smoke",
-        ],
-    );
+    let j = json_of(dir.path(), &["ttest", "--data", "birthwt.csv", "--outcome", "bwt", "--group", "smoke"]);
     close("t", -num(&j["ttest"]["statistic"]), num(&r["t"]));
     close("t p", num(&j["ttest"]["p_value"]), num(&r["tp"]));
-    let j = json_of(
-        dir.path(),
-        &[
-            "fisher",
-            "--data",
-            "birthwt.csv",
-            "--row",
-            "smoke",
-            "--col",
-            "low",
-        ],
-    );
+    let j = json_of(dir.path(), &["fisher", "--data", "birthwt.csv", "--row", "smoke", "--col", "low"]);
     close("fisher or", num(&j["fisher"]["odds_ratio"]), num(&r["or"]));
-    close_all(
-        "fisher ci",
-        &[
-            num(&j["fisher"]["conf_low"]),
-            num(&j["fisher"]["conf_high"]),
-        ],
-        &nums(&r["orci"]),
-    );
+    close_all("fisher ci", &[num(&j["fisher"]["conf_low"]), num(&j["fisher"]["conf_high"])], &nums(&r["orci"]));
     close("fisher p", num(&j["fisher"]["p_value"]), num(&r["fp"]));
-    let j = json_of(
-        dir.path(),
-        &[
-            "wilcoxon",
-            "--data",
-            "birthwt.csv",
-            "--outcome",
-            "bwt",
-            "--group",
-            "smoke",
-        ],
-    );
+    let j = json_of(dir.path(), &["wilcoxon", "--data", "birthwt.csv", "--outcome", "bwt", "--group", "smoke"]);
     close("wilcoxon p", num(&j["wilcoxon"]["p_value"]), num(&r["wp"]));
-    let j = json_of(
-        dir.path(),
-        &[
-            "auc",
-            "--data",
-            "birthwt.csv",
-            "--outcome",
-            "low",
-            "--predictor",
-            "lwt",
-        ],
-    );
+    let j = json_of(dir.path(), &["auc", "--data", "birthwt.csv", "--outcome", "low", "--predictor", "lwt"]);
     close("auc", num(&j["auc"]["auc"]), num(&r["auc"]));
     close_all(
         "auc ci",
         &[num(&j["auc"]["conf_low"]), num(&j["auc"]["conf_high"])],
         &[num(&r["auclo"]), num(&r["auchi"])],
     );
-    let j = json_of(
-        dir.path(),
-        &[
-            "describe",
-            "--data",
-            "birthwt.csv",
-            "--columns",
-            "age,bwt,race",
-            "--group",
-            "smoke",
-        ],
-    );
+    let j =
+        json_of(dir.path(), &["describe", "--data", "birthwt.csv", "--columns", "age,bwt,race", "--group", "smoke"]);
     assert_eq!(j["describe"].as_array().unwrap().len(), 3);
 }
 
@@ -371,21 +237,12 @@ fn ps_match_reproduces_matchit_sets_from_csv() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| {
-            p["controls"]
-                .as_array()
-                .unwrap()
-                .first()
-                .map_or(f64::NAN, num)
-        })
+        .map(|p| p["controls"].as_array().unwrap().first().map_or(f64::NAN, num))
         .collect();
     let theirs = nums(&r["controls"]);
     assert_eq!(ours.len(), theirs.len());
     for (a, b) in ours.iter().zip(&theirs) {
-        assert!(
-            a == b || (a.is_nan() && b.is_nan()),
-            "matched control {a} vs MatchIt {b}"
-        );
+        assert!(a == b || (a.is_nan() && b.is_nan()), "matched control {a} vs MatchIt {b}");
     }
 }
 
@@ -393,25 +250,10 @@ fn ps_match_reproduces_matchit_sets_from_csv() {
 fn bad_input_exits_2_with_a_clear_message() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("censored.csv"),
-        "time,status,age\n5,0,60\n6,0,61\n7,0,70\n",
-    )
-    .unwrap();
+    std::fs::write(d.join("censored.csv"), "time,status,age\n5,0,60\n6,0,61\n7,0,70\n").unwrap();
     let (code, _, err) = evident(
         d,
-        &[
-            "stats",
-            "cox",
-            "--data",
-            "censored.csv",
-            "--time",
-            "time",
-            "--event",
-            "status",
-            "--covariates",
-            "age",
-        ],
+        &["stats", "cox", "--data", "censored.csv", "--time", "time", "--event", "status", "--covariates", "age"],
     );
     assert_eq!(code, 2);
     assert_eq!(
@@ -419,56 +261,22 @@ fn bad_input_exits_2_with_a_clear_message() {
         "error: Cox model: all 3 observations are censored, so there are no events to estimate from; check the event column (1 = event, 0 = censored)"
     );
     std::fs::write(d.join("text.csv"), "y,x\n1,2\n0,male\n").unwrap();
-    let (code, _, err) = evident(
-        d,
-        &[
-            "stats",
-            "logistic",
-            "--data",
-            "text.csv",
-            "--outcome",
-            "y",
-            "--covariates",
-            "x",
-        ],
-    );
-    assert_eq!(code, 2);
-    assert!(err.contains("text.csv:3: column x = \"male\" is not a number; recode categories as numbers (e.g. 0/1)"), "{err}");
-    std::fs::write(d.join("empty.csv"), "y,x\nNA,1\n1,NA\n").unwrap();
-    let (code, _, err) = evident(
-        d,
-        &[
-            "stats",
-            "linear",
-            "--data",
-            "empty.csv",
-            "--outcome",
-            "y",
-            "--covariates",
-            "x",
-        ],
-    );
+    let (code, _, err) =
+        evident(d, &["stats", "logistic", "--data", "text.csv", "--outcome", "y", "--covariates", "x"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains(
-            "linear regression: no rows to analyse (2 rows given, 2 dropped for missing values)"
-        ),
+        err.contains("text.csv:3: column x = \"male\" is not a number; recode categories as numbers (e.g. 0/1)"),
+        "{err}"
+    );
+    std::fs::write(d.join("empty.csv"), "y,x\nNA,1\n1,NA\n").unwrap();
+    let (code, _, err) = evident(d, &["stats", "linear", "--data", "empty.csv", "--outcome", "y", "--covariates", "x"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("linear regression: no rows to analyse (2 rows given, 2 dropped for missing values)"),
         "{err}"
     );
     std::fs::write(d.join("sep.csv"), "y,x\n0,1\n0,2\n0,3\n1,4\n1,5\n1,6\n").unwrap();
-    let (code, _, err) = evident(
-        d,
-        &[
-            "stats",
-            "logistic",
-            "--data",
-            "sep.csv",
-            "--outcome",
-            "y",
-            "--covariates",
-            "x",
-        ],
-    );
+    let (code, _, err) = evident(d, &["stats", "logistic", "--data", "sep.csv", "--outcome", "y", "--covariates", "x"]);
     assert_eq!(code, 2);
     assert!(err.contains("complete separation"), "{err}");
 }

@@ -19,7 +19,8 @@ use evident_embed::{EmbedderConfig, LongTextPolicy, MiniLmEmbedder};
 use evident_model::text::{split_sections, split_sentences};
 
 fn main() {
-    let mut notes = PathBuf::from("../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson");
+    let mut notes =
+        PathBuf::from("../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson");
     let mut n_sentences = 2000usize;
     let mut n_sections = 300usize;
     let mut texts_out: Option<PathBuf> = None;

@@ -47,7 +47,8 @@ fn forward_pass_matches_candle_bert_up_to_the_full_window() {
     let device = Device::Cpu;
     let config: Config = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     // SAFETY: read-only map of the model file, which nothing writes.
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DType::F32, &device) }.unwrap();
+    let vb =
+        unsafe { VarBuilder::from_mmaped_safetensors(&[dir.join("model.safetensors")], DType::F32, &device) }.unwrap();
     let bert = BertModel::load(vb, &config).unwrap();
     let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
     tokenizer.with_truncation(None).unwrap();

@@ -156,7 +156,8 @@ pub fn criterion_metrics(rows: &[Prediction]) -> CriterionMetrics {
     let code = |d: Option<Decision>| d.map_or(4, |d| Decision::ALL.iter().position(|x| *x == d).unwrap());
     let kappa = cohen_kappa(&rows.iter().map(|r| (code(Some(r.gold)), code(r.predicted))).collect::<Vec<_>>());
     let ccode = |d: Option<Decision>| d.map_or(3, |d| collapse(d) as usize);
-    let kappa_collapsed = cohen_kappa(&rows.iter().map(|r| (ccode(Some(r.gold)), ccode(r.predicted))).collect::<Vec<_>>());
+    let kappa_collapsed =
+        cohen_kappa(&rows.iter().map(|r| (ccode(Some(r.gold)), ccode(r.predicted))).collect::<Vec<_>>());
 
     let (mut tp, mut npred, mut ngold) = (0, 0, 0);
     for r in rows {
@@ -283,7 +284,12 @@ pub fn paired_bootstrap_by_patient(
     let groups: Vec<&Vec<usize>> = by_patient.values().collect();
     let estimate = statistic(a) - statistic(b);
     if groups.is_empty() || replicates == 0 {
-        return PairedDifference { estimate, low: estimate, high: estimate, share_above_zero: f64::from(u8::from(estimate > 0.0)) };
+        return PairedDifference {
+            estimate,
+            low: estimate,
+            high: estimate,
+            share_above_zero: f64::from(u8::from(estimate > 0.0)),
+        };
     }
     let mut rng = SplitMix64::new(seed);
     let mut values = Vec::with_capacity(replicates);
@@ -300,7 +306,12 @@ pub fn paired_bootstrap_by_patient(
     }
     values.sort_by(f64::total_cmp);
     let above = values.iter().filter(|&&v| v > 0.0).count() as f64 / values.len() as f64;
-    PairedDifference { estimate, low: quantile(&values, 0.025), high: quantile(&values, 0.975), share_above_zero: above }
+    PairedDifference {
+        estimate,
+        low: quantile(&values, 0.025),
+        high: quantile(&values, 0.975),
+        share_above_zero: above,
+    }
 }
 
 /// Linear interpolation between order statistics (R's type 7).
@@ -316,7 +327,14 @@ mod tests {
     use super::*;
     use Decision::*;
 
-    fn row(patient: &str, t: CriterionType, gold: Decision, pred: Option<Decision>, ge: &[i64], pe: &[i64]) -> Prediction {
+    fn row(
+        patient: &str,
+        t: CriterionType,
+        gold: Decision,
+        pred: Option<Decision>,
+        ge: &[i64],
+        pe: &[i64],
+    ) -> Prediction {
         Prediction {
             patient_id: patient.into(),
             criterion_type: t,
@@ -345,11 +363,11 @@ mod tests {
     fn small_case_by_hand() {
         use CriterionType::{Exclusion as E, Inclusion as I};
         let rows = vec![
-            row("p1", I, Met, Some(Met), &[1, 2], &[1]),                    // correct; ev tp 1
-            row("p1", E, NotMet, Some(Met), &[], &[3]),                     // wrong; collapsed wrong
+            row("p1", I, Met, Some(Met), &[1, 2], &[1]), // correct; ev tp 1
+            row("p1", E, NotMet, Some(Met), &[], &[3]),  // wrong; collapsed wrong
             row("p2", I, NotEnoughInformation, Some(NotMet), &[4], &[4, 5]), // wrong; ev tp 1
-            row("p2", E, NotApplicable, Some(NotMet), &[], &[]),            // wrong, collapsed right
-            row("p3", E, NotMet, None, &[6], &[]),                          // failed
+            row("p2", E, NotApplicable, Some(NotMet), &[], &[]), // wrong, collapsed right
+            row("p3", E, NotMet, None, &[6], &[]),       // failed
         ];
         let m = criterion_metrics(&rows);
         assert_eq!((m.rows, m.failed), (5, 1));

@@ -69,7 +69,8 @@ pub fn n2c2_metrics(pairs: &[N2c2Pair]) -> N2c2Metrics {
         by.entry(p.criterion_id.clone()).or_default().add(p);
         pooled.add(p);
     }
-    let overall_macro_f1 = if by.is_empty() { 0.0 } else { by.values().map(BinaryCounts::mean_f1).sum::<f64>() / by.len() as f64 };
+    let overall_macro_f1 =
+        if by.is_empty() { 0.0 } else { by.values().map(BinaryCounts::mean_f1).sum::<f64>() / by.len() as f64 };
     N2c2Metrics {
         per_criterion: by
             .into_iter()
@@ -93,8 +94,14 @@ mod tests {
         // A: tm=2, fm=1, fn=0, tn=1 -> met P=2/3 R=1 F1=0.8; not met P=1 R=1/2 F1=2/3.
         // B: tm=0, fm=0, fn=1, tn=3 -> met F1=0; not met P=3/4 R=1 F1=6/7.
         let pairs = [
-            pair("A", true, true), pair("A", true, true), pair("A", false, true), pair("A", false, false),
-            pair("B", true, false), pair("B", false, false), pair("B", false, false), pair("B", false, false),
+            pair("A", true, true),
+            pair("A", true, true),
+            pair("A", false, true),
+            pair("A", false, false),
+            pair("B", true, false),
+            pair("B", false, false),
+            pair("B", false, false),
+            pair("B", false, false),
         ];
         let m = n2c2_metrics(&pairs);
         let a = &m.per_criterion["A"];

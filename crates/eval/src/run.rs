@@ -57,8 +57,12 @@ pub fn pairs(rows: &[AnnotationRow]) -> Vec<Pair> {
     order
         .into_iter()
         .map(|key| {
-            let rows: Vec<AnnotationRow> =
-                grouped.remove(&key).expect("grouped above").into_iter().filter(|r| r.criteria_set().is_some()).collect();
+            let rows: Vec<AnnotationRow> = grouped
+                .remove(&key)
+                .expect("grouped above")
+                .into_iter()
+                .filter(|r| r.criteria_set().is_some())
+                .collect();
             let criteria: Vec<Criterion> =
                 rows.iter().filter_map(|r| r.criteria_set()).flat_map(|s| s.criteria).collect();
             Pair {
@@ -140,7 +144,8 @@ pub fn store_notes(store: &mut Store, rows: &[AnnotationRow]) -> Result<usize, S
             text: text.clone(),
         };
         let sections = evident_model::text::split_sections(&text);
-        let sections = if sections.is_empty() { vec![SectionSpan { heading: None, start: 0, end: text.len() }] } else { sections };
+        let sections =
+            if sections.is_empty() { vec![SectionSpan { heading: None, start: 0, end: text.len() }] } else { sections };
         writer.put_document(&doc, &sections, &sentences).map_err(|e| e.to_string())?;
     }
     writer.commit().map_err(|e| e.to_string())?;
@@ -297,7 +302,8 @@ mod tests {
         // is high but need not be perfect.
         let rows = dev_rows();
         let qrels = load_qrels(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trialgpt/dataset/sigir/qrels/test.tsv"),
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/data/trialgpt/dataset/sigir/qrels/test.tsv"),
         )
         .unwrap();
         let items: Vec<_> = pairs(&rows)

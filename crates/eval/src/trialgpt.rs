@@ -68,9 +68,7 @@ impl AnnotationRow {
     pub fn sentences(&self) -> Vec<(i64, String)> {
         let mut out: Vec<(i64, String)> = Vec::new();
         for line in self.note.lines() {
-            let numbered = line
-                .split_once(". ")
-                .and_then(|(n, rest)| n.trim().parse::<i64>().ok().map(|n| (n, rest)));
+            let numbered = line.split_once(". ").and_then(|(n, rest)| n.trim().parse::<i64>().ok().map(|n| (n, rest)));
             match (numbered, out.last_mut()) {
                 (Some((n, rest)), _) => out.push((n, rest.trim().to_string())),
                 (None, Some(last)) if !line.trim().is_empty() => {
@@ -139,10 +137,9 @@ impl AnnotationRow {
     /// As [`Self::prediction_from`], for a record whose note has document id `doc`.
     pub fn prediction_for(&self, result: &CriterionResult, doc: &str) -> Prediction {
         let (predicted, predicted_evidence) = match &result.outcome {
-            Outcome::Assessed(a) => (
-                Some(a.decision),
-                a.evidence.iter().filter(|e| e.document_id == *doc).map(|e| e.ordinal).collect(),
-            ),
+            Outcome::Assessed(a) => {
+                (Some(a.decision), a.evidence.iter().filter(|e| e.document_id == *doc).map(|e| e.ordinal).collect())
+            }
             Outcome::Failed(_) => (None, BTreeSet::new()),
         };
         Prediction {
@@ -170,9 +167,13 @@ pub fn load_annotations(path: &Path) -> Result<Vec<AnnotationRow>, EvalError> {
         serde_json::from_str(&text).map_err(|e| EvalError::Format { path: origin.clone(), message: e.to_string() })?;
     let mut problems = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        for (field, label) in [("expert_eligibility", &r.expert_eligibility), ("gpt4_eligibility", &r.gpt4_eligibility)] {
+        for (field, label) in [("expert_eligibility", &r.expert_eligibility), ("gpt4_eligibility", &r.gpt4_eligibility)]
+        {
             if Decision::from_trialgpt_label(label, r.criterion_type).is_none() {
-                problems.push(format!("row {i}: {field} {label:?} is not a label for an {} criterion", r.criterion_type.as_str()));
+                problems.push(format!(
+                    "row {i}: {field} {label:?} is not a label for an {} criterion",
+                    r.criterion_type.as_str()
+                ));
             }
         }
         let sentence_ids: BTreeSet<i64> = r.sentences().into_iter().map(|(n, _)| n).collect();
@@ -185,7 +186,8 @@ pub fn load_annotations(path: &Path) -> Result<Vec<AnnotationRow>, EvalError> {
             Err(e) => problems.push(format!("row {i}: expert_sentences {e}")),
             Ok(ids) => {
                 if let Some(bad) = ids.iter().find(|id| !sentence_ids.contains(id)) {
-                    problems.push(format!("row {i}: expert_sentences cites sentence {bad}, which the note does not have"));
+                    problems
+                        .push(format!("row {i}: expert_sentences cites sentence {bad}, which the note does not have"));
                 }
             }
         }

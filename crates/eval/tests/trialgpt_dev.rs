@@ -9,7 +9,8 @@ use evident_eval::{load_annotations, report_row, trialgpt::note_document_id};
 use evident_match::{Assessment, Confidence, CriterionResult, Outcome, SentenceRef};
 
 fn rows() -> Vec<evident_eval::AnnotationRow> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trialgpt/criterion_annotations_dev.json");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trialgpt/criterion_annotations_dev.json");
     load_annotations(&path).unwrap_or_else(|e| panic!("{e}; the shared data must be present"))
 }
 
@@ -64,7 +65,11 @@ fn evident_results_score_like_their_labels() {
                     rationale: r.gpt4_explanation.clone(),
                     decision: r.gpt4_decision(),
                     confidence: Confidence::High,
-                    evidence: r.gpt4_sentence_ids().into_iter().map(|o| SentenceRef { document_id: doc.clone(), ordinal: o }).collect(),
+                    evidence: r
+                        .gpt4_sentence_ids()
+                        .into_iter()
+                        .map(|o| SentenceRef { document_id: doc.clone(), ordinal: o })
+                        .collect(),
                 }),
                 unresolved_citations: vec![],
             };

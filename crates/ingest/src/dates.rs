@@ -13,7 +13,14 @@ pub fn parse_datetime(text: &str) -> Option<NaiveDateTime> {
     if let Ok(dt) = DateTime::parse_from_rfc3339(t) {
         return Some(dt.naive_local());
     }
-    for format in ["%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+    for format in [
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+    ] {
         if let Ok(dt) = NaiveDateTime::parse_from_str(t, format) {
             return Some(dt);
         }

@@ -22,7 +22,11 @@ const SOURCE: &str = "fhir";
 pub(crate) fn units(path: &Path) -> Result<Vec<Unit>, IngestError> {
     let unit = |p: &Path| {
         let ndjson = p.extension().is_some_and(|e| e == "ndjson");
-        Unit { path: p.to_path_buf(), format: Format::Fhir, reader: if ndjson { Reader::FhirNdjson } else { Reader::FhirBundle } }
+        Unit {
+            path: p.to_path_buf(),
+            format: Format::Fhir,
+            reader: if ndjson { Reader::FhirNdjson } else { Reader::FhirBundle },
+        }
     };
     if !path.is_dir() {
         return Ok(vec![unit(path)]);
@@ -72,7 +76,9 @@ impl<'a> Reading<'a> {
     }
 
     fn finish(mut self) -> (Batch, Vec<Problem>) {
-        for timeline in [self.medications, self.conditions, self.procedures, self.encounters, self.observations, self.lab_lines] {
+        for timeline in
+            [self.medications, self.conditions, self.procedures, self.encounters, self.observations, self.lab_lines]
+        {
             self.batch.documents.extend(timeline.into_documents());
         }
         (self.batch, self.problems)
@@ -109,7 +115,12 @@ impl<'a> Reading<'a> {
         match reference.and_then(patient_id_from_reference) {
             Some(id) => Some(id),
             None => {
-                self.problem(place, "subject.reference", format!("= {reference:?} does not name a Patient"), "expected \"Patient/<id>\" or \"urn:uuid:<id>\"");
+                self.problem(
+                    place,
+                    "subject.reference",
+                    format!("= {reference:?} does not name a Patient"),
+                    "expected \"Patient/<id>\" or \"urn:uuid:<id>\"",
+                );
                 None
             }
         }
@@ -121,14 +132,24 @@ impl<'a> Reading<'a> {
                 return match parse_datetime(text) {
                     Some(t) => Some(t),
                     None => {
-                        self.problem(place, &path.join("."), format!("= {text:?} is not a date ({EXPECTED})"), "fix the date in the source");
+                        self.problem(
+                            place,
+                            &path.join("."),
+                            format!("= {text:?} is not a date ({EXPECTED})"),
+                            "fix the date in the source",
+                        );
                         None
                     }
                 };
             }
         }
         let names: Vec<String> = candidates.iter().map(|p| p.join(".")).collect();
-        self.problem(place, &names[0], "is missing", &format!("one of {} is needed to date this record", names.join(", ")));
+        self.problem(
+            place,
+            &names[0],
+            "is missing",
+            &format!("one of {} is needed to date this record", names.join(", ")),
+        );
         None
     }
 
@@ -138,14 +159,23 @@ impl<'a> Reading<'a> {
             Some(text) => match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
                 Ok(d) => Some(d),
                 Err(_) => {
-                    self.problem(place, "birthDate", format!("= {text:?} is not a date (expected YYYY-MM-DD)"), "fix the date in the source");
+                    self.problem(
+                        place,
+                        "birthDate",
+                        format!("= {text:?} is not a date (expected YYYY-MM-DD)"),
+                        "fix the date in the source",
+                    );
                     None
                 }
             },
             None => None,
         };
         let name = r.get("name").and_then(|n| n.get(0)).map(|n| {
-            let given: Vec<&str> = n.get("given").and_then(Value::as_array).map(|g| g.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            let given: Vec<&str> = n
+                .get("given")
+                .and_then(Value::as_array)
+                .map(|g| g.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             let family = n.get("family").and_then(Value::as_str).unwrap_or("");
             format!("{} {family}", given.join(" ")).trim().to_string()
         });
@@ -189,13 +219,22 @@ impl<'a> Reading<'a> {
             break;
         }
         let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
-            *self.batch.skipped.entry("DocumentReferences without inline text (text/plain, text/markdown or text/html)".into()).or_default() += 1;
+            *self
+                .batch
+                .skipped
+                .entry("DocumentReferences without inline text (text/plain, text/markdown or text/html)".into())
+                .or_default() += 1;
             return;
         };
-        let codings = r.get("type").and_then(|t| t.get("coding")).and_then(Value::as_array).cloned().unwrap_or_default();
+        let codings =
+            r.get("type").and_then(|t| t.get("coding")).and_then(Value::as_array).cloned().unwrap_or_default();
         let kind = codings
             .iter()
-            .filter_map(|c| str_at(c, &["code"]).and_then(DocKind::resolve).or_else(|| str_at(c, &["display"]).and_then(DocKind::resolve)))
+            .filter_map(|c| {
+                str_at(c, &["code"])
+                    .and_then(DocKind::resolve)
+                    .or_else(|| str_at(c, &["display"]).and_then(DocKind::resolve))
+            })
             .next()
             .or_else(|| str_at(r, &["type", "text"]).and_then(DocKind::resolve))
             .unwrap_or(DocKind::Other);
@@ -218,21 +257,28 @@ impl<'a> Reading<'a> {
 
     fn observation(&mut self, r: &Value, place: &str) {
         let (Some(id), Some(patient_id)) = (self.id(r, place), self.subject(r, place)) else { return };
-        let Some(time) = self.time(r, place, &[&["effectiveDateTime"], &["effectivePeriod", "start"], &["issued"]]) else { return };
-        let loinc = codings(r, "code").find(|c| str_at(c, &["system"]) == Some("http://loinc.org")).and_then(|c| str_at(c, &["code"])).map(String::from);
+        let Some(time) = self.time(r, place, &[&["effectiveDateTime"], &["effectivePeriod", "start"], &["issued"]])
+        else {
+            return;
+        };
+        let loinc = codings(r, "code")
+            .find(|c| str_at(c, &["system"]) == Some("http://loinc.org"))
+            .and_then(|c| str_at(c, &["code"]))
+            .map(String::from);
         let name = str_at(r, &["code", "text"])
             .or_else(|| codings(r, "code").find_map(|c| str_at(c, &["display"])))
             .unwrap_or("unnamed observation")
             .to_string();
-        let is_lab = r
-            .get("category")
-            .and_then(Value::as_array)
-            .is_some_and(|cats| cats.iter().any(|c| codings(c, "").any(|cc| str_at(cc, &["code"]) == Some("laboratory"))));
+        let is_lab = r.get("category").and_then(Value::as_array).is_some_and(|cats| {
+            cats.iter().any(|c| codings(c, "").any(|cc| str_at(cc, &["code"]) == Some("laboratory")))
+        });
         let value = observation_value(r);
         let record = format!("Observation/{id}");
         if !is_lab {
             let shown = match (&value, components_text(r)) {
-                (Some((v, unit)), _) => format!("{name}: {}{}", value_text(v), unit.as_ref().map(|u| format!(" {u}")).unwrap_or_default()),
+                (Some((v, unit)), _) => {
+                    format!("{name}: {}{}", value_text(v), unit.as_ref().map(|u| format!(" {u}")).unwrap_or_default())
+                }
                 (None, Some(components)) => format!("{name}: {components}"),
                 (None, None) => name.clone(),
             };
@@ -254,7 +300,11 @@ impl<'a> Reading<'a> {
             .map(String::from);
         let concept = LabCatalogue::builtin().resolve(&name, loinc.as_deref());
         if concept.is_none() {
-            *self.batch.unmapped_lab_names.entry(format!("{name} (LOINC {})", loinc.as_deref().unwrap_or("none"))).or_default() += 1;
+            *self
+                .batch
+                .unmapped_lab_names
+                .entry(format!("{name} (LOINC {})", loinc.as_deref().unwrap_or("none")))
+                .or_default() += 1;
         }
         let shown = format!(
             "{name}: {}{}{}{}",
@@ -288,7 +338,12 @@ impl<'a> Reading<'a> {
             .or_else(|| str_at(r, &["medicationReference", "display"]).map(String::from))
             .unwrap_or_else(|| "unnamed medication".into());
         let status = str_at(r, &["status"]).unwrap_or("unknown status");
-        let dosage = r.get("dosageInstruction").and_then(|d| d.get(0)).and_then(|d| str_at(d, &["text"])).map(|t| format!(", {t}")).unwrap_or_default();
+        let dosage = r
+            .get("dosageInstruction")
+            .and_then(|d| d.get(0))
+            .and_then(|d| str_at(d, &["text"]))
+            .map(|t| format!(", {t}"))
+            .unwrap_or_default();
         let reason = r
             .get("reasonReference")
             .and_then(|rr| rr.get(0))
@@ -296,15 +351,25 @@ impl<'a> Reading<'a> {
             .or_else(|| r.get("reasonCode").and_then(|rc| rc.get(0)).and_then(|rc| str_at(rc, &["text"])))
             .map(|t| format!(", for {t}"))
             .unwrap_or_default();
-        self.medications.push(&patient_id, time, format!("{drug} ({status}{dosage}{reason})"), format!("MedicationRequest/{id}"));
+        self.medications.push(
+            &patient_id,
+            time,
+            format!("{drug} ({status}{dosage}{reason})"),
+            format!("MedicationRequest/{id}"),
+        );
     }
 
     fn condition(&mut self, r: &Value, place: &str) {
         let (Some(id), Some(patient_id)) = (self.id(r, place), self.subject(r, place)) else { return };
-        let Some(time) = self.time(r, place, &[&["onsetDateTime"], &["recordedDate"], &["onsetPeriod", "start"]]) else { return };
+        let Some(time) = self.time(r, place, &[&["onsetDateTime"], &["recordedDate"], &["onsetPeriod", "start"]])
+        else {
+            return;
+        };
         let name = concept_text(r, "code").unwrap_or_else(|| "unnamed condition".into());
         let status = codings(r, "clinicalStatus").find_map(|c| str_at(c, &["code"])).unwrap_or("unknown status");
-        let resolved = str_at(r, &["abatementDateTime"]).map(|d| format!(", resolved {}", &d[..d.len().min(10)])).unwrap_or_default();
+        let resolved = str_at(r, &["abatementDateTime"])
+            .map(|d| format!(", resolved {}", &d[..d.len().min(10)]))
+            .unwrap_or_default();
         self.conditions.push(&patient_id, time, format!("{name} ({status}{resolved})"), format!("Condition/{id}"));
     }
 
@@ -319,9 +384,18 @@ impl<'a> Reading<'a> {
     fn encounter(&mut self, r: &Value, place: &str) {
         let (Some(id), Some(patient_id)) = (self.id(r, place), self.subject(r, place)) else { return };
         let Some(time) = self.time(r, place, &[&["period", "start"]]) else { return };
-        let kind = r.get("type").and_then(|t| t.get(0)).and_then(|t| str_at(t, &["text"]).map(String::from).or_else(|| codings(t, "").find_map(|c| str_at(c, &["display"])).map(String::from)));
+        let kind = r.get("type").and_then(|t| t.get(0)).and_then(|t| {
+            str_at(t, &["text"])
+                .map(String::from)
+                .or_else(|| codings(t, "").find_map(|c| str_at(c, &["display"])).map(String::from))
+        });
         let class = str_at(r, &["class", "code"]);
-        let reason = r.get("reasonCode").and_then(|rc| rc.get(0)).and_then(concept_text_of).map(|t| format!(", reason: {t}")).unwrap_or_default();
+        let reason = r
+            .get("reasonCode")
+            .and_then(|rc| rc.get(0))
+            .and_then(concept_text_of)
+            .map(|t| format!(", reason: {t}"))
+            .unwrap_or_default();
         let text = format!(
             "{}{}{reason}",
             kind.unwrap_or_else(|| "Encounter".into()),
@@ -443,8 +517,18 @@ pub(crate) fn read_bundle(path: &Path) -> (Batch, Vec<Problem>) {
     let root: Value = match serde_json::from_str(&text) {
         Ok(v) => v,
         Err(e) => {
-            let hint = if e.is_eof() { "the file ends too early: it may be truncated; re-export it" } else { "fix the JSON syntax" };
-            reading.problems.push(Problem::new(path, format!("line {}, column {}", e.line(), e.column()), None, format!("is not valid JSON ({e})"), hint));
+            let hint = if e.is_eof() {
+                "the file ends too early: it may be truncated; re-export it"
+            } else {
+                "fix the JSON syntax"
+            };
+            reading.problems.push(Problem::new(
+                path,
+                format!("line {}, column {}", e.line(), e.column()),
+                None,
+                format!("is not valid JSON ({e})"),
+                hint,
+            ));
             return reading.finish();
         }
     };
@@ -459,12 +543,24 @@ pub(crate) fn read_bundle(path: &Path) -> (Batch, Vec<Problem>) {
             for (i, entry) in patients.into_iter().chain(others) {
                 match entry.get("resource") {
                     Some(resource) => reading.resource(resource, &format!("$.entry[{i}].resource")),
-                    None => reading.problems.push(Problem::new(path, format!("$.entry[{i}]"), Some("resource"), "is missing", "bundle entries must carry a resource")),
+                    None => reading.problems.push(Problem::new(
+                        path,
+                        format!("$.entry[{i}]"),
+                        Some("resource"),
+                        "is missing",
+                        "bundle entries must carry a resource",
+                    )),
                 }
             }
         }
         Some(_) => reading.resource(&root, "$"),
-        None => reading.problems.push(Problem::new(path, "$", Some("resourceType"), "is missing: this is not a FHIR resource or Bundle", "pass a FHIR R4 Bundle, a resource, or bulk ndjson")),
+        None => reading.problems.push(Problem::new(
+            path,
+            "$",
+            Some("resourceType"),
+            "is missing: this is not a FHIR resource or Bundle",
+            "pass a FHIR R4 Bundle, a resource, or bulk ndjson",
+        )),
     }
     reading.finish()
 }

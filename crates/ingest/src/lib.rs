@@ -147,10 +147,7 @@ pub fn plan(paths: &[PathBuf], format: Format) -> Result<Vec<Unit>, IngestError>
     let mut units = Vec::new();
     for path in paths {
         if !path.exists() {
-            return Err(IngestError::Input {
-                path: path.clone(),
-                message: "no such file or folder".into(),
-            });
+            return Err(IngestError::Input { path: path.clone(), message: "no such file or folder".into() });
         }
         let format = if format == Format::Auto { detect(path)? } else { format };
         let found = match format {

@@ -66,9 +66,7 @@ impl Table {
 
 /// Finds `<stem>.csv.gz` (or `.csv`) in the given folders.
 fn find_table(dirs: &[PathBuf], stem: &str) -> Option<PathBuf> {
-    dirs.iter()
-        .flat_map(|d| [d.join(format!("{stem}.csv.gz")), d.join(format!("{stem}.csv"))])
-        .find(|p| p.is_file())
+    dirs.iter().flat_map(|d| [d.join(format!("{stem}.csv.gz")), d.join(format!("{stem}.csv"))]).find(|p| p.is_file())
 }
 
 pub(crate) fn units(path: &Path) -> Result<Vec<Unit>, IngestError> {
@@ -85,7 +83,9 @@ pub(crate) fn units(path: &Path) -> Result<Vec<Unit>, IngestError> {
     let dirs = [path.join("hosp"), path.join("note"), path.to_path_buf()];
     let units: Vec<Unit> = Table::ALL
         .into_iter()
-        .filter_map(|t| find_table(&dirs, t.file_stem()).map(|p| Unit { path: p, format: Format::Mimic, reader: Reader::Mimic(t) }))
+        .filter_map(|t| {
+            find_table(&dirs, t.file_stem()).map(|p| Unit { path: p, format: Format::Mimic, reader: Reader::Mimic(t) })
+        })
         .collect();
     if units.is_empty() {
         return Err(IngestError::Input {
@@ -115,7 +115,9 @@ impl CsvTable {
         let mut reader = csv::ReaderBuilder::new().from_reader(input);
         let headers = reader
             .headers()
-            .map_err(|e| Problem::new(path, "line 1", None, format!("unreadable header: {e}"), "is this a (gzipped) CSV file?"))?
+            .map_err(|e| {
+                Problem::new(path, "line 1", None, format!("unreadable header: {e}"), "is this a (gzipped) CSV file?")
+            })?
             .iter()
             .map(String::from)
             .collect();
@@ -149,7 +151,13 @@ impl CsvTable {
                 Ok(false) => break,
                 Err(e) => {
                     let line = e.position().map(|p| p.line()).unwrap_or(0);
-                    problems.push(Problem::new(&self.path, format!("line {line}"), None, format!("malformed CSV row: {e}"), "the file may be truncated or not CSV"));
+                    problems.push(Problem::new(
+                        &self.path,
+                        format!("line {line}"),
+                        None,
+                        format!("malformed CSV row: {e}"),
+                        "the file may be truncated or not CSV",
+                    ));
                     if !matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) {
                         break;
                     }
@@ -160,12 +168,7 @@ impl CsvTable {
 }
 
 /// Reads a dictionary table into key -> value.
-fn dictionary(
-    path: &Path,
-    key: &[&str],
-    value: &[&str],
-    problems: &mut Vec<Problem>,
-) -> HashMap<String, Vec<String>> {
+fn dictionary(path: &Path, key: &[&str], value: &[&str], problems: &mut Vec<Problem>) -> HashMap<String, Vec<String>> {
     let mut map = HashMap::new();
     let mut table = match CsvTable::open(path) {
         Ok(t) => t,
@@ -177,7 +180,13 @@ fn dictionary(
     let names: Vec<&str> = key.iter().chain(value).copied().collect();
     let missing: Vec<&str> = names.iter().copied().filter(|n| !table.headers.iter().any(|h| h == n)).collect();
     if !missing.is_empty() {
-        problems.push(Problem::new(path, "line 1", None, format!("the header lacks column(s) {}", missing.join(", ")), "use the MIMIC-IV dictionary table as distributed"));
+        problems.push(Problem::new(
+            path,
+            "line 1",
+            None,
+            format!("the header lacks column(s) {}", missing.join(", ")),
+            "use the MIMIC-IV dictionary table as distributed",
+        ));
         return map;
     }
     let idx: Vec<usize> = names.iter().map(|n| table.headers.iter().position(|h| h == n).unwrap()).collect();
@@ -192,19 +201,37 @@ fn dictionary(
 fn sibling(path: &Path, stem: &str) -> Result<PathBuf, Problem> {
     let dir = path.parent().unwrap_or(Path::new("."));
     find_table(&[dir.to_path_buf()], stem).ok_or_else(|| {
-        Problem::new(path, "", None, format!("needs its dictionary {stem}.csv.gz beside it"), "keep the MIMIC-IV hosp/ folder whole")
+        Problem::new(
+            path,
+            "",
+            None,
+            format!("needs its dictionary {stem}.csv.gz beside it"),
+            "keep the MIMIC-IV hosp/ folder whole",
+        )
     })
 }
 
 /// Parses a datetime column; an empty one is `Ok(None)`.
-fn time_field(path: &Path, line: u64, field: &str, text: &str, problems: &mut Vec<Problem>) -> Result<Option<chrono::NaiveDateTime>, ()> {
+fn time_field(
+    path: &Path,
+    line: u64,
+    field: &str,
+    text: &str,
+    problems: &mut Vec<Problem>,
+) -> Result<Option<chrono::NaiveDateTime>, ()> {
     if text.is_empty() {
         return Ok(None);
     }
     match parse_datetime(text) {
         Some(t) => Ok(Some(t)),
         None => {
-            problems.push(Problem::new(path, format!("line {line}"), Some(field), format!("= {text:?} is not a date ({EXPECTED})"), "MIMIC-IV dates are YYYY-MM-DD HH:MM:SS"));
+            problems.push(Problem::new(
+                path,
+                format!("line {line}"),
+                Some(field),
+                format!("= {text:?} is not a date ({EXPECTED})"),
+                "MIMIC-IV dates are YYYY-MM-DD HH:MM:SS",
+            ));
             Err(())
         }
     }
@@ -233,21 +260,35 @@ pub(crate) fn read(path: &Path, table: Table) -> (Batch, Vec<Problem>) {
 }
 
 fn patients(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>) -> Result<(), Problem> {
-    let [subject, gender, age, year, group, dod] = csv.columns(["subject_id", "gender", "anchor_age", "anchor_year", "anchor_year_group", "dod"])?;
+    let [subject, gender, age, year, group, dod] =
+        csv.columns(["subject_id", "gender", "anchor_age", "anchor_year", "anchor_year_group", "dod"])?;
     let path = csv.path.clone();
     let mut demographics = Timeline::new(SOURCE, "demographics", "Demographics", DocKind::Other);
     csv.for_each(problems, |line, r, problems| {
         let id = r[subject].to_string();
         if id.is_empty() {
-            problems.push(Problem::new(&path, format!("line {line}"), Some("subject_id"), "is empty", "every row needs a subject_id"));
+            problems.push(Problem::new(
+                &path,
+                format!("line {line}"),
+                Some("subject_id"),
+                "is empty",
+                "every row needs a subject_id",
+            ));
             return;
         }
         let Ok(anchor_year) = r[year].parse::<i32>() else {
-            problems.push(Problem::new(&path, format!("line {line}"), Some("anchor_year"), format!("= {:?} is not a year", &r[year]), "expected a number such as 2153"));
+            problems.push(Problem::new(
+                &path,
+                format!("line {line}"),
+                Some("anchor_year"),
+                format!("= {:?} is not a year", &r[year]),
+                "expected a number such as 2153",
+            ));
             return;
         };
         let Ok(death) = time_field(&path, line, "dod", &r[dod], problems) else { return };
-        let mut text = format!("Sex {}; age {} in anchor year {anchor_year} (real years {})", &r[gender], &r[age], &r[group]);
+        let mut text =
+            format!("Sex {}; age {} in anchor year {anchor_year} (real years {})", &r[gender], &r[age], &r[group]);
         if let Some(d) = death {
             text.push_str(&format!("; date of death {}", d.date()));
         }
@@ -255,7 +296,13 @@ fn patients(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>) 
         if let Some(at) = at {
             demographics.push(&id, at, text, format!("patients/{id}"));
         }
-        batch.patients.push(Patient { id, source: SOURCE.into(), birth_date: None, sex: Some(r[gender].to_string()), display_name: None });
+        batch.patients.push(Patient {
+            id,
+            source: SOURCE.into(),
+            birth_date: None,
+            sex: Some(r[gender].to_string()),
+            display_name: None,
+        });
     });
     batch.documents.extend(demographics.into_documents());
     Ok(())
@@ -277,7 +324,13 @@ fn admissions(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>
     csv.for_each(problems, |line, r, problems| {
         let Ok(Some(admitted)) = time_field(&path, line, "admittime", &r[admit], problems) else {
             if r[admit].is_empty() {
-                problems.push(Problem::new(&path, format!("line {line}"), Some("admittime"), "is empty", "every admission needs an admittime"));
+                problems.push(Problem::new(
+                    &path,
+                    format!("line {line}"),
+                    Some("admittime"),
+                    "is empty",
+                    "every admission needs an admittime",
+                ));
             }
             return;
         };
@@ -321,14 +374,26 @@ fn labevents(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>)
             return;
         }
         let Some(entry) = items.get(&r[item]) else {
-            problems.push(Problem::new(&path, format!("line {line}"), Some("itemid"), format!("= {} is not in d_labitems", &r[item]), "use the d_labitems table of the same MIMIC-IV release"));
+            problems.push(Problem::new(
+                &path,
+                format!("line {line}"),
+                Some("itemid"),
+                format!("= {} is not in d_labitems", &r[item]),
+                "use the d_labitems table of the same MIMIC-IV release",
+            ));
             return;
         };
         let (label, fluid) = (entry[0].as_str(), entry[1].as_str());
         let loinc: Option<String> = None;
         let Ok(Some(time)) = time_field(&path, line, "charttime", &r[chart], problems) else {
             if r[chart].is_empty() {
-                problems.push(Problem::new(&path, format!("line {line}"), Some("charttime"), "is empty", "every lab event needs a charttime"));
+                problems.push(Problem::new(
+                    &path,
+                    format!("line {line}"),
+                    Some("charttime"),
+                    "is empty",
+                    "every lab event needs a charttime",
+                ));
             }
             return;
         };
@@ -344,7 +409,8 @@ fn labevents(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>)
         let (ref_low, ref_high) = (number(&r[low]), number(&r[high]));
         let flag_value = Some(r[flag].trim().to_string()).filter(|f| !f.is_empty());
         let record = format!("labevents/{}", &r[id_col]);
-        let shown_value = if raw_value.is_empty() { num.map(|v| v.to_string()).unwrap_or_default() } else { raw_value.to_string() };
+        let shown_value =
+            if raw_value.is_empty() { num.map(|v| v.to_string()).unwrap_or_default() } else { raw_value.to_string() };
         lines.push(
             &r[subject],
             time,
@@ -424,7 +490,8 @@ fn icd(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>, kind:
         IcdKind::Diagnoses => ("d_icd_diagnoses", "diagnoses_icd", "Diagnoses (ICD)", DocKind::ProblemList),
         IcdKind::Procedures => ("d_icd_procedures", "procedures_icd", "Procedures (ICD)", DocKind::Procedure),
     };
-    let [subject, hadm, seq, code, version] = csv.columns(["subject_id", "hadm_id", "seq_num", "icd_code", "icd_version"])?;
+    let [subject, hadm, seq, code, version] =
+        csv.columns(["subject_id", "hadm_id", "seq_num", "icd_code", "icd_version"])?;
     let chartdate = csv.headers.iter().position(|h| h == "chartdate");
     let titles = dictionary(&sibling(&path, dictionary_stem)?, &["icd_code", "icd_version"], &["long_title"], problems);
     // Diagnoses carry no date of their own: they are dated at admission.
@@ -439,7 +506,13 @@ fn icd(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>, kind:
             _ => match admissions.get(&r[hadm]) {
                 Some(v) => v[0].clone(),
                 None => {
-                    problems.push(Problem::new(&path, format!("line {line}"), Some("hadm_id"), format!("= {} is not in admissions", &r[hadm]), "ingest the matching admissions table"));
+                    problems.push(Problem::new(
+                        &path,
+                        format!("line {line}"),
+                        Some("hadm_id"),
+                        format!("= {} is not in admissions", &r[hadm]),
+                        "ingest the matching admissions table",
+                    ));
                     return;
                 }
             },
@@ -455,12 +528,19 @@ fn icd(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>, kind:
 }
 
 fn notes(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>) -> Result<(), Problem> {
-    let [note_id, subject, note_type, chart, text] = csv.columns(["note_id", "subject_id", "note_type", "charttime", "text"])?;
+    let [note_id, subject, note_type, chart, text] =
+        csv.columns(["note_id", "subject_id", "note_type", "charttime", "text"])?;
     let path = csv.path.clone();
     csv.for_each(problems, |line, r, problems| {
         let Ok(time) = time_field(&path, line, "charttime", &r[chart], problems) else { return };
         let Some(kind) = DocKind::resolve(&r[note_type]) else {
-            problems.push(Problem::new(&path, format!("line {line}"), Some("note_type"), format!("= {:?} is not a known note type", &r[note_type]), "expected DS, RR or AR"));
+            problems.push(Problem::new(
+                &path,
+                format!("line {line}"),
+                Some("note_type"),
+                format!("= {:?} is not a known note type", &r[note_type]),
+                "expected DS, RR or AR",
+            ));
             return;
         };
         batch.documents.push(Document {

@@ -50,7 +50,10 @@ pub fn parse(xml: &str) -> Result<N2c2File, String> {
             Event::Start(e) | Event::Empty(e) if path.is_empty() && !saw_root => {
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
                 if name != "PatientMatching" {
-                    return Err(format!("line {}: the root element is <{name}>, expected <PatientMatching>", line_of(pos)));
+                    return Err(format!(
+                        "line {}: the root element is <{name}>, expected <PatientMatching>",
+                        line_of(pos)
+                    ));
                 }
                 saw_root = true;
                 path.push(name);
@@ -64,7 +67,10 @@ pub fn parse(xml: &str) -> Result<N2c2File, String> {
                     .ok_or_else(|| format!("line {}: <{name}> has no met attribute", line_of(pos)))?;
                 let value = met.unescape_value().map_err(|err| format!("line {}: {err}", line_of(pos)))?.into_owned();
                 if value != "met" && value != "not met" {
-                    return Err(format!("line {}: <{name} met={value:?}>: expected \"met\" or \"not met\"", line_of(pos)));
+                    return Err(format!(
+                        "line {}: <{name} met={value:?}>: expected \"met\" or \"not met\"",
+                        line_of(pos)
+                    ));
                 }
                 file.tags.push((name, value));
             }
@@ -76,13 +82,15 @@ pub fn parse(xml: &str) -> Result<N2c2File, String> {
             }
             Event::Text(t) if path.last().map(String::as_str) == Some("TEXT") => {
                 let decoded = t.decode().map_err(|e| format!("line {}: {e}", line_of(pos)))?;
-                let unescaped = quick_xml::escape::unescape(&decoded).map_err(|e| format!("line {}: {e}", line_of(pos)))?;
+                let unescaped =
+                    quick_xml::escape::unescape(&decoded).map_err(|e| format!("line {}: {e}", line_of(pos)))?;
                 file.text.push_str(&unescaped);
             }
             Event::GeneralRef(r) if path.last().map(String::as_str) == Some("TEXT") => {
                 let name = String::from_utf8_lossy(&r.into_inner()).into_owned();
                 let entity = format!("&{name};");
-                let resolved = quick_xml::escape::unescape(&entity).map_err(|e| format!("line {}: {e}", line_of(pos)))?;
+                let resolved =
+                    quick_xml::escape::unescape(&entity).map_err(|e| format!("line {}: {e}", line_of(pos)))?;
                 file.text.push_str(&resolved);
             }
             Event::Eof => break,
@@ -101,13 +109,14 @@ pub fn parse(xml: &str) -> Result<N2c2File, String> {
 /// Splits the TEXT into notes at lines of 100 asterisks.
 pub fn split_notes(text: &str) -> Vec<&str> {
     let separator = "*".repeat(100);
-    text.split(separator.as_str()).map(|n| n.trim_matches(['\n', '\r', ' ', '\t'])).filter(|n| !n.trim().is_empty()).collect()
+    text.split(separator.as_str())
+        .map(|n| n.trim_matches(['\n', '\r', ' ', '\t']))
+        .filter(|n| !n.trim().is_empty())
+        .collect()
 }
 
 fn record_date(note: &str) -> Option<chrono::NaiveDateTime> {
-    note.lines()
-        .find_map(|l| l.trim().strip_prefix("Record date:"))
-        .and_then(|d| parse_datetime(d.trim()))
+    note.lines().find_map(|l| l.trim().strip_prefix("Record date:")).and_then(|d| parse_datetime(d.trim()))
 }
 
 pub(crate) fn read(path: &Path) -> (Batch, Vec<Problem>) {
@@ -133,11 +142,23 @@ pub(crate) fn read(path: &Path) -> (Batch, Vec<Problem>) {
         }
     };
     let patient_id = path.file_stem().and_then(|s| s.to_str()).unwrap_or("unknown").to_string();
-    batch.patients.push(Patient { id: patient_id.clone(), source: "n2c2".into(), birth_date: None, sex: None, display_name: None });
+    batch.patients.push(Patient {
+        id: patient_id.clone(),
+        source: "n2c2".into(),
+        birth_date: None,
+        sex: None,
+        display_name: None,
+    });
     for (i, note) in split_notes(&parsed.text).into_iter().enumerate() {
         let date = record_date(note);
         if date.is_none() {
-            problems.push(Problem::new(path, format!("note {}", i + 1), Some("Record date"), "is missing or not YYYY-MM-DD", "each note needs a line 'Record date: YYYY-MM-DD'"));
+            problems.push(Problem::new(
+                path,
+                format!("note {}", i + 1),
+                Some("Record date"),
+                "is missing or not YYYY-MM-DD",
+                "each note needs a line 'Record date: YYYY-MM-DD'",
+            ));
         }
         batch.documents.push(Document {
             id: format!("n2c2:{patient_id}:{i}"),

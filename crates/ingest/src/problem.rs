@@ -55,6 +55,12 @@ impl std::fmt::Display for Problem {
 /// Reads a whole input file as UTF-8 text, or says why it cannot.
 pub(crate) fn read_text(path: &Path) -> Result<String, Problem> {
     std::fs::read_to_string(path).map_err(|e| {
-        Problem::new(path, "", None, format!("cannot read as UTF-8 text: {e}"), "check the path and the file's encoding")
+        Problem::new(
+            path,
+            "",
+            None,
+            format!("cannot read as UTF-8 text: {e}"),
+            "check the path and the file's encoding",
+        )
     })
 }

@@ -39,7 +39,13 @@ fn read_rows(manifest: &Path, problems: &mut Vec<Problem>) -> Vec<Row> {
     let text = match std::fs::read_to_string(manifest) {
         Ok(t) => t,
         Err(e) => {
-            problems.push(Problem::new(manifest, "", None, format!("cannot read: {e}"), "check the path and permissions"));
+            problems.push(Problem::new(
+                manifest,
+                "",
+                None,
+                format!("cannot read: {e}"),
+                "check the path and permissions",
+            ));
             return Vec::new();
         }
     };
@@ -58,13 +64,25 @@ fn read_rows(manifest: &Path, problems: &mut Vec<Problem>) -> Vec<Row> {
                         .collect();
                     rows.push(Row { place, fields });
                 }
-                Err(e) => problems.push(Problem::new(manifest, place, None, format!("is not a JSON object: {e}"), "write one JSON object per line")),
+                Err(e) => problems.push(Problem::new(
+                    manifest,
+                    place,
+                    None,
+                    format!("is not a JSON object: {e}"),
+                    "write one JSON object per line",
+                )),
             }
         }
         for row in &rows {
             for column in COLUMNS {
                 if !row.fields.contains_key(column) {
-                    problems.push(Problem::new(manifest, row.place.clone(), Some(column), "is missing", format!("every line needs {}", COLUMNS.join(", "))));
+                    problems.push(Problem::new(
+                        manifest,
+                        row.place.clone(),
+                        Some(column),
+                        "is missing",
+                        format!("every line needs {}", COLUMNS.join(", ")),
+                    ));
                 }
             }
         }
@@ -74,7 +92,13 @@ fn read_rows(manifest: &Path, problems: &mut Vec<Problem>) -> Vec<Row> {
     let headers = match reader.headers() {
         Ok(h) => h.iter().map(|h| h.trim().to_string()).collect::<Vec<_>>(),
         Err(e) => {
-            problems.push(Problem::new(manifest, "line 1", None, format!("unreadable header: {e}"), "the first line must name the columns"));
+            problems.push(Problem::new(
+                manifest,
+                "line 1",
+                None,
+                format!("unreadable header: {e}"),
+                "the first line must name the columns",
+            ));
             return Vec::new();
         }
     };
@@ -96,7 +120,13 @@ fn read_rows(manifest: &Path, problems: &mut Vec<Problem>) -> Vec<Row> {
                 let fields = headers.iter().cloned().zip(record.iter().map(|v| v.trim().to_string())).collect();
                 rows.push(Row { place, fields });
             }
-            Err(e) => problems.push(Problem::new(manifest, place, None, format!("malformed CSV row: {e}"), "every row needs the same number of fields as the header")),
+            Err(e) => problems.push(Problem::new(
+                manifest,
+                place,
+                None,
+                format!("malformed CSV row: {e}"),
+                "every row needs the same number of fields as the header",
+            )),
         }
     }
     rows
@@ -126,7 +156,11 @@ pub(crate) fn read(manifest: &Path) -> (Batch, Vec<Problem>) {
         let kind = match DocKind::resolve(get("kind")) {
             Some(k) => Some(k),
             None => {
-                bad("kind", format!("= {:?} is not a known document kind", get("kind")), &format!("use one of: {}", DocKind::ALL.map(|k| k.as_str()).join(", ")));
+                bad(
+                    "kind",
+                    format!("= {:?} is not a known document kind", get("kind")),
+                    &format!("use one of: {}", DocKind::ALL.map(|k| k.as_str()).join(", ")),
+                );
                 None
             }
         };
@@ -155,7 +189,11 @@ pub(crate) fn read(manifest: &Path) -> (Batch, Vec<Problem>) {
                     }
                 },
                 Err(e) => {
-                    bad("file", format!("= {file:?} cannot be read ({e})"), "paths are relative to the manifest's folder");
+                    bad(
+                        "file",
+                        format!("= {file:?} cannot be read ({e})"),
+                        "paths are relative to the manifest's folder",
+                    );
                     None
                 }
             }

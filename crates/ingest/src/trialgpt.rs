@@ -37,10 +37,22 @@ pub(crate) fn read(path: &Path) -> (Batch, Vec<Problem>) {
             continue;
         };
         if batch.patients.iter().any(|p| p.id == id) {
-            problems.push(Problem::new(path, place, Some("_id"), format!("= {id:?} appears twice"), "topic ids must be unique"));
+            problems.push(Problem::new(
+                path,
+                place,
+                Some("_id"),
+                format!("= {id:?} appears twice"),
+                "topic ids must be unique",
+            ));
             continue;
         }
-        batch.patients.push(Patient { id: id.into(), source: "trialgpt".into(), birth_date: None, sex: None, display_name: None });
+        batch.patients.push(Patient {
+            id: id.into(),
+            source: "trialgpt".into(),
+            birth_date: None,
+            sex: None,
+            display_name: None,
+        });
         batch.documents.push(Document {
             id: format!("trialgpt:{id}"),
             patient_id: id.into(),

@@ -111,8 +111,7 @@ impl LlmConfig {
     pub fn from_value(value: Option<serde_json::Value>) -> Result<Self, LlmError> {
         match value {
             None => Ok(LlmConfig::default()),
-            Some(v) => serde_json::from_value(v)
-                .map_err(|e| LlmError::Unavailable(format!("evident.toml [llm]: {e}"))),
+            Some(v) => serde_json::from_value(v).map_err(|e| LlmError::Unavailable(format!("evident.toml [llm]: {e}"))),
         }
     }
 
@@ -146,14 +145,24 @@ impl LlmConfig {
     }
 
     /// A chat model at an OpenAI-compatible `endpoint` (`--endpoint URL`).
-    pub fn open_endpoint(&self, endpoint: &str, model: &str, allow_remote: bool) -> Result<Arc<dyn ChatModel>, LlmError> {
+    pub fn open_endpoint(
+        &self,
+        endpoint: &str,
+        model: &str,
+        allow_remote: bool,
+    ) -> Result<Arc<dyn ChatModel>, LlmError> {
         let mut config = OpenAiConfig::new(endpoint, model);
         config.allow_remote = allow_remote || self.allow_remote;
         Ok(Arc::new(OpenAiChatModel::new(config)?))
     }
 
     #[cfg(feature = "llama")]
-    fn open_local(&self, name_or_path: &str, threads: Option<u32>, context_size: u32) -> Result<Arc<dyn ChatModel>, LlmError> {
+    fn open_local(
+        &self,
+        name_or_path: &str,
+        threads: Option<u32>,
+        context_size: u32,
+    ) -> Result<Arc<dyn ChatModel>, LlmError> {
         Ok(Arc::new(self.open_llama(name_or_path, threads, context_size)?))
     }
 
@@ -173,7 +182,12 @@ impl LlmConfig {
     }
 
     #[cfg(not(feature = "llama"))]
-    fn open_local(&self, name_or_path: &str, _threads: Option<u32>, _context_size: u32) -> Result<Arc<dyn ChatModel>, LlmError> {
+    fn open_local(
+        &self,
+        name_or_path: &str,
+        _threads: Option<u32>,
+        _context_size: u32,
+    ) -> Result<Arc<dyn ChatModel>, LlmError> {
         Err(LlmError::Unavailable(format!(
             "{name_or_path}: this evident was built without the embedded llama.cpp model (feature `llama`); \
              configure an OpenAI-compatible endpoint under [llm.models] or pass --endpoint URL"
@@ -211,8 +225,10 @@ mod tests {
     fn unknown_keys_are_refused_with_their_name() {
         let err = LlmConfig::from_value(Some(json!({"alow_remote": true}))).unwrap_err();
         assert!(err.to_string().contains("alow_remote"), "{err}");
-        let err = LlmConfig::from_value(Some(json!({"models": {"x": {"kind": "openai", "endpoints": [], "model": "m", "timeout": 3}}})))
-            .unwrap_err();
+        let err = LlmConfig::from_value(Some(
+            json!({"models": {"x": {"kind": "openai", "endpoints": [], "model": "m", "timeout": 3}}}),
+        ))
+        .unwrap_err();
         assert!(err.to_string().contains("timeout"), "{err}");
     }
 }

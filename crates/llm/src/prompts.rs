@@ -30,8 +30,7 @@ impl Prompts {
     pub fn new(builtins: &[(&'static str, &'static str)], override_dir: Option<&Path>) -> Self {
         let mut env = minijinja::Environment::new();
         env.set_keep_trailing_newline(true);
-        let builtins: Vec<(String, String)> =
-            builtins.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
+        let builtins: Vec<(String, String)> = builtins.iter().map(|(n, s)| (n.to_string(), s.to_string())).collect();
         let dir = override_dir.map(Path::to_path_buf);
         let loader_dir = dir.clone();
         env.set_loader(move |name| {
@@ -64,10 +63,7 @@ impl Prompts {
 
     /// Renders template `name` with `context` (any serialisable value).
     pub fn render<S: serde::Serialize>(&self, name: &str, context: S) -> Result<String, PromptError> {
-        let err = |e: minijinja::Error| PromptError::Template {
-            name: name.to_string(),
-            message: format!("{e:#}"),
-        };
+        let err = |e: minijinja::Error| PromptError::Template { name: name.to_string(), message: format!("{e:#}") };
         let template = self.env.get_template(name).map_err(err)?;
         template.render(context).map_err(err)
     }
@@ -91,10 +87,7 @@ mod tests {
     fn repair_prompt_snapshot() {
         let prompts = Prompts::builtin(None);
         let text = prompts
-            .render(
-                "repair.prompt.md",
-                json!({"errors": ["\"eligible\" is a required property"], "schema": schema()}),
-            )
+            .render("repair.prompt.md", json!({"errors": ["\"eligible\" is a required property"], "schema": schema()}))
             .unwrap();
         insta::assert_snapshot!(text);
     }
@@ -103,10 +96,7 @@ mod tests {
     fn json_answer_prompt_snapshot() {
         let prompts = Prompts::builtin(None);
         let text = prompts
-            .render(
-                "json_answer.prompt.md",
-                json!({"question": "Is the patient older than 65?", "schema": schema()}),
-            )
+            .render("json_answer.prompt.md", json!({"question": "Is the patient older than 65?", "schema": schema()}))
             .unwrap();
         insta::assert_snapshot!(text);
     }

@@ -209,11 +209,8 @@ pub fn export_trace(store: &Store, run_id: &str, redact_note_text: bool) -> Resu
     let mut calls = Vec::new();
     for call in store.model_calls(run_id).map_err(store_err)? {
         let mut request: Value = serde_json::from_str(&call.request_json).unwrap_or(Value::Null);
-        let mut response: Value = call
-            .response_json
-            .as_deref()
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or(Value::Null);
+        let mut response: Value =
+            call.response_json.as_deref().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null);
         if redact_note_text && call.contains_patient_text {
             if let Some(messages) = request.get_mut("messages").and_then(Value::as_array_mut) {
                 for m in messages {

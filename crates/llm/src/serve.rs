@@ -53,12 +53,8 @@ impl RunningServer {
 /// Starts serving on `addr` (`127.0.0.1:0` picks a free port) with
 /// `workers` request threads.
 pub fn serve(addr: &str, models: ServeModels, workers: usize) -> Result<RunningServer, LlmError> {
-    let http = tiny_http::Server::http(addr)
-        .map_err(|e| LlmError::Backend(format!("cannot listen on {addr}: {e}")))?;
-    let addr = http
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| LlmError::Backend(format!("{addr} is not an IP address")))?;
+    let http = tiny_http::Server::http(addr).map_err(|e| LlmError::Backend(format!("cannot listen on {addr}: {e}")))?;
+    let addr = http.server_addr().to_ip().ok_or_else(|| LlmError::Backend(format!("{addr} is not an IP address")))?;
     let http = Arc::new(http);
     let models = Arc::new(models);
     let workers = (0..workers.max(1))
@@ -108,11 +104,8 @@ fn handle(mut request: tiny_http::Request, models: &ServeModels) {
 }
 
 fn list_models(models: &ServeModels) -> Value {
-    let mut data: Vec<Value> = models
-        .chat
-        .iter()
-        .map(|(name, _)| json!({"id": name, "object": "model", "owned_by": "evident"}))
-        .collect();
+    let mut data: Vec<Value> =
+        models.chat.iter().map(|(name, _)| json!({"id": name, "object": "model", "owned_by": "evident"})).collect();
     if let Some((name, _)) = &models.embedder {
         data.push(json!({"id": name, "object": "model", "owned_by": "evident"}));
     }
@@ -168,7 +161,9 @@ fn chat_completion(body: &str, models: &ServeModels) -> Result<Value, HttpError>
     let body: Value = serde_json::from_str(body).map_err(|e| bad(format!("body is not JSON: {e}")))?;
     let (name, request) = parse_chat_body(&body).map_err(bad)?;
     let (served_name, model) = match &name {
-        Some(n) => models.chat.iter().find(|(m, _)| m == n).or(if models.chat.len() == 1 { models.chat.first() } else { None }),
+        Some(n) => {
+            models.chat.iter().find(|(m, _)| m == n).or(if models.chat.len() == 1 { models.chat.first() } else { None })
+        }
         None => models.chat.first(),
     }
     .ok_or_else(|| (404, error_body(&format!("model {name:?} is not served here; see GET /v1/models"), "not_found")))?;
@@ -179,10 +174,7 @@ fn chat_completion(body: &str, models: &ServeModels) -> Result<Value, HttpError>
         };
         (status, error_body(&e.to_string(), "server_error"))
     })?;
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let finish = match response.finish_reason {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
@@ -305,7 +297,10 @@ mod tests {
         let server = start();
         let base = format!("http://{}/v1", server.addr);
         let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
-        let mut r = agent.post(&format!("{base}/embeddings")).send_json(json!({"input": ["ab", "abcd"], "model": "tiny"})).unwrap();
+        let mut r = agent
+            .post(&format!("{base}/embeddings"))
+            .send_json(json!({"input": ["ab", "abcd"], "model": "tiny"}))
+            .unwrap();
         let v: Value = r.body_mut().read_json().unwrap();
         assert_eq!(v["data"].as_array().unwrap().len(), 2);
         assert_eq!(v["data"][1]["index"], 1);

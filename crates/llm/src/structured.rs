@@ -60,8 +60,7 @@ pub struct SchemaValidator {
 
 impl SchemaValidator {
     pub fn new(schema: &Value) -> Result<Self, LlmError> {
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| LlmError::InvalidSchema(e.to_string()))?;
+        let validator = jsonschema::validator_for(schema).map_err(|e| LlmError::InvalidSchema(e.to_string()))?;
         Ok(SchemaValidator { validator })
     }
 
@@ -70,8 +69,7 @@ impl SchemaValidator {
     /// answer; anything else that is not the JSON value is an error.
     pub fn check(&self, text: &str) -> Result<Value, Vec<String>> {
         let body = strip_code_fence(text.trim());
-        let value: Value = serde_json::from_str(body)
-            .map_err(|e| vec![format!("the answer is not JSON: {e}")])?;
+        let value: Value = serde_json::from_str(body).map_err(|e| vec![format!("the answer is not JSON: {e}")])?;
         let errors: Vec<String> = self
             .validator
             .iter_errors(&value)
@@ -122,9 +120,7 @@ pub fn chat_json(
         attempts += 1;
         let response = model.chat(&request)?;
         match validator.check(&response.text) {
-            Ok(value) => {
-                return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts })
-            }
+            Ok(value) => return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts }),
             Err(mut errors) => {
                 if !response.is_complete() {
                     let cut = format!(
@@ -146,10 +142,7 @@ pub fn chat_json(
                     return Ok(StructuredOutcome::PipelineFailure(failure));
                 }
                 let repair = prompts
-                    .render(
-                        "repair.prompt.md",
-                        serde_json::json!({"errors": errors, "schema": schema_text}),
-                    )
+                    .render("repair.prompt.md", serde_json::json!({"errors": errors, "schema": schema_text}))
                     .map_err(|e| LlmError::Backend(e.to_string()))?;
                 request.messages.push(Message::assistant(response.text));
                 request.messages.push(Message::user(repair));
@@ -221,14 +214,9 @@ mod tests {
     fn run(answers: &[&str], attempts: u32) -> (StructuredOutcome, Scripted) {
         let model = Scripted::new(answers);
         let request = ChatRequest::new(vec![Message::user("How old?")]);
-        let outcome = chat_json(
-            &model,
-            &request,
-            &schema(),
-            RepairPolicy { repair_attempts: attempts },
-            &Prompts::builtin(None),
-        )
-        .unwrap();
+        let outcome =
+            chat_json(&model, &request, &schema(), RepairPolicy { repair_attempts: attempts }, &Prompts::builtin(None))
+                .unwrap();
         (outcome, model)
     }
 
@@ -268,9 +256,7 @@ mod tests {
     #[test]
     fn a_cut_off_answer_is_named_as_such_in_the_repair_and_the_failure() {
         let (outcome, model) = run(&["CUT:{\"age\": 7", "CUT:{\"ag"], 1);
-        let StructuredOutcome::PipelineFailure(failure) = outcome else {
-            panic!("expected a pipeline failure")
-        };
+        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert!(failure.errors[0].contains("cut off at the token limit"), "{:?}", failure.errors);
         let seen = model.seen.lock().unwrap();
         let repair = &seen[1].messages[2].content;
@@ -280,9 +266,7 @@ mod tests {
     #[test]
     fn last_invalid_answer_becomes_a_pipeline_failure_with_raw_text() {
         let (outcome, model) = run(&["nope", "{\"age\": -1}", "{\"age\": 1.5}"], 2);
-        let StructuredOutcome::PipelineFailure(failure) = outcome else {
-            panic!("expected a pipeline failure")
-        };
+        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert_eq!(failure.raw_text, "{\"age\": 1.5}");
         assert_eq!(failure.attempts, 3);
         assert!(!failure.errors.is_empty());

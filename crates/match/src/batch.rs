@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 
 use crate::criteria::CriteriaSet;
 use crate::decision::CriterionResult;
-use crate::makar::{apply_augmentations, Augmentation, KnowledgeSource, MakarConfig, MakarMatcher, OnlineSearch, Variant};
+use crate::makar::{
+    apply_augmentations, Augmentation, KnowledgeSource, MakarConfig, MakarMatcher, OnlineSearch, Variant,
+};
 use crate::zero_shot::{MatchError, PatientRecord, Strategy, ZeroShotConfig, ZeroShotMatcher};
 
 /// How a run decides criteria.
@@ -176,7 +178,12 @@ pub fn prompts_fingerprint(prompt_dir: Option<&std::path::Path>) -> String {
 }
 
 /// The definition that names a run; hashing it gives the run id.
-pub fn run_definition(set: &CriteriaSet, config: &BatchConfig, models: &Models, prompt_dir: Option<&std::path::Path>) -> Value {
+pub fn run_definition(
+    set: &CriteriaSet,
+    config: &BatchConfig,
+    models: &Models,
+    prompt_dir: Option<&std::path::Path>,
+) -> Value {
     json!({
         "prompts": prompts_fingerprint(prompt_dir),
         "criteria": set,
@@ -272,7 +279,11 @@ pub fn run_batch(
 
     let engine = match config.method {
         Method::ZeroShot(strategy) => Engine::ZeroShot {
-            matcher: ZeroShotMatcher::new(models.matching, ZeroShotConfig { strategy, ..config.zero_shot.clone() }, prompt_dir),
+            matcher: ZeroShotMatcher::new(
+                models.matching,
+                ZeroShotConfig { strategy, ..config.zero_shot.clone() },
+                prompt_dir,
+            ),
             set: set.clone(),
         },
         Method::Makar(variant) => {
@@ -439,10 +450,14 @@ fn run_task(
     patient: &PlannedPatient,
     task: &PlannedTask,
 ) -> Result<(), BatchError> {
-    let shown = record_for_task(store, engine_set(engine, set), config.retrieval, models.embedder, &patient.record, task)?;
+    let shown =
+        record_for_task(store, engine_set(engine, set), config.retrieval, models.embedder, &patient.record, task)?;
     let results: Vec<(CriterionResult, Option<Value>)> = match engine {
         Engine::ZeroShot { matcher, set } => {
-            let t = crate::zero_shot::Task { document_id: task.document_id.clone(), criterion_ids: task.criterion_ids.clone() };
+            let t = crate::zero_shot::Task {
+                document_id: task.document_id.clone(),
+                criterion_ids: task.criterion_ids.clone(),
+            };
             matcher.run_task(set, &shown, &t)?.results.into_iter().map(|r| (r, None)).collect()
         }
         Engine::Makar { matcher, augmentations } => {

@@ -45,10 +45,16 @@ pub enum Pooling {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Structured {
-    MinimumAge { years: f64 },
-    MaximumAge { years: f64 },
+    MinimumAge {
+        years: f64,
+    },
+    MaximumAge {
+        years: f64,
+    },
     /// `female` or `male` (a trial open to all sexes has no such criterion).
-    Sex { sex: String },
+    Sex {
+        sex: String,
+    },
 }
 
 /// One eligibility criterion.
@@ -116,8 +122,8 @@ impl CriteriaSet {
     /// validates it. Any other extension is tried as YAML (a superset of JSON).
     pub fn load(path: &Path) -> Result<CriteriaSet, CriteriaError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| CriteriaError::Io { path: origin.clone(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| CriteriaError::Io { path: origin.clone(), source })?;
         let is_json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
         if is_json {
             CriteriaSet::from_json_str(&text, &origin)
@@ -178,13 +184,19 @@ impl CriteriaSet {
             }
             match (c.pooling, c.window_months) {
                 (Some(Pooling::MostRecent), None) => {
-                    return Err(invalid(field("window_months"), "is missing; most_recent pooling needs a window in months"))
+                    return Err(invalid(
+                        field("window_months"),
+                        "is missing; most_recent pooling needs a window in months",
+                    ))
                 }
                 (Some(Pooling::MostRecent), Some(0)) => {
                     return Err(invalid(field("window_months"), "is 0; the window must be at least one month"))
                 }
                 (Some(Pooling::Max | Pooling::Min) | None, Some(_)) => {
-                    return Err(invalid(field("window_months"), "is set but pooling is not most_recent; remove it or set pooling: most_recent"))
+                    return Err(invalid(
+                        field("window_months"),
+                        "is set but pooling is not most_recent; remove it or set pooling: most_recent",
+                    ))
                 }
                 _ => {}
             }
@@ -253,7 +265,11 @@ criteria:
         let dup = GOOD.replace("id: supp", "id: age");
         assert_eq!(error(&dup), "t.yaml: criteria[1].id: \"age\" is used twice; ids must be unique in a set");
         let no_window = GOOD.replace("    window_months: 2\n", "");
-        assert!(error(&no_window).starts_with("t.yaml: criteria[1].window_months: is missing"), "{}", error(&no_window));
+        assert!(
+            error(&no_window).starts_with("t.yaml: criteria[1].window_months: is missing"),
+            "{}",
+            error(&no_window)
+        );
         let stray_window = GOOD.replace("pooling: most_recent", "pooling: max");
         assert!(error(&stray_window).contains("criteria[1].window_months: is set but pooling is not most_recent"));
         let bad_type = GOOD.replace("type: exclusion", "type: exclude");

@@ -39,11 +39,13 @@ pub fn criteria_from_ctgov_json(text: &str, origin: &str) -> Result<CriteriaSet,
         structured: Some(s),
     };
     if let Some(age) = eligibility.get("minimumAge").and_then(Value::as_str) {
-        let years = age_in_years(age).ok_or_else(|| err(format!("eligibilityModule.minimumAge {age:?} is not an age like \"18 Years\"")))?;
+        let years = age_in_years(age)
+            .ok_or_else(|| err(format!("eligibilityModule.minimumAge {age:?} is not an age like \"18 Years\"")))?;
         criteria.push(structured("age-min", format!("Age at least {age}."), Structured::MinimumAge { years }));
     }
     if let Some(age) = eligibility.get("maximumAge").and_then(Value::as_str) {
-        let years = age_in_years(age).ok_or_else(|| err(format!("eligibilityModule.maximumAge {age:?} is not an age like \"75 Years\"")))?;
+        let years = age_in_years(age)
+            .ok_or_else(|| err(format!("eligibilityModule.maximumAge {age:?} is not an age like \"75 Years\"")))?;
         criteria.push(structured("age-max", format!("Age at most {age}."), Structured::MaximumAge { years }));
     }
     match eligibility.get("sex").and_then(Value::as_str) {

@@ -191,8 +191,14 @@ pub fn pool(
         Decision::NotApplicable => 0,
     };
     let chosen: Option<&CriterionResult> = match pooling {
-        Pooling::Max => assessed.iter().copied().max_by_key(|n| (rank_max(n.decision().unwrap()), std::cmp::Reverse(n.document_date))),
-        Pooling::Min => assessed.iter().copied().max_by_key(|n| (rank_min(n.decision().unwrap()), std::cmp::Reverse(n.document_date))),
+        Pooling::Max => assessed
+            .iter()
+            .copied()
+            .max_by_key(|n| (rank_max(n.decision().unwrap()), std::cmp::Reverse(n.document_date))),
+        Pooling::Min => assessed
+            .iter()
+            .copied()
+            .max_by_key(|n| (rank_min(n.decision().unwrap()), std::cmp::Reverse(n.document_date))),
         Pooling::MostRecent => {
             let reference = reference.or_else(|| assessed.iter().filter_map(|n| n.document_date).max());
             let start = match (reference, window_months) {
@@ -351,10 +357,7 @@ pub fn trial_verdict(set: &CriteriaSet, results: &[CriterionResult]) -> TrialVer
 /// Used both to rank patients for a trial and trials for a patient.
 pub fn rank(items: &mut [(String, &TrialVerdict)]) {
     items.sort_by(|(ia, a), (ib, b)| {
-        a.eligibility
-            .cmp(&b.eligibility)
-            .then(b.matching_score.total_cmp(&a.matching_score))
-            .then(ia.cmp(ib))
+        a.eligibility.cmp(&b.eligibility).then(b.matching_score.total_cmp(&a.matching_score)).then(ia.cmp(ib))
     });
 }
 
@@ -386,7 +389,8 @@ mod tests {
     fn note(d: Decision, date: &str, doc: &str, ordinal: i64) -> CriterionResult {
         let mut r = result("C", CriterionType::Inclusion, d);
         r.document_id = Some(doc.into());
-        r.document_date = Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap().and_hms_opt(0, 0, 0).unwrap());
+        r.document_date =
+            Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap().and_hms_opt(0, 0, 0).unwrap());
         if let Outcome::Assessed(a) = &mut r.outcome {
             a.evidence.push(SentenceRef { document_id: doc.into(), ordinal });
         }
@@ -436,7 +440,7 @@ mod tests {
         let v = trial_verdict(&s, &[result("i1", Inc, Met), result("e1", Exc, Met)]);
         assert_eq!(v.eligibility, Eligibility::Excluded);
         assert_eq!(v.matching_score, 0.0); // 1/1 - 1
-        // Not meeting the exclusion is what an eligible patient needs.
+                                           // Not meeting the exclusion is what an eligible patient needs.
         let v = trial_verdict(&s, &[result("i1", Inc, Met), result("e1", Exc, NotMet)]);
         assert_eq!(v.eligibility, Eligibility::Eligible);
         assert_eq!(v.matching_score, 1.0);
@@ -449,30 +453,46 @@ mod tests {
     #[test]
     fn unknowns_and_failures_need_review_and_missing_counts_as_failed() {
         let s = set(&[("i1", Inc), ("i2", Inc), ("e1", Exc)]);
-        let v = trial_verdict(&s, &[result("i1", Inc, Met), result("i2", Inc, NotEnoughInformation), result("e1", Exc, NotMet)]);
+        let v = trial_verdict(
+            &s,
+            &[result("i1", Inc, Met), result("i2", Inc, NotEnoughInformation), result("e1", Exc, NotMet)],
+        );
         assert_eq!(v.eligibility, Eligibility::NeedsReview);
         assert_eq!(v.matching_score, 0.5);
         let v = trial_verdict(&s, &[result("i1", Inc, Met), result("i2", Inc, Met)]);
         assert_eq!((v.eligibility, v.counts.failed), (Eligibility::NeedsReview, 1));
-        let v = trial_verdict(&s, &[result("i1", Inc, Met), result("i2", Inc, NotMet), result("e1", Exc, NotEnoughInformation)]);
+        let v = trial_verdict(
+            &s,
+            &[result("i1", Inc, Met), result("i2", Inc, NotMet), result("e1", Exc, NotEnoughInformation)],
+        );
         assert_eq!(v.eligibility, Eligibility::NotEligible);
         assert_eq!(v.matching_score, 0.5 - 1.0);
     }
 
     #[test]
     fn not_applicable_is_out_of_the_denominator() {
-        let c = count_labels(&[result("a", Inc, Met), result("b", Inc, NotApplicable), result("c", Inc, NotEnoughInformation), result("d", Inc, NotEnoughInformation)]);
+        let c = count_labels(&[
+            result("a", Inc, Met),
+            result("b", Inc, NotApplicable),
+            result("c", Inc, NotEnoughInformation),
+            result("d", Inc, NotEnoughInformation),
+        ]);
         assert!((matching_score(&c) - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(matching_score(&LabelCounts::default()), 0.0);
     }
 
     #[test]
     fn ranking_orders_by_eligibility_then_score() {
-        let a = TrialVerdict { eligibility: Eligibility::NeedsReview, counts: LabelCounts::default(), matching_score: 0.9 };
-        let b = TrialVerdict { eligibility: Eligibility::Eligible, counts: LabelCounts::default(), matching_score: 1.0 };
-        let c = TrialVerdict { eligibility: Eligibility::NeedsReview, counts: LabelCounts::default(), matching_score: 0.5 };
-        let d = TrialVerdict { eligibility: Eligibility::Excluded, counts: LabelCounts::default(), matching_score: 0.0 };
-        let mut items = vec![("d".to_string(), &d), ("c".to_string(), &c), ("a".to_string(), &a), ("b".to_string(), &b)];
+        let a =
+            TrialVerdict { eligibility: Eligibility::NeedsReview, counts: LabelCounts::default(), matching_score: 0.9 };
+        let b =
+            TrialVerdict { eligibility: Eligibility::Eligible, counts: LabelCounts::default(), matching_score: 1.0 };
+        let c =
+            TrialVerdict { eligibility: Eligibility::NeedsReview, counts: LabelCounts::default(), matching_score: 0.5 };
+        let d =
+            TrialVerdict { eligibility: Eligibility::Excluded, counts: LabelCounts::default(), matching_score: 0.0 };
+        let mut items =
+            vec![("d".to_string(), &d), ("c".to_string(), &c), ("a".to_string(), &a), ("b".to_string(), &b)];
         rank(&mut items);
         let order: Vec<_> = items.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(order, ["b", "a", "c", "d"]);
@@ -480,7 +500,8 @@ mod tests {
 
     #[test]
     fn max_pooling_any_met_wins_and_unions_agreeing_evidence() {
-        let notes = [note(NotMet, "2020-01-01", "d1", 1), note(Met, "2020-02-01", "d2", 2), note(Met, "2021-01-01", "d3", 3)];
+        let notes =
+            [note(NotMet, "2020-01-01", "d1", 1), note(Met, "2020-02-01", "d2", 2), note(Met, "2021-01-01", "d3", 3)];
         let p = pool(&notes, Pooling::Max, None, None).unwrap();
         assert_eq!(p.decision(), Some(Met));
         let Outcome::Assessed(a) = &p.outcome else { panic!() };
@@ -492,7 +513,8 @@ mod tests {
 
     #[test]
     fn min_pooling_one_not_met_wins() {
-        let notes = [note(Met, "2020-01-01", "d1", 1), note(NotMet, "2020-02-01", "d2", 2), note(Met, "2021-01-01", "d3", 3)];
+        let notes =
+            [note(Met, "2020-01-01", "d1", 1), note(NotMet, "2020-02-01", "d2", 2), note(Met, "2021-01-01", "d3", 3)];
         assert_eq!(pool(&notes, Pooling::Min, None, None).unwrap().decision(), Some(NotMet));
         let all_met = [note(Met, "2020-01-01", "d1", 1), note(Met, "2020-02-01", "d2", 2)];
         assert_eq!(pool(&all_met, Pooling::Min, None, None).unwrap().decision(), Some(Met));
@@ -501,7 +523,8 @@ mod tests {
     #[test]
     fn most_recent_pooling_uses_the_latest_note_in_the_window() {
         // MI-6MOS: an MI 2 years ago (MET then) but the latest note says NOT MET.
-        let notes = [note(Met, "2019-01-01", "d1", 1), note(NotMet, "2021-01-01", "d2", 2), note(Met, "2020-12-01", "d3", 3)];
+        let notes =
+            [note(Met, "2019-01-01", "d1", 1), note(NotMet, "2021-01-01", "d2", 2), note(Met, "2020-12-01", "d3", 3)];
         let p = pool(&notes, Pooling::MostRecent, Some(6), None).unwrap();
         assert_eq!(p.decision(), Some(NotMet));
         // Reference date after every note: nothing in the window.

@@ -21,8 +21,8 @@ pub mod zero_shot;
 
 pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};
 pub use ctgov::criteria_from_ctgov_json;
-pub use plain::{split_criteria_text, SplitCriteria};
 pub use decision::{
     count_labels, matching_score, pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision,
     DecisionFailure, Eligibility, LabelCounts, Outcome, SentenceRef, TrialVerdict,
 };
+pub use plain::{split_criteria_text, SplitCriteria};

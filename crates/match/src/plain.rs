@@ -19,10 +19,9 @@ impl SplitCriteria {
     /// A criteria set with ids `inc-1..`, `exc-1..`.
     pub fn into_criteria_set(self, trial_id: &str, title: &str, source: Option<String>) -> CriteriaSet {
         let mut criteria = Vec::new();
-        for (ty, prefix, items) in [
-            (CriterionType::Inclusion, "inc", self.inclusion),
-            (CriterionType::Exclusion, "exc", self.exclusion),
-        ] {
+        for (ty, prefix, items) in
+            [(CriterionType::Inclusion, "inc", self.inclusion), (CriterionType::Exclusion, "exc", self.exclusion)]
+        {
             for (i, text) in items.into_iter().enumerate() {
                 criteria.push(Criterion {
                     id: format!("{prefix}-{}", i + 1),
@@ -222,7 +221,11 @@ mod tests {
         let ids: Vec<_> = set.criteria.iter().map(|c| (c.id.as_str(), c.criterion_type)).collect();
         assert_eq!(
             ids,
-            [("inc-1", CriterionType::Inclusion), ("inc-2", CriterionType::Inclusion), ("exc-1", CriterionType::Exclusion)]
+            [
+                ("inc-1", CriterionType::Inclusion),
+                ("inc-2", CriterionType::Inclusion),
+                ("exc-1", CriterionType::Exclusion)
+            ]
         );
         set.validate("test").unwrap();
     }

@@ -103,13 +103,21 @@ pub fn patient_level(set: &CriteriaSet, method: Method, stored: &[CriterionResul
 
 /// Builds the report of one stored run; `patients` lists who was asked for
 /// (a patient with no stored result yet is shown with missing decisions).
-pub fn trial_report(store: &Store, run_id: &str, set: &CriteriaSet, patients: &[String]) -> Result<TrialReport, BatchError> {
+pub fn trial_report(
+    store: &Store,
+    run_id: &str,
+    set: &CriteriaSet,
+    patients: &[String],
+) -> Result<TrialReport, BatchError> {
     let run = store
         .match_run(run_id)?
         .ok_or_else(|| BatchError::Corrupt { run_id: run_id.to_string(), message: "no such run".into() })?;
-    let method = Method::parse(&run.method)
-        .ok_or_else(|| BatchError::Corrupt { run_id: run_id.to_string(), message: format!("unknown method {}", run.method) })?;
-    let stored: BTreeMap<String, _> = stored_results(store, run_id)?.into_iter().map(|p| (p.patient_id.clone(), p)).collect();
+    let method = Method::parse(&run.method).ok_or_else(|| BatchError::Corrupt {
+        run_id: run_id.to_string(),
+        message: format!("unknown method {}", run.method),
+    })?;
+    let stored: BTreeMap<String, _> =
+        stored_results(store, run_id)?.into_iter().map(|p| (p.patient_id.clone(), p)).collect();
     let model_runs = store.match_model_runs(run_id)?;
     let usage = if model_runs.is_empty() {
         None
@@ -154,7 +162,8 @@ pub fn trial_report(store: &Store, run_id: &str, set: &CriteriaSet, patients: &[
         reports.push(PatientReport { patient_id: patient_id.clone(), verdict, criteria });
     }
     let order: Vec<String> = {
-        let mut items: Vec<(String, &TrialVerdict)> = reports.iter().map(|r| (r.patient_id.clone(), &r.verdict)).collect();
+        let mut items: Vec<(String, &TrialVerdict)> =
+            reports.iter().map(|r| (r.patient_id.clone(), &r.verdict)).collect();
         rank(&mut items);
         items.into_iter().map(|(id, _)| id).collect()
     };
@@ -208,7 +217,9 @@ fn evidence_views(store: &Store, result: &CriterionResult) -> Result<(Vec<Eviden
     for doc in doc_order {
         let cited = &by_doc[doc];
         let Some(document) = store.document(doc)? else {
-            problems.extend(cited.iter().map(|o| format!("sentence {o} of document {doc}: the document is not in the store")));
+            problems.extend(
+                cited.iter().map(|o| format!("sentence {o} of document {doc}: the document is not in the store")),
+            );
             continue;
         };
         let sentences: BTreeMap<i64, String> = store.sentences(doc)?.into_iter().map(|s| (s.ordinal, s.text)).collect();
@@ -233,7 +244,12 @@ fn evidence_views(store: &Store, result: &CriterionResult) -> Result<(Vec<Eviden
             last = Some(o);
         }
         if !passages.is_empty() {
-            views.push(EvidenceView { document_id: doc.to_string(), title: document.title, date: document.date, passages });
+            views.push(EvidenceView {
+                document_id: doc.to_string(),
+                title: document.title,
+                date: document.date,
+                passages,
+            });
         }
     }
     Ok((views, problems))
@@ -265,11 +281,19 @@ pub fn to_csv(report: &MatchReport) -> String {
                         a.decision.as_str().to_string(),
                         format!("{:?}", a.confidence).to_lowercase(),
                         a.rationale.clone(),
-                        a.evidence.iter().map(|e| format!("{}#{}", e.document_id, e.ordinal)).collect::<Vec<_>>().join(";"),
+                        a.evidence
+                            .iter()
+                            .map(|e| format!("{}#{}", e.document_id, e.ordinal))
+                            .collect::<Vec<_>>()
+                            .join(";"),
                         String::new(),
                     ),
-                    Some(Outcome::Failed(f)) => (String::new(), String::new(), String::new(), String::new(), f.errors.join("; ")),
-                    None => (String::new(), String::new(), String::new(), String::new(), "no result stored".to_string()),
+                    Some(Outcome::Failed(f)) => {
+                        (String::new(), String::new(), String::new(), String::new(), f.errors.join("; "))
+                    }
+                    None => {
+                        (String::new(), String::new(), String::new(), String::new(), "no result stored".to_string())
+                    }
                 };
                 let fields = [
                     t.run_id.clone(),
@@ -378,12 +402,17 @@ pub fn to_html(report: &MatchReport) -> String {
         write_trial(&mut h, t);
     }
     if report.trials.len() > 1 {
-        let _ = write!(h, "<h2>Trials ranked for each patient</h2><table><tr><th>Patient</th><th>Trials, best first</th></tr>");
+        let _ = write!(
+            h,
+            "<h2>Trials ranked for each patient</h2><table><tr><th>Patient</th><th>Trials, best first</th></tr>"
+        );
         for p in &report.patients {
             let trials: Vec<String> = p
                 .trials
                 .iter()
-                .map(|(t, e, s)| format!("{} {} <span class=\"muted\">({s:.2})</span>", esc(t), pill(eligibility_text(*e))))
+                .map(|(t, e, s)| {
+                    format!("{} {} <span class=\"muted\">({s:.2})</span>", esc(t), pill(eligibility_text(*e)))
+                })
                 .collect();
             let _ = write!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(&p.patient_id), trials.join("<br>"));
         }
@@ -401,7 +430,11 @@ fn write_trial(h: &mut String, t: &TrialReport) {
         "<p class=\"muted\">Method <b>{}</b>; run <code>{}</code>{}.",
         esc(&t.method),
         esc(&t.run_id),
-        if t.finished { "" } else { " (<b>not finished</b>: some decisions are missing; run the same command again to resume)" }
+        if t.finished {
+            ""
+        } else {
+            " (<b>not finished</b>: some decisions are missing; run the same command again to resume)"
+        }
     );
     if let Some(u) = &t.usage {
         let _ = write!(h, " {}", esc(&usage_text(u)));
@@ -437,7 +470,9 @@ fn write_trial(h: &mut String, t: &TrialReport) {
             esc(&p.patient_id),
             pill(eligibility_text(p.verdict.eligibility))
         );
-        h.push_str("<table><tr><th>Criterion</th><th>Decision</th><th>Confidence</th><th>Rationale and evidence</th></tr>");
+        h.push_str(
+            "<table><tr><th>Criterion</th><th>Decision</th><th>Confidence</th><th>Rationale and evidence</th></tr>",
+        );
         for c in &p.criteria {
             write_criterion(h, c);
         }
@@ -480,8 +515,18 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
         let _ = write!(h, "<div class=\"problem\">Citation problem: {}</div>", esc(problem));
     }
     for e in &c.evidence {
-        let date = e.date.map(|d| d.format("%Y-%m-%d").to_string()).filter(|d| !e.title.contains(d.as_str())).unwrap_or_default();
-        let _ = write!(h, "<div class=\"muted\">{} {} <code>{}</code></div>", esc(&e.title), esc(&date), esc(&e.document_id));
+        let date = e
+            .date
+            .map(|d| d.format("%Y-%m-%d").to_string())
+            .filter(|d| !e.title.contains(d.as_str()))
+            .unwrap_or_default();
+        let _ = write!(
+            h,
+            "<div class=\"muted\">{} {} <code>{}</code></div>",
+            esc(&e.title),
+            esc(&date),
+            esc(&e.document_id)
+        );
         for passage in &e.passages {
             h.push_str("<div class=\"passage\">");
             for (ordinal, text, cited) in passage {

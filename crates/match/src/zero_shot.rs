@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::NaiveDateTime;
-use evident_llm::{chat_json, ChatModel, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredOutcome};
+use evident_llm::{
+    chat_json, ChatModel, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredOutcome,
+};
 use evident_store::Store;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -152,7 +154,12 @@ pub struct ZeroShotConfig {
 
 impl Default for ZeroShotConfig {
     fn default() -> Self {
-        ZeroShotConfig { strategy: Strategy::Ican, repair: RepairPolicy::default(), max_tokens_per_criterion: 448, reference_date: None }
+        ZeroShotConfig {
+            strategy: Strategy::Ican,
+            repair: RepairPolicy::default(),
+            max_tokens_per_criterion: 448,
+            reference_date: None,
+        }
     }
 }
 
@@ -302,7 +309,13 @@ impl<'a> ZeroShotMatcher<'a> {
         Ok(match outcome {
             StructuredOutcome::PipelineFailure(f) => criteria
                 .iter()
-                .map(|c| base(c, Outcome::Failed(DecisionFailure { errors: f.errors.clone(), raw_text: f.raw_text.clone() }), vec![]))
+                .map(|c| {
+                    base(
+                        c,
+                        Outcome::Failed(DecisionFailure { errors: f.errors.clone(), raw_text: f.raw_text.clone() }),
+                        vec![],
+                    )
+                })
                 .collect(),
             StructuredOutcome::Valid { value, .. } => criteria
                 .iter()
@@ -331,7 +344,9 @@ impl<'a> ZeroShotMatcher<'a> {
         };
         note_groups
             .iter()
-            .flat_map(|doc| criterion_groups.iter().map(|ids| Task { document_id: doc.clone(), criterion_ids: ids.clone() }))
+            .flat_map(|doc| {
+                criterion_groups.iter().map(|ids| Task { document_id: doc.clone(), criterion_ids: ids.clone() })
+            })
             .collect()
     }
 
@@ -379,7 +394,8 @@ impl<'a> ZeroShotMatcher<'a> {
         set.criteria
             .iter()
             .filter_map(|c| {
-                let of_criterion: Vec<CriterionResult> = raw.iter().filter(|r| r.criterion_id == c.id).cloned().collect();
+                let of_criterion: Vec<CriterionResult> =
+                    raw.iter().filter(|r| r.criterion_id == c.id).cloned().collect();
                 if self.config.strategy.individual_notes() {
                     pool(&of_criterion, c.pooling_or_default(), c.window_months, self.config.reference_date)
                 } else {

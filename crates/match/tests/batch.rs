@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use evident_match::batch::{run_batch, BatchConfig, BatchError, Method, Models, Progress, RetrievalSettings};
 use evident_match::makar::{MakarConfig, Variant};
-use evident_match::report::{trial_report, to_csv, to_html};
+use evident_match::report::{to_csv, to_html, trial_report};
 use evident_match::zero_shot::{Strategy, ZeroShotConfig};
 use evident_match::{CriteriaSet, Eligibility};
 use evident_model::text::{split_sections, split_sentences};
@@ -35,7 +35,11 @@ impl ChatModel for Fake {
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if self.fail_at == Some(n) {
-            return Err(LlmError::Transient { endpoint: "fake".into(), message: "connection reset".into(), attempts: 3 });
+            return Err(LlmError::Transient {
+                endpoint: "fake".into(),
+                message: "connection reset".into(),
+                attempts: 3,
+            });
         }
         let user = &request.messages.last().unwrap().content;
         let (record, criterion) = user.rsplit_once("Criterion:").expect("an IC prompt");
@@ -79,8 +83,14 @@ fn store() -> Mutex<Store> {
     let mut store = Store::open_in_memory().unwrap();
     let w = store.writer().unwrap();
     for (id, text) in PATIENTS {
-        w.upsert_patient(&Patient { id: id.into(), source: "t".into(), birth_date: None, sex: None, display_name: None })
-            .unwrap();
+        w.upsert_patient(&Patient {
+            id: id.into(),
+            source: "t".into(),
+            birth_date: None,
+            sex: None,
+            display_name: None,
+        })
+        .unwrap();
         for (n, part) in text.split(". ").enumerate() {
             let doc = Document {
                 id: format!("{id}-{n}"),
@@ -110,10 +120,15 @@ fn config(strategy: Strategy, concurrency: usize) -> BatchConfig {
     }
 }
 
-fn run(store: &Mutex<Store>, model: &Fake, cfg: &BatchConfig) -> Result<evident_match::batch::BatchOutcome, BatchError> {
+fn run(
+    store: &Mutex<Store>,
+    model: &Fake,
+    cfg: &BatchConfig,
+) -> Result<evident_match::batch::BatchOutcome, BatchError> {
     let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
     let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
-    let models = Models { matching: model, augmenting: model, embedder: None, model_run_id, knowledge: None, online: None };
+    let models =
+        Models { matching: model, augmenting: model, embedder: None, model_run_id, knowledge: None, online: None };
     let patients: Vec<String> = PATIENTS.iter().map(|(p, _)| p.to_string()).collect();
     let done = AtomicUsize::new(0);
     let progress = |p: Progress| {
@@ -152,7 +167,8 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
     let st = store.lock().unwrap();
     let results = st.match_results(&run_id).unwrap();
     assert_eq!(results.len(), 15);
-    let mut keys: Vec<(String, String)> = results.iter().map(|r| (r.patient_id.clone(), r.criterion_id.clone())).collect();
+    let mut keys: Vec<(String, String)> =
+        results.iter().map(|r| (r.patient_id.clone(), r.criterion_id.clone())).collect();
     keys.dedup();
     assert_eq!(keys.len(), 15, "one decision per patient and criterion");
     assert!(st.match_run(&run_id).unwrap().unwrap().finished_at.is_some());
@@ -162,7 +178,8 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
     let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
     let patients: Vec<String> = PATIENTS.iter().map(|(p, _)| p.to_string()).collect();
     let report = trial_report(&st, &run_id, &set, &patients).unwrap();
-    let by: Vec<(&str, Eligibility)> = report.patients.iter().map(|p| (p.patient_id.as_str(), p.verdict.eligibility)).collect();
+    let by: Vec<(&str, Eligibility)> =
+        report.patients.iter().map(|p| (p.patient_id.as_str(), p.verdict.eligibility)).collect();
     assert_eq!(
         by,
         [
@@ -177,7 +194,13 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
     let a = report.patients.iter().find(|p| p.patient_id == "A").unwrap();
     let insulin = a.criteria.iter().find(|c| c.criterion.id == "insulin").unwrap();
     assert_eq!(insulin.label, "excluded");
-    let cited: Vec<&str> = insulin.evidence.iter().flat_map(|e| e.passages.iter().flatten()).filter(|s| s.2).map(|s| s.1.as_str()).collect();
+    let cited: Vec<&str> = insulin
+        .evidence
+        .iter()
+        .flat_map(|e| e.passages.iter().flatten())
+        .filter(|s| s.2)
+        .map(|s| s.1.as_str())
+        .collect();
     assert_eq!(cited, ["Type 2 diabetes on metformin"], "sentence 0 of the first note, from the store");
     assert!(insulin.problems.is_empty());
     let csv = to_csv(&evident_match::report::match_report(vec![report.clone()]));
@@ -191,7 +214,10 @@ fn a_failure_midway_keeps_finished_tasks_and_a_rerun_completes_without_doubles()
 /// reasoning agent), and a failed augmentation names its criterion.
 #[test]
 fn a_failed_makar_call_names_its_patient_or_criterion() {
-    for (variant, want) in [(Variant::Reason, "model call for patient A: "), (Variant::Full, "model call for the augmentation of criterion t2dm: ")] {
+    for (variant, want) in [
+        (Variant::Reason, "model call for patient A: "),
+        (Variant::Full, "model call for the augmentation of criterion t2dm: "),
+    ] {
         let store = store();
         let mut cfg = config(Strategy::Ican, 1);
         cfg.method = Method::Makar(variant);

@@ -15,7 +15,9 @@ use evident_match::makar::{
     SupervisionVerdict, Variant,
 };
 use evident_match::zero_shot::{MatchError, NoteText};
-use evident_match::{trial_verdict, CriteriaSet, Criterion, CriterionType, Decision, Eligibility, Outcome, SentenceRef};
+use evident_match::{
+    trial_verdict, CriteriaSet, Criterion, CriterionType, Decision, Eligibility, Outcome, SentenceRef,
+};
 use serde_json::json;
 
 mod support;
@@ -103,7 +105,8 @@ fn rendered(requests: &[ChatRequest]) -> String {
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let msgs: Vec<String> = r.messages.iter().map(|m| format!("--- {} ---\n{}", m.role.as_str(), m.content)).collect();
+            let msgs: Vec<String> =
+                r.messages.iter().map(|m| format!("--- {} ---\n{}", m.role.as_str(), m.content)).collect();
             format!(
                 "=== call {} (max_tokens {}, patient text {}) ===\n{}",
                 i + 1,
@@ -243,7 +246,11 @@ fn a_critic_that_accepts_a_paraphrase_is_overruled() {
 #[test]
 fn supervision_approves_and_the_three_agents_share_the_record_prefix() {
     let aug = accepted_augmentation();
-    let model = Scripted::new(&s(&[reasoning("HbA1c 8.2% is within 6.5-9.5%."), matching("MET", &[3]), supervision(true, "MET", &[3])]));
+    let model = Scripted::new(&s(&[
+        reasoning("HbA1c 8.2% is within 6.5-9.5%."),
+        matching("MET", &[3]),
+        supervision(true, "MET", &[3]),
+    ]));
     let matcher = MakarMatcher::new(&model, &model, config(Variant::Full), None);
     let notes = notes();
     let refs: Vec<&NoteText> = notes.iter().collect();
@@ -283,8 +290,14 @@ fn supervision_corrects_the_decision() {
     assert_eq!(a.decision, Decision::NotMet);
     assert_eq!(out.result.label(), "not excluded");
     assert_eq!(a.evidence, [SentenceRef { document_id: "new".into(), ordinal: 1 }], "the supervisor's citations");
-    assert!(a.rationale.contains("HbA1c 8.2% is in range") && a.rationale.contains("Supervision corrected MET to NOT MET"));
-    assert_eq!(out.trace.matching.as_ref().unwrap().decision, Decision::Met, "the matching answer is kept in the trace");
+    assert!(
+        a.rationale.contains("HbA1c 8.2% is in range") && a.rationale.contains("Supervision corrected MET to NOT MET")
+    );
+    assert_eq!(
+        out.trace.matching.as_ref().unwrap().decision,
+        Decision::Met,
+        "the matching answer is kept in the trace"
+    );
     assert!(matches!(
         &out.trace.supervision,
         Some(SupervisionVerdict::Corrected { decision: Decision::NotMet, reason, .. }) if reason == "checked the record"
@@ -354,7 +367,11 @@ fn a_matching_citation_outside_the_record_is_refused_by_the_schema_and_repaired(
 
 #[test]
 fn a_corrected_decision_with_unresolved_citations_is_flagged() {
-    let model = Scripted::new(&s(&[reasoning("r"), matching("MET", &[3]), supervision(false, "NOT ENOUGH INFORMATION", &[42])]));
+    let model = Scripted::new(&s(&[
+        reasoning("r"),
+        matching("MET", &[3]),
+        supervision(false, "NOT ENOUGH INFORMATION", &[42]),
+    ]));
     let matcher = MakarMatcher::new(&model, &model, config(Variant::Full), None);
     let notes = notes();
     let refs: Vec<&NoteText> = notes.iter().collect();
@@ -375,7 +392,10 @@ fn makar_aug_runs_zero_shot_ican_on_the_augmented_criterion() {
     assert_eq!(out.result.decision(), Some(Decision::Met));
     assert!(out.trace.reasoning.is_none() && out.trace.supervision.is_none());
     let request = &model.requests()[0];
-    assert!(request.messages[0].content.starts_with("You are an expert clinical research coordinator"), "the zero-shot prompt");
+    assert!(
+        request.messages[0].content.starts_with("You are an expert clinical research coordinator"),
+        "the zero-shot prompt"
+    );
     assert!(request.messages[1].content.contains(aug.accepted_text().unwrap()));
 }
 
@@ -422,7 +442,10 @@ fn the_retrieval_agent_uses_passages_from_the_example_knowledge_base() {
     assert!(!a.sources.is_empty() && a.sources.len() <= 4);
     assert!(a.sources[0].source.starts_with("kb:example/hba1c.md"), "{:?}", a.sources);
     let requests = model.requests();
-    assert_eq!(requests[0].json_schema.as_ref().unwrap()["properties"]["agent"]["enum"], json!(["retrieval", "self_augment"]));
+    assert_eq!(
+        requests[0].json_schema.as_ref().unwrap()["properties"]["agent"]["enum"],
+        json!(["retrieval", "self_augment"])
+    );
     let prompt = &requests[1].messages[1].content;
     assert!(prompt.contains("from the knowledge base"));
     assert!(prompt.contains(&a.sources[0].text), "the passage is shown verbatim");
@@ -441,7 +464,11 @@ fn knowledge_base_search_finds_the_right_definitions() {
         ("Serum creatinine > upper limit of normal.", "kb:example/serum-creatinine.md"),
     ] {
         let hits = kb.search(query, 3).unwrap();
-        assert!(hits[0].source.starts_with(expected), "{query}: {:?}", hits.iter().map(|h| &h.source).collect::<Vec<_>>());
+        assert!(
+            hits[0].source.starts_with(expected),
+            "{query}: {:?}",
+            hits.iter().map(|h| &h.source).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -461,7 +488,12 @@ fn indexing_reports_every_bad_input_and_writes_nothing() {
     ];
     let MatchError::Knowledge(message) = kb.index(&paths).unwrap_err() else { panic!() };
     assert!(message.starts_with("4 problem(s); nothing was indexed"), "{message}");
-    for needle in ["empty.md: the file is empty", "table.csv: not a .md or .txt file", "latin1.txt: not UTF-8", "missing.md: no such file"] {
+    for needle in [
+        "empty.md: the file is empty",
+        "table.csv: not a .md or .txt file",
+        "latin1.txt: not UTF-8",
+        "missing.md: no such file",
+    ] {
         assert!(message.contains(needle), "{needle} in {message}");
     }
     assert!(kb.document_ids().unwrap().is_empty());
@@ -481,7 +513,8 @@ fn searx(status: u16, body: &'static str) -> (String, std::sync::mpsc::Receiver<
         if let Ok(request) = server.recv() {
             tx.send(request.url().to_string()).unwrap();
             let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]).unwrap();
-            let _ = request.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
+            let _ =
+                request.respond(tiny_http::Response::from_string(body).with_status_code(status).with_header(header));
         }
     });
     (format!("http://{addr}/search"), rx, handle)
@@ -503,10 +536,19 @@ fn the_online_agent_queries_a_searxng_endpoint() {
     let a = matcher.augment_criterion(&hba1c()).unwrap();
     server.join().unwrap();
     let url = seen.recv().unwrap();
-    assert!(url.starts_with("/search?") && url.contains("format=json") && url.contains("q=Any+hemoglobin") | url.contains("q=Any%20hemoglobin"), "{url}");
+    assert!(
+        url.starts_with("/search?")
+            && url.contains("format=json")
+            && url.contains("q=Any+hemoglobin") | url.contains("q=Any%20hemoglobin"),
+        "{url}"
+    );
     assert_eq!(a.route, Route::OnlineSearch);
     let sources: Vec<&str> = a.sources.iter().map(|p| p.source.as_str()).collect();
-    assert_eq!(sources, ["https://example.org/a1c (HbA1c test)", "https://example.org/ranges (Ranges)"], "results without text are skipped");
+    assert_eq!(
+        sources,
+        ["https://example.org/a1c (HbA1c test)", "https://example.org/ranges (Ranges)"],
+        "results without text are skipped"
+    );
     let prompt = &model.requests()[1].messages[1].content;
     assert!(prompt.contains("found online") && prompt.contains("An HbA1c of 6.5% or more indicates diabetes."));
 }
@@ -563,7 +605,8 @@ fn one_matcher_serves_many_threads() {
     let notes = notes();
     let refs: Vec<&NoteText> = notes.iter().collect();
     let outcomes: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| matcher.match_criterion(&hba1c(), None, &refs).unwrap())).collect();
+        let handles: Vec<_> =
+            (0..8).map(|_| scope.spawn(|| matcher.match_criterion(&hba1c(), None, &refs).unwrap())).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert!(outcomes.iter().all(|o| o.calls == 3 && o.result.decision() == Some(Decision::Met)));

@@ -33,7 +33,14 @@ criteria:
 fn store() -> Store {
     let mut store = Store::open_in_memory().unwrap();
     let w = store.writer().unwrap();
-    w.upsert_patient(&Patient { id: "P002".into(), source: "t".into(), birth_date: None, sex: Some("female".into()), display_name: None }).unwrap();
+    w.upsert_patient(&Patient {
+        id: "P002".into(),
+        source: "t".into(),
+        birth_date: None,
+        sex: Some("female".into()),
+        display_name: None,
+    })
+    .unwrap();
     for (id, day, text) in [
         ("old", 3, "Chest X-ray. No acute findings."),
         ("new", 20, "Ms. B. has type 2 diabetes since 2012. She takes insulin glargine 28 units nightly. Metformin 850 mg t.i.d."),
@@ -80,7 +87,8 @@ fn rendered(requests: &[ChatRequest]) -> String {
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let msgs: Vec<String> = r.messages.iter().map(|m| format!("--- {} ---\n{}", m.role.as_str(), m.content)).collect();
+            let msgs: Vec<String> =
+                r.messages.iter().map(|m| format!("--- {} ---\n{}", m.role.as_str(), m.content)).collect();
             format!("=== call {} (max_tokens {}) ===\n{}", i + 1, r.max_tokens, msgs.join("\n"))
         })
         .collect::<Vec<_>>()
@@ -139,7 +147,8 @@ fn icin_pools_notes_with_each_criterions_rule() {
 
 #[test]
 fn acin_renders_each_note_with_all_criteria() {
-    let a1 = format!("{{\"t2dm\": {}, \"insulin\": {}}}", answer("NOT ENOUGH INFORMATION", &[]), answer("NOT MET", &[]));
+    let a1 =
+        format!("{{\"t2dm\": {}, \"insulin\": {}}}", answer("NOT ENOUGH INFORMATION", &[]), answer("NOT MET", &[]));
     let a2 = format!("{{\"t2dm\": {}, \"insulin\": {}}}", answer("MET", &[0]), answer("MET", &[1]));
     let (m, model) = run(Strategy::Acin, &[&a1, &a2]);
     assert_eq!(m.calls, 2);

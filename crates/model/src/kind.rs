@@ -81,10 +81,7 @@ impl std::str::FromStr for DocKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         DocKind::resolve(s).ok_or_else(|| {
-            format!(
-                "unknown document kind {s:?}; use one of: {}",
-                DocKind::ALL.map(|k| k.as_str()).join(", ")
-            )
+            format!("unknown document kind {s:?}; use one of: {}", DocKind::ALL.map(|k| k.as_str()).join(", "))
         })
     }
 }

@@ -41,9 +41,13 @@ pub struct LabConcept {
 /// and what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogueProblem {
-    #[error("concepts[{index}]: name {name:?} is empty after normalisation; give the concept a name with letters or digits")]
+    #[error(
+        "concepts[{index}]: name {name:?} is empty after normalisation; give the concept a name with letters or digits"
+    )]
     EmptyName { index: usize, name: String },
-    #[error("concept {name:?} has the same normalised name {normalised:?} as concept {other:?}; merge them or rename one")]
+    #[error(
+        "concept {name:?} has the same normalised name {normalised:?} as concept {other:?}; merge them or rename one"
+    )]
     DuplicateConcept { name: String, other: String, normalised: String },
     #[error("concept {concept:?}: alias {alias:?} is empty after normalisation; remove it")]
     EmptyAlias { concept: String, alias: String },
@@ -168,31 +172,32 @@ impl LabCatalogue {
             entries.push((i, entry.aliases, entry.loinc));
         }
 
-        let mut add_alias = |concepts: &mut Vec<LabConcept>, problems: &mut Vec<CatalogueProblem>, i: usize, alias: String| {
-            let normalised = normalise_name(&alias);
-            if normalised.is_empty() {
-                problems.push(CatalogueProblem::EmptyAlias { concept: concepts[i].name.clone(), alias });
-                return;
-            }
-            match by_name.get(&normalised) {
-                Some(&j) if j == i => {}
-                Some(&j) => {
-                    problems.push(CatalogueProblem::AliasConflict {
-                        alias,
-                        normalised,
-                        first: concepts[j].name.clone(),
-                        second: concepts[i].name.clone(),
-                    });
+        let mut add_alias =
+            |concepts: &mut Vec<LabConcept>, problems: &mut Vec<CatalogueProblem>, i: usize, alias: String| {
+                let normalised = normalise_name(&alias);
+                if normalised.is_empty() {
+                    problems.push(CatalogueProblem::EmptyAlias { concept: concepts[i].name.clone(), alias });
                     return;
                 }
-                None => {
-                    by_name.insert(normalised, i);
+                match by_name.get(&normalised) {
+                    Some(&j) if j == i => {}
+                    Some(&j) => {
+                        problems.push(CatalogueProblem::AliasConflict {
+                            alias,
+                            normalised,
+                            first: concepts[j].name.clone(),
+                            second: concepts[i].name.clone(),
+                        });
+                        return;
+                    }
+                    None => {
+                        by_name.insert(normalised, i);
+                    }
                 }
-            }
-            if !concepts[i].aliases.contains(&alias) {
-                concepts[i].aliases.push(alias);
-            }
-        };
+                if !concepts[i].aliases.contains(&alias) {
+                    concepts[i].aliases.push(alias);
+                }
+            };
 
         for (i, aliases, loincs) in entries {
             for alias in aliases {
@@ -279,10 +284,7 @@ impl LabCatalogue {
         if key.is_empty() {
             return None;
         }
-        self.by_name
-            .get(&key)
-            .or_else(|| self.by_compact.get(&key.replace(' ', "")))
-            .map(|&i| &self.concepts[i])
+        self.by_name.get(&key).or_else(|| self.by_compact.get(&key.replace(' ', ""))).map(|&i| &self.concepts[i])
     }
 
     /// Resolves a LOINC code ("2160-0"; surrounding whitespace ignored).
@@ -377,7 +379,9 @@ fn check_loinc(code: &str) -> Result<(), String> {
     let expected = loinc_check_digit(body);
     let given = check.as_bytes()[0] - b'0';
     if given != expected {
-        return Err(format!("check digit is {given} but the Mod 10 check digit of {body} is {expected}; the code has a typo"));
+        return Err(format!(
+            "check digit is {given} but the Mod 10 check digit of {body} is {expected}; the code has a typo"
+        ));
     }
     Ok(())
 }
@@ -526,15 +530,21 @@ mod tests {
         let got = problems(json);
         assert_eq!(got.len(), 7, "{got:#?}");
         assert!(matches!(&got[0], CatalogueProblem::EmptyName { index: 1, .. }));
-        assert!(matches!(&got[1], CatalogueProblem::DuplicateConcept { name, other, .. } if name == "CREATININE" && other == "Creatinine"));
+        assert!(
+            matches!(&got[1], CatalogueProblem::DuplicateConcept { name, other, .. } if name == "CREATININE" && other == "Creatinine")
+        );
         assert!(matches!(&got[2], CatalogueProblem::MalformedLoinc { code, .. } if code == "2160-1"));
-        assert!(matches!(&got[3], CatalogueProblem::AliasConflict { alias, first, second, .. } if alias == "cr" && first == "Creatinine" && second == "Calcium"));
+        assert!(
+            matches!(&got[3], CatalogueProblem::AliasConflict { alias, first, second, .. } if alias == "cr" && first == "Creatinine" && second == "Calcium")
+        );
         assert!(matches!(&got[4], CatalogueProblem::EmptyAlias { alias, .. } if alias == "?!"));
         assert!(matches!(&got[5], CatalogueProblem::LoincConflict { code, .. } if code == "2160-0"));
         assert!(matches!(&got[6], CatalogueProblem::UnknownConcept { index: 0, .. }));
         let json = r#"{"version": 1, "concepts": [{"name": "Creatinine"}], "aliases": [{"alias": "Krea", "concept": "Kreatinin-Wert"}]}"#;
         let got = problems(json);
-        assert!(matches!(&got[..], [CatalogueProblem::UnknownConcept { alias, concept, .. }] if alias == "Krea" && concept == "Kreatinin-Wert"));
+        assert!(
+            matches!(&got[..], [CatalogueProblem::UnknownConcept { alias, concept, .. }] if alias == "Krea" && concept == "Kreatinin-Wert")
+        );
         let message = LabCatalogue::from_json(json).unwrap_err().to_string();
         assert!(message.contains("Kreatinin-Wert") && message.contains("not in the catalogue"), "{message}");
     }

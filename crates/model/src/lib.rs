@@ -10,6 +10,4 @@ pub mod record;
 pub mod text;
 
 pub use kind::DocKind;
-pub use record::{
-    content_hash, Document, LabValue, LabObservation, Patient, SectionSpan, SentenceSpan,
-};
+pub use record::{content_hash, Document, LabObservation, LabValue, Patient, SectionSpan, SentenceSpan};

@@ -64,7 +64,8 @@ fn mimic_iv_demo_labevents_coverage() {
             continue;
         }
         rows_with_value += 1;
-        let (label, fluid) = items.get(&row[itemid]).unwrap_or_else(|| panic!("itemid {} not in d_labitems", &row[itemid]));
+        let (label, fluid) =
+            items.get(&row[itemid]).unwrap_or_else(|| panic!("itemid {} not in d_labitems", &row[itemid]));
         let mapped = catalogue.resolve_mimic(label, fluid).is_some();
         distinct_items.insert(row[itemid].to_string(), mapped);
         if mapped {
@@ -118,9 +119,11 @@ fn synthea_lab_codes() -> BTreeMap<(String, String), usize> {
             if resource["resourceType"] != "Observation" {
                 continue;
             }
-            let is_lab = resource["category"].as_array().into_iter().flatten().any(|cat| {
-                cat["coding"].as_array().into_iter().flatten().any(|c| c["code"] == "laboratory")
-            });
+            let is_lab = resource["category"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|cat| cat["coding"].as_array().into_iter().flatten().any(|c| c["code"] == "laboratory"));
             if !is_lab {
                 continue;
             }
@@ -224,7 +227,10 @@ fn find_is_fuzzy() {
     assert_eq!(names("kreatinin").first(), Some(&"Creatinine"));
     assert_eq!(names("creat").first().copied(), Some("Creatinine"));
     let kappa = names("kappa");
-    assert!(kappa.contains(&"Kappa free light chain, serum") && kappa.contains(&"Kappa/lambda free light chain ratio"), "{kappa:?}");
+    assert!(
+        kappa.contains(&"Kappa free light chain, serum") && kappa.contains(&"Kappa/lambda free light chain ratio"),
+        "{kappa:?}"
+    );
     let urine_glucose = names("glucose urine");
     assert_eq!(urine_glucose.first(), Some(&"Glucose, urine"), "{urine_glucose:?}");
     let light_chain = names("light chain lambda");

@@ -18,13 +18,17 @@ fn check_sentence_spans(text: &str) {
     for span in &spans {
         assert!(span.start < span.end, "empty span {span:?} in {text:?}");
         assert!(span.start >= previous_end, "span {span:?} overlaps or is out of order in {text:?}");
-        assert!(text.is_char_boundary(span.start) && text.is_char_boundary(span.end), "{span:?} cuts a char in {text:?}");
+        assert!(
+            text.is_char_boundary(span.start) && text.is_char_boundary(span.end),
+            "{span:?} cuts a char in {text:?}"
+        );
         let piece = &text[span.start..span.end];
         assert_eq!(piece, piece.trim(), "span {span:?} not trimmed in {text:?}");
         previous_end = span.end;
     }
     // Every non-whitespace character is inside some sentence.
-    let covered: usize = spans.iter().map(|s| text[s.start..s.end].chars().filter(|c| !c.is_whitespace()).count()).sum();
+    let covered: usize =
+        spans.iter().map(|s| text[s.start..s.end].chars().filter(|c| !c.is_whitespace()).count()).sum();
     assert_eq!(covered, text.chars().filter(|c| !c.is_whitespace()).count(), "sentences lose text in {text:?}");
 }
 
@@ -54,12 +58,45 @@ fn check_section_spans(text: &str) {
 
 fn clinical_text() -> impl Strategy<Value = String> {
     let pieces = prop::sample::select(vec![
-        "Dr.", "b.i.d.", "q.d.", "1.5 cm", "Cr 1.2", "BP 120/80, HR 72", "HISTORY:", "## Plan", "- item", "1.",
-        "2)", "e.g.", "Hämoglobin", "ß", "😀", "\n", "\n\n", " ", ".", "?", "!", "\"", ")", "(", "word", "Word", "ALL CAPS",
-        "Assessment and Plan:", "\t", "\r\n", "•", "z.B.", "…",
+        "Dr.",
+        "b.i.d.",
+        "q.d.",
+        "1.5 cm",
+        "Cr 1.2",
+        "BP 120/80, HR 72",
+        "HISTORY:",
+        "## Plan",
+        "- item",
+        "1.",
+        "2)",
+        "e.g.",
+        "Hämoglobin",
+        "ß",
+        "😀",
+        "\n",
+        "\n\n",
+        " ",
+        ".",
+        "?",
+        "!",
+        "\"",
+        ")",
+        "(",
+        "word",
+        "Word",
+        "ALL CAPS",
+        "Assessment and Plan:",
+        "\t",
+        "\r\n",
+        "•",
+        "z.B.",
+        "…",
     ]);
-    prop::collection::vec(prop_oneof![pieces.prop_map(str::to_string), "[a-zA-Z0-9 .,:;!?\n-]{0,12}", any::<String>()], 0..80)
-        .prop_map(|parts| parts.join(" "))
+    prop::collection::vec(
+        prop_oneof![pieces.prop_map(str::to_string), "[a-zA-Z0-9 .,:;!?\n-]{0,12}", any::<String>()],
+        0..80,
+    )
+    .prop_map(|parts| parts.join(" "))
 }
 
 proptest! {

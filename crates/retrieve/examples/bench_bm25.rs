@@ -70,7 +70,9 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
-        notes: PathBuf::from("../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson"),
+        notes: PathBuf::from(
+            "../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson",
+        ),
         db: PathBuf::from("/tmp/evident_bench_bm25.db"),
         sizes: vec![10_000, 100_000, 1_000_000],
         corpus_out: None,
@@ -127,8 +129,13 @@ fn summarise(mut ms: Vec<f64>) -> serde_json::Value {
 fn main() {
     let args = parse_args();
     let notes = read_notes(&args.notes);
-    let sectioned: Vec<(String, String, Vec<evident_model::SectionSpan>)> =
-        notes.into_iter().map(|(p, t)| { let s = split_sections(&t); (p, t, s) }).collect();
+    let sectioned: Vec<(String, String, Vec<evident_model::SectionSpan>)> = notes
+        .into_iter()
+        .map(|(p, t)| {
+            let s = split_sections(&t);
+            (p, t, s)
+        })
+        .collect();
     let base_sections: usize = sectioned.iter().map(|(_, _, s)| s.len()).sum();
     eprintln!("{} notes, {} base sections", sectioned.len(), base_sections);
     if let Some(out) = &args.corpus_out {
@@ -160,8 +167,14 @@ fn main() {
             for (i, (patient, text, sections)) in sectioned.iter().enumerate() {
                 let pid = format!("r{round}-{patient}");
                 if seen.insert(pid.clone()) {
-                    w.upsert_patient(&Patient { id: pid.clone(), source: "bench".into(), birth_date: None, sex: None, display_name: None })
-                        .unwrap();
+                    w.upsert_patient(&Patient {
+                        id: pid.clone(),
+                        source: "bench".into(),
+                        birth_date: None,
+                        sex: None,
+                        display_name: None,
+                    })
+                    .unwrap();
                 }
                 let id = format!("r{round}-n{i}");
                 let doc = Document {

@@ -195,9 +195,10 @@ impl<'a> Retriever<'a> {
                 patient: filter.patient_id.clone(),
             });
         }
-        let query_vector = embedder.embed(&[query])?.pop().ok_or_else(|| {
-            EmbedError::Failed(format!("the embedder returned no vector for the query {query:?}"))
-        })?;
+        let query_vector = embedder
+            .embed(&[query])?
+            .pop()
+            .ok_or_else(|| EmbedError::Failed(format!("the embedder returned no vector for the query {query:?}")))?;
         let stored = self.store.section_embeddings(model, filter)?;
         for (section, vector) in &stored {
             if vector.len() != query_vector.len() {
@@ -227,9 +228,7 @@ impl<'a> Retriever<'a> {
         let bm25_list: Vec<(i64, f64)> = bm25.iter().map(|s| (s.section.section_id, s.score)).collect();
         let dense_list: Vec<(i64, f64)> = dense.iter().map(|s| (s.section.section_id, s.score)).collect();
         let fused = match self.config.fusion {
-            Fusion::ReciprocalRank { k: rrf_k } => {
-                fusion::reciprocal_rank_fusion(&[&bm25_list, &dense_list], rrf_k)
-            }
+            Fusion::ReciprocalRank { k: rrf_k } => fusion::reciprocal_rank_fusion(&[&bm25_list, &dense_list], rrf_k),
             Fusion::Weighted { alpha } => fusion::weighted_fusion(&bm25_list, &dense_list, alpha),
         };
         let bm25_rank: HashMap<i64, usize> = bm25_list.iter().enumerate().map(|(i, (id, _))| (*id, i + 1)).collect();

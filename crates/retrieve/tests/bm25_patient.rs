@@ -50,7 +50,8 @@ struct Note {
 
 fn notes() -> Vec<Note> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(NOTES);
-    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}; the shared data is required", path.display()));
+    let file =
+        std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}; the shared data is required", path.display()));
     let mut out = Vec::new();
     for line in std::io::BufReader::new(file).lines() {
         let value: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
@@ -78,8 +79,14 @@ fn store_of<'a>(notes: impl IntoIterator<Item = &'a Note>) -> Store {
     let mut store = Store::open_in_memory().unwrap();
     let w = store.writer().unwrap();
     for n in notes {
-        w.upsert_patient(&Patient { id: n.patient.clone(), source: "test".into(), birth_date: None, sex: None, display_name: None })
-            .unwrap();
+        w.upsert_patient(&Patient {
+            id: n.patient.clone(),
+            source: "test".into(),
+            birth_date: None,
+            sex: None,
+            display_name: None,
+        })
+        .unwrap();
         let doc = Document {
             id: n.id.clone(),
             patient_id: n.patient.clone(),
@@ -98,9 +105,7 @@ fn store_of<'a>(notes: impl IntoIterator<Item = &'a Note>) -> Store {
 
 /// (document, start, score to 1e-9 relative), in rank order.
 fn key(hits: &[ScoredSection]) -> Vec<(String, usize, i64)> {
-    hits.iter()
-        .map(|h| (h.section.document_id.clone(), h.section.start, (h.score * 1e9).round() as i64))
-        .collect()
+    hits.iter().map(|h| (h.section.document_id.clone(), h.section.start, (h.score * 1e9).round() as i64)).collect()
 }
 
 /// Equal rankings: same scores in the same order; sections that tie may
@@ -142,7 +147,11 @@ fn per_patient_bm25_equals_fts5_over_the_patient_alone_on_synthea() {
             let reference = alone.search_bm25(q, &SectionFilter::default(), 100_000).unwrap();
             assert_same_ranking(&scoped, &reference, &format!("{patient} {q:?}"));
             let top = all.search_bm25(q, &filter, 10).unwrap();
-            assert_eq!(key(&top), key(&scoped)[..top.len()].to_vec(), "{patient} {q:?}: top 10 is the head of the full ranking");
+            assert_eq!(
+                key(&top),
+                key(&scoped)[..top.len()].to_vec(),
+                "{patient} {q:?}: top 10 is the head of the full ranking"
+            );
             let scoped = all.search_bm25(q, &recent, 100_000).unwrap();
             let reference = alone_recent.search_bm25(q, &SectionFilter::default(), 100_000).unwrap();
             assert_same_ranking(&scoped, &reference, &format!("{patient} {q:?} since 2010"));

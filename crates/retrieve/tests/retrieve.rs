@@ -135,9 +135,8 @@ fn embed_all(store: &mut Store, embedder: &dyn Embedder) -> usize {
 fn bm25_finds_the_section_and_quotes_it_verbatim() {
     let store = store();
     let embedder = BagOfWords::new();
-    let hits = retriever(&store, Mode::Bm25, &embedder)
-        .search("spiculated nodule", &SectionFilter::patient("p1"), 5)
-        .unwrap();
+    let hits =
+        retriever(&store, Mode::Bm25, &embedder).search("spiculated nodule", &SectionFilter::patient("p1"), 5).unwrap();
     assert!(!hits.is_empty());
     assert_eq!(hits[0].document_id, "d2");
     assert_eq!(hits[0].kind, DocKind::Radiology);
@@ -175,9 +174,8 @@ fn filters_restrict_patient_kind_and_dates() {
 fn dense_needs_vectors_and_says_which_command_to_run() {
     let store = store();
     let embedder = BagOfWords::new();
-    let err = retriever(&store, Mode::Dense, &embedder)
-        .search("chest pain", &SectionFilter::patient("p1"), 3)
-        .unwrap_err();
+    let err =
+        retriever(&store, Mode::Dense, &embedder).search("chest pain", &SectionFilter::patient("p1"), 3).unwrap_err();
     assert!(matches!(err, RetrieveError::MissingEmbeddings { .. }), "{err:?}");
     assert!(err.to_string().contains("evident embed --patient p1"), "{err}");
     let no_model = Retriever::new(&store, RetrieverConfig { mode: Mode::Dense, ..RetrieverConfig::default() })

@@ -31,18 +31,12 @@ cat(format(c(tg, tc, coef(fg), sqrt(diag(vcov(fg))), coef(fc), sqrt(diag(vcov(fc
 "#;
 
 fn max_rel(a: &[f64], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| ((x - y) / y).abs())
-        .fold(0.0, f64::max)
+    a.iter().zip(b).map(|(x, y)| ((x - y) / y).abs()).fold(0.0, f64::max)
 }
 
 fn main() {
     let sizes: Vec<usize> = {
-        let args: Vec<usize> = std::env::args()
-            .skip(1)
-            .filter_map(|a| a.parse().ok())
-            .collect();
+        let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
         if args.is_empty() {
             vec![10_000, 100_000, 1_000_000]
         } else {
@@ -64,21 +58,14 @@ fn main() {
             .expect("Rscript");
         assert!(status.success());
         let bytes = std::fs::read(dir.path().join("data.bin")).unwrap();
-        let v: Vec<f64> = bytes
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let v: Vec<f64> = bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
         let p = 10;
         let cols: Vec<Vec<f64>> = (0..p).map(|j| v[j * n..(j + 1) * n].to_vec()).collect();
         let y = &v[p * n..(p + 1) * n];
         let time = &v[(p + 1) * n..(p + 2) * n];
         let status = &v[(p + 2) * n..(p + 3) * n];
         let names: Vec<String> = (1..=p).map(|j| format!("x{j}")).collect();
-        let x: Vec<Predictor> = names
-            .iter()
-            .zip(&cols)
-            .map(|(n, c)| Predictor { name: n, values: c })
-            .collect();
+        let x: Vec<Predictor> = names.iter().zip(&cols).map(|(n, c)| Predictor { name: n, values: c }).collect();
         let r: Vec<f64> = std::fs::read_to_string(dir.path().join("r.txt"))
             .unwrap()
             .split_whitespace()

@@ -76,20 +76,10 @@ pub fn quantile(x: &[f64], p: f64) -> f64 {
 
 fn check_values(analysis: &str, x: &[f64]) -> Result<()> {
     if x.is_empty() {
-        return Err(StatsError::NoRows {
-            analysis: analysis.to_string(),
-            rows_in: 0,
-            rows_dropped: 0,
-        });
+        return Err(StatsError::NoRows { analysis: analysis.to_string(), rows_in: 0, rows_dropped: 0 });
     }
     if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-        return Err(invalid(
-            analysis,
-            format!(
-                "value at position {i} is {}; remove missing values first",
-                x[i]
-            ),
-        ));
+        return Err(invalid(analysis, format!("value at position {i} is {}; remove missing values first", x[i])));
     }
     Ok(())
 }
@@ -118,11 +108,7 @@ pub fn counts(x: &[f64]) -> Vec<LevelCount> {
     for v in s {
         match out.last_mut() {
             Some(l) if l.level == v => l.count += 1,
-            _ => out.push(LevelCount {
-                level: v,
-                count: 1,
-                percent: 0.0,
-            }),
+            _ => out.push(LevelCount { level: v, count: 1, percent: 0.0 }),
         }
     }
     let n = x.len() as f64;
@@ -170,12 +156,7 @@ pub enum VariableKind {
 /// Table 1 of `x` by the 0/1 `group`. A variable with 2 distinct values
 /// 0 and 1 is binary; with at most `max_levels` distinct values categorical;
 /// otherwise continuous. Rows must be complete.
-pub fn table_one_row(
-    variable: &str,
-    x: &[f64],
-    group: &[f64],
-    max_levels: usize,
-) -> Result<TableOneRow> {
+pub fn table_one_row(variable: &str, x: &[f64], group: &[f64], max_levels: usize) -> Result<TableOneRow> {
     let analysis = format!("table 1, variable `{variable}`");
     check_values(&analysis, x)?;
     if let Some(i) = group.iter().position(|g| *g != 0.0 && *g != 1.0) {
@@ -187,26 +168,12 @@ pub fn table_one_row(
             expected: "expected 0 or 1".into(),
         });
     }
-    let x1: Vec<f64> = x
-        .iter()
-        .zip(group)
-        .filter(|(_, g)| **g == 1.0)
-        .map(|(v, _)| *v)
-        .collect();
-    let x0: Vec<f64> = x
-        .iter()
-        .zip(group)
-        .filter(|(_, g)| **g == 0.0)
-        .map(|(v, _)| *v)
-        .collect();
+    let x1: Vec<f64> = x.iter().zip(group).filter(|(_, g)| **g == 1.0).map(|(v, _)| *v).collect();
+    let x0: Vec<f64> = x.iter().zip(group).filter(|(_, g)| **g == 0.0).map(|(v, _)| *v).collect();
     if x1.len() < 2 || x0.len() < 2 {
         return Err(invalid(
             &analysis,
-            format!(
-                "each group needs at least 2 rows (group 1 has {}, group 0 has {})",
-                x1.len(),
-                x0.len()
-            ),
+            format!("each group needs at least 2 rows (group 1 has {}, group 0 has {})", x1.len(), x0.len()),
         ));
     }
     let all = counts(x);
@@ -224,30 +191,15 @@ pub fn table_one_row(
         let c0 = counts(&x0);
         let c1 = counts(&x1);
         let find = |c: &[LevelCount], lv: f64, n: usize| {
-            c.iter()
-                .find(|l| l.level == lv)
-                .cloned()
-                .unwrap_or(LevelCount {
-                    level: lv,
-                    count: 0,
-                    percent: 0.0 * n as f64,
-                })
-        };
-        all.iter()
-            .map(|l| {
-                (
-                    l.clone(),
-                    find(&c0, l.level, x0.len()),
-                    find(&c1, l.level, x1.len()),
-                )
+            c.iter().find(|l| l.level == lv).cloned().unwrap_or(LevelCount {
+                level: lv,
+                count: 0,
+                percent: 0.0 * n as f64,
             })
-            .collect()
+        };
+        all.iter().map(|l| (l.clone(), find(&c0, l.level, x0.len()), find(&c1, l.level, x1.len()))).collect()
     };
-    let smd = if binary {
-        smd_binary(&x1, &x0)
-    } else {
-        smd_continuous(&x1, &x0)
-    };
+    let smd = if binary { smd_binary(&x1, &x0) } else { smd_continuous(&x1, &x0) };
     Ok(TableOneRow {
         variable: variable.to_string(),
         kind,

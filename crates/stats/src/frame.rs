@@ -64,34 +64,21 @@ impl Frame {
     }
 
     pub fn column(&self, name: &str) -> Option<&[f64]> {
-        self.names
-            .iter()
-            .position(|n| n == name)
-            .map(|i| self.columns[i].as_slice())
+        self.names.iter().position(|n| n == name).map(|i| self.columns[i].as_slice())
     }
 
     /// The column, or an error naming the analysis and the known columns.
     pub fn require(&self, analysis: &str, name: &str) -> Result<&[f64]> {
         self.column(name).ok_or_else(|| StatsError::InvalidInput {
             analysis: analysis.to_string(),
-            problem: format!(
-                "no column `{name}` (columns are: {})",
-                self.names.join(", ")
-            ),
+            problem: format!("no column `{name}` (columns are: {})", self.names.join(", ")),
         })
     }
 
     /// Keeps the rows complete in `columns` (listwise deletion) and returns
     /// those columns with the report. Zero remaining rows is an error.
-    pub fn complete_cases(
-        &self,
-        analysis: &str,
-        columns: &[&str],
-    ) -> Result<(Vec<Vec<f64>>, MissingReport)> {
-        let cols: Vec<&[f64]> = columns
-            .iter()
-            .map(|c| self.require(analysis, c))
-            .collect::<Result<_>>()?;
+    pub fn complete_cases(&self, analysis: &str, columns: &[&str]) -> Result<(Vec<Vec<f64>>, MissingReport)> {
+        let cols: Vec<&[f64]> = columns.iter().map(|c| self.require(analysis, c)).collect::<Result<_>>()?;
         let n = self.nrows();
         let mut keep = vec![true; n];
         let mut missing_by_column = Vec::new();
@@ -107,31 +94,12 @@ impl Frame {
                 missing_by_column.push((name.to_string(), count));
             }
         }
-        let out: Vec<Vec<f64>> = cols
-            .iter()
-            .map(|c| {
-                c.iter()
-                    .zip(&keep)
-                    .filter(|(_, k)| **k)
-                    .map(|(v, _)| *v)
-                    .collect()
-            })
-            .collect();
+        let out: Vec<Vec<f64>> =
+            cols.iter().map(|c| c.iter().zip(&keep).filter(|(_, k)| **k).map(|(v, _)| *v).collect()).collect();
         let rows_used = keep.iter().filter(|k| **k).count();
         if rows_used == 0 {
-            return Err(StatsError::NoRows {
-                analysis: analysis.to_string(),
-                rows_in: n,
-                rows_dropped: n,
-            });
+            return Err(StatsError::NoRows { analysis: analysis.to_string(), rows_in: n, rows_dropped: n });
         }
-        Ok((
-            out,
-            MissingReport {
-                rows_in: n,
-                rows_used,
-                missing_by_column,
-            },
-        ))
+        Ok((out, MissingReport { rows_in: n, rows_used, missing_by_column }))
     }
 }

@@ -154,13 +154,7 @@ impl Family {
                     .iter()
                     .zip(mu)
                     .zip(w)
-                    .map(|((y, m), w)| {
-                        if *w > 0.0 {
-                            w * (y * m.ln() + (1.0 - y) * (1.0 - m).ln())
-                        } else {
-                            0.0
-                        }
-                    })
+                    .map(|((y, m), w)| if *w > 0.0 { w * (y * m.ln() + (1.0 - y) * (1.0 - m).ln()) } else { 0.0 })
                     .sum::<f64>()
             }
             Family::Poisson => {
@@ -187,21 +181,13 @@ fn ylogy(y: f64, mu: f64) -> f64 {
 pub(crate) fn check_design(analysis: &str, y: &[f64], x: &[Predictor]) -> Result<()> {
     let n = y.len();
     if n == 0 {
-        return Err(StatsError::NoRows {
-            analysis: analysis.into(),
-            rows_in: 0,
-            rows_dropped: 0,
-        });
+        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
     }
     for p in x {
         if p.values.len() != n {
             return Err(invalid(
                 analysis,
-                format!(
-                    "column `{}` has {} rows, the outcome has {n}",
-                    p.name,
-                    p.values.len()
-                ),
+                format!("column `{}` has {} rows, the outcome has {n}", p.name, p.values.len()),
             ));
         }
         if let Some(i) = p.values.iter().position(|v| !v.is_finite()) {
@@ -210,9 +196,7 @@ pub(crate) fn check_design(analysis: &str, y: &[f64], x: &[Predictor]) -> Result
                 column: p.name.into(),
                 row: i + 1,
                 value: p.values[i],
-                expected:
-                    "expected a finite number; remove missing values first (listwise deletion)"
-                        .into(),
+                expected: "expected a finite number; remove missing values first (listwise deletion)".into(),
             });
         }
         let first = p.values[0];
@@ -230,8 +214,7 @@ pub(crate) fn check_design(analysis: &str, y: &[f64], x: &[Predictor]) -> Result
             column: "outcome".into(),
             row: i + 1,
             value: y[i],
-            expected: "expected a finite number; remove missing values first (listwise deletion)"
-                .into(),
+            expected: "expected a finite number; remove missing values first (listwise deletion)".into(),
         });
     }
     Ok(())
@@ -248,10 +231,7 @@ pub(crate) fn design_columns(n: usize, x: &[Predictor]) -> (Vec<String>, Vec<Vec
 }
 
 fn singular(analysis: &str, names: &[String], e: RankDeficient) -> StatsError {
-    StatsError::SingularDesign {
-        analysis: analysis.into(),
-        column: names[e.0].clone(),
-    }
+    StatsError::SingularDesign { analysis: analysis.into(), column: names[e.0].clone() }
 }
 
 /// Fits a GLM by IRLS exactly as R's `glm.fit` iterates.
@@ -282,10 +262,7 @@ pub fn glm(y: &[f64], x: &[Predictor], family: Family, config: &GlmConfig) -> Re
         }
     }
     if w.len() != n || offset.len() != n {
-        return Err(invalid(
-            analysis,
-            "weights and offset must have one value per row",
-        ));
+        return Err(invalid(analysis, "weights and offset must have one value per row"));
     }
     if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
         return Err(StatsError::InvalidValue {
@@ -308,48 +285,29 @@ pub fn glm(y: &[f64], x: &[Predictor], family: Family, config: &GlmConfig) -> Re
     let (names, cols) = design_columns(n, x);
     let fit = irls(y, &cols, family, w, offset).map_err(|e| match e {
         IrlsError::Singular(r) => singular(analysis, &names, r),
-        IrlsError::NoConvergence(it) => StatsError::NoConvergence {
-            analysis: analysis.into(),
-            iterations: it,
-        },
+        IrlsError::NoConvergence(it) => StatsError::NoConvergence { analysis: analysis.into(), iterations: it },
     })?;
     if family == Family::Binomial {
         let eps = 10.0 * EPS;
-        let rows = fit
-            .mu
-            .iter()
-            .filter(|m| **m > 1.0 - eps || **m < eps)
-            .count();
+        let rows = fit.mu.iter().filter(|m| **m > 1.0 - eps || **m < eps).count();
         if rows > 0 {
             return Err(StatsError::Separation { rows, n });
         }
     }
     if !fit.converged {
-        return Err(StatsError::NoConvergence {
-            analysis: analysis.into(),
-            iterations: fit.iterations,
-        });
+        return Err(StatsError::NoConvergence { analysis: analysis.into(), iterations: fit.iterations });
     }
     // Null deviance: intercept-only model (with the offset, refitted as R does).
     let null_deviance = if config.offset.is_none() {
         let sw: f64 = w.iter().sum();
         let wtdmu = y.iter().zip(w).map(|(y, w)| y * w).sum::<f64>() / sw;
-        y.iter()
-            .zip(w)
-            .map(|(y, w)| family.dev_resid(*y, wtdmu, *w))
-            .sum()
+        y.iter().zip(w).map(|(y, w)| family.dev_resid(*y, wtdmu, *w)).sum()
     } else {
-        irls(y, &cols[..1], family, w, offset)
-            .map(|f| f.deviance)
-            .unwrap_or(f64::NAN)
+        irls(y, &cols[..1], family, w, offset).map(|f| f.deviance).unwrap_or(f64::NAN)
     };
     let p = cols.len();
     let n_pos = w.iter().filter(|v| **v > 0.0).count() as f64;
-    let level = if config.conf_level > 0.0 {
-        config.conf_level
-    } else {
-        0.95
-    };
+    let level = if config.conf_level > 0.0 { config.conf_level } else { 0.95 };
     let z = qnorm(0.5 + level / 2.0);
     let coefficients = (0..p)
         .map(|j| {
@@ -407,9 +365,7 @@ fn irls(
 ) -> std::result::Result<Irls, IrlsError> {
     let n = y.len();
     let p = cols.len();
-    let mut eta: Vec<f64> = (0..n)
-        .map(|i| family.linkfun(family.mustart(y[i], w[i])))
-        .collect();
+    let mut eta: Vec<f64> = (0..n).map(|i| family.linkfun(family.mustart(y[i], w[i]))).collect();
     let mut mu: Vec<f64> = eta.iter().map(|e| family.linkinv(*e)).collect();
     let mut devold: f64 = (0..n).map(|i| family.dev_resid(y[i], mu[i], w[i])).sum();
     let mut coefold: Option<Vec<f64>> = None;
@@ -517,17 +473,10 @@ fn matmul(a: &[f64], b: &[f64], p: usize) -> Vec<f64> {
 
 impl GlmFit {
     /// Robust (HC0 sandwich) covariance of this fit, given its data.
-    pub fn robust_covariance(
-        &self,
-        y: &[f64],
-        x: &[Predictor],
-        weights: Option<&[f64]>,
-    ) -> Vec<f64> {
+    pub fn robust_covariance(&self, y: &[f64], x: &[Predictor], weights: Option<&[f64]>) -> Vec<f64> {
         let n = y.len();
         let (_, cols) = design_columns(n, x);
-        let score: Vec<f64> = (0..n)
-            .map(|i| weights.map_or(1.0, |w| w[i]) * (y[i] - self.fitted[i]))
-            .collect();
+        let score: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i]) * (y[i] - self.fitted[i])).collect();
         sandwich_hc0(&cols, &self.covariance, &score)
     }
 }
@@ -557,17 +506,12 @@ pub fn lm(y: &[f64], x: &[Predictor], weights: Option<&[f64]>, conf_level: f64) 
     let (names, cols) = design_columns(n, x);
     let p = cols.len();
     if n <= p {
-        return Err(invalid(
-            analysis,
-            format!("{n} rows for {p} coefficients; need more rows than coefficients"),
-        ));
+        return Err(invalid(analysis, format!("{n} rows for {p} coefficients; need more rows than coefficients")));
     }
     let fit = wls(&cols, y, weights, 1e-7).map_err(|e| singular(analysis, &names, e))?;
     let ones = vec![1.0; n];
     let w = weights.unwrap_or(&ones);
-    let residuals: Vec<f64> = (0..n)
-        .map(|i| y[i] - (0..p).map(|j| cols[j][i] * fit.coef[j]).sum::<f64>())
-        .collect();
+    let residuals: Vec<f64> = (0..n).map(|i| y[i] - (0..p).map(|j| cols[j][i] * fit.coef[j]).sum::<f64>()).collect();
     let rss: f64 = residuals.iter().zip(w).map(|(r, w)| w * r * r).sum();
     let df = (n - p) as f64;
     let sigma2 = rss / df;
@@ -615,9 +559,7 @@ impl LmFit {
     pub fn robust_covariance(&self, x: &[Predictor], weights: Option<&[f64]>) -> Vec<f64> {
         let n = self.residuals.len();
         let (_, cols) = design_columns(n, x);
-        let score: Vec<f64> = (0..n)
-            .map(|i| weights.map_or(1.0, |w| w[i]) * self.residuals[i])
-            .collect();
+        let score: Vec<f64> = (0..n).map(|i| weights.map_or(1.0, |w| w[i]) * self.residuals[i]).collect();
         sandwich_hc0(&cols, &self.cov_unscaled, &score)
     }
 }

@@ -26,11 +26,7 @@ pub struct TTest {
 
 fn finite(analysis: &str, name: &str, x: &[f64]) -> Result<()> {
     if x.is_empty() {
-        return Err(StatsError::NoRows {
-            analysis: analysis.into(),
-            rows_in: 0,
-            rows_dropped: 0,
-        });
+        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
     }
     if let Some(i) = x.iter().position(|v| !v.is_finite()) {
         return Err(StatsError::InvalidValue {
@@ -46,22 +42,11 @@ fn finite(analysis: &str, name: &str, x: &[f64]) -> Result<()> {
 
 /// Two-sample t-test, two-sided (R: `t.test(x, y, var.equal = equal_var)`).
 pub fn t_test(x: &[f64], y: &[f64], equal_var: bool, conf_level: f64) -> Result<TTest> {
-    let analysis = if equal_var {
-        "Student t-test"
-    } else {
-        "Welch t-test"
-    };
+    let analysis = if equal_var { "Student t-test" } else { "Welch t-test" };
     finite(analysis, "x", x)?;
     finite(analysis, "y", y)?;
     if x.len() < 2 || y.len() < 2 {
-        return Err(invalid(
-            analysis,
-            format!(
-                "each group needs at least 2 values (got {} and {})",
-                x.len(),
-                y.len()
-            ),
-        ));
+        return Err(invalid(analysis, format!("each group needs at least 2 values (got {} and {})", x.len(), y.len())));
     }
     let (nx, ny) = (x.len() as f64, y.len() as f64);
     let (mx, my) = (mean(x), mean(y));
@@ -74,16 +59,10 @@ pub fn t_test(x: &[f64], y: &[f64], equal_var: bool, conf_level: f64) -> Result<
         let sx = vx / nx;
         let sy = vy / ny;
         let se = (sx + sy).sqrt();
-        (
-            se.powi(4) / (sx * sx / (nx - 1.0) + sy * sy / (ny - 1.0)),
-            se,
-        )
+        (se.powi(4) / (sx * sx / (nx - 1.0) + sy * sy / (ny - 1.0)), se)
     };
     if !(stderr > 10.0 * f64::EPSILON * mx.abs().max(my.abs())) {
-        return Err(invalid(
-            analysis,
-            "data are essentially constant; a t-test is not defined",
-        ));
+        return Err(invalid(analysis, "data are essentially constant; a t-test is not defined"));
     }
     let t = (mx - my) / stderr;
     let q = qt(0.5 + conf_level / 2.0, df);
@@ -178,32 +157,19 @@ pub fn wilcoxon(x: &[f64], y: &[f64]) -> Result<Wilcoxon> {
         } else {
             counts[..=q].iter().sum::<f64>() / total_exact
         };
-        return Ok(Wilcoxon {
-            statistic: w,
-            p_value: (2.0 * p).min(1.0),
-            exact: true,
-        });
+        return Ok(Wilcoxon { statistic: w, p_value: (2.0 * p).min(1.0), exact: true });
     }
     let (nxf, nyf) = (nx as f64, ny as f64);
     let z = w - nxf * nyf / 2.0;
     let tie_term: f64 = ties.iter().map(|&t| (t * t * t - t) as f64).sum();
-    let sigma = ((nxf * nyf / 12.0)
-        * ((nxf + nyf + 1.0) - tie_term / ((nxf + nyf) * (nxf + nyf - 1.0))))
-        .sqrt();
+    let sigma = ((nxf * nyf / 12.0) * ((nxf + nyf + 1.0) - tie_term / ((nxf + nyf) * (nxf + nyf - 1.0)))).sqrt();
     if sigma == 0.0 {
-        return Err(invalid(
-            analysis,
-            "all values are tied; the test is not defined",
-        ));
+        return Err(invalid(analysis, "all values are tied; the test is not defined"));
     }
     let correction = 0.5 * z.signum();
     let z = (z - correction) / sigma;
     let p = 2.0 * pnorm(z).min(pnorm_upper(z));
-    Ok(Wilcoxon {
-        statistic: w,
-        p_value: p.min(1.0),
-        exact: false,
-    })
+    Ok(Wilcoxon { statistic: w, p_value: p.min(1.0), exact: false })
 }
 
 /// Result of a chi-square test of independence.
@@ -222,69 +188,27 @@ pub struct ChiSquare {
 pub fn chisq_test(table: &[f64], nrow: usize, ncol: usize, yates: bool) -> Result<ChiSquare> {
     let analysis = "chi-square test";
     if nrow < 2 || ncol < 2 || table.len() != nrow * ncol {
-        return Err(invalid(
-            analysis,
-            format!("need at least a 2x2 table (got {nrow}x{ncol})"),
-        ));
+        return Err(invalid(analysis, format!("need at least a 2x2 table (got {nrow}x{ncol})")));
     }
     if let Some(i) = table.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
-        return Err(invalid(
-            analysis,
-            format!(
-                "cell {} is {}; counts must be non-negative",
-                i + 1,
-                table[i]
-            ),
-        ));
+        return Err(invalid(analysis, format!("cell {} is {}; counts must be non-negative", i + 1, table[i])));
     }
     let total: f64 = table.iter().sum();
-    let rows: Vec<f64> = (0..nrow)
-        .map(|i| table[i * ncol..(i + 1) * ncol].iter().sum())
-        .collect();
-    let cols: Vec<f64> = (0..ncol)
-        .map(|j| (0..nrow).map(|i| table[i * ncol + j]).sum())
-        .collect();
+    let rows: Vec<f64> = (0..nrow).map(|i| table[i * ncol..(i + 1) * ncol].iter().sum()).collect();
+    let cols: Vec<f64> = (0..ncol).map(|j| (0..nrow).map(|i| table[i * ncol + j]).sum()).collect();
     if let Some(i) = rows.iter().position(|r| *r == 0.0) {
-        return Err(invalid(
-            analysis,
-            format!("row {} has no observations; drop the empty category", i + 1),
-        ));
+        return Err(invalid(analysis, format!("row {} has no observations; drop the empty category", i + 1)));
     }
     if let Some(j) = cols.iter().position(|c| *c == 0.0) {
-        return Err(invalid(
-            analysis,
-            format!(
-                "column {} has no observations; drop the empty category",
-                j + 1
-            ),
-        ));
+        return Err(invalid(analysis, format!("column {} has no observations; drop the empty category", j + 1)));
     }
-    let expected: Vec<f64> = (0..nrow * ncol)
-        .map(|k| rows[k / ncol] * cols[k % ncol] / total)
-        .collect();
+    let expected: Vec<f64> = (0..nrow * ncol).map(|k| rows[k / ncol] * cols[k % ncol] / total).collect();
     let use_yates = yates && nrow == 2 && ncol == 2;
-    let correction = if use_yates {
-        table
-            .iter()
-            .zip(&expected)
-            .map(|(o, e)| (o - e).abs())
-            .fold(0.5_f64, f64::min)
-    } else {
-        0.0
-    };
-    let statistic: f64 = table
-        .iter()
-        .zip(&expected)
-        .map(|(o, e)| ((o - e).abs() - correction).powi(2) / e)
-        .sum();
+    let correction =
+        if use_yates { table.iter().zip(&expected).map(|(o, e)| (o - e).abs()).fold(0.5_f64, f64::min) } else { 0.0 };
+    let statistic: f64 = table.iter().zip(&expected).map(|(o, e)| ((o - e).abs() - correction).powi(2) / e).sum();
     let df = ((nrow - 1) * (ncol - 1)) as f64;
-    Ok(ChiSquare {
-        statistic,
-        df,
-        p_value: pchisq_upper(statistic, df),
-        expected,
-        yates: use_yates,
-    })
+    Ok(ChiSquare { statistic, df, p_value: pchisq_upper(statistic, df), expected, yates: use_yates })
 }
 
 /// Result of Fisher's exact test on a 2x2 table.
@@ -306,26 +230,15 @@ pub fn fisher_test(a: u64, b: u64, c: u64, d: u64, conf_level: f64) -> Result<Fi
     let k = (a + b) as f64; // first row total
     let x = a as f64;
     if m + n == 0.0 {
-        return Err(StatsError::NoRows {
-            analysis: analysis.into(),
-            rows_in: 0,
-            rows_dropped: 0,
-        });
+        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
     }
     let lo = (k - n).max(0.0);
     let hi = k.min(m);
     let support: Vec<f64> = (lo as u64..=hi as u64).map(|v| v as f64).collect();
-    let logdc: Vec<f64> = support
-        .iter()
-        .map(|&s| lchoose(m, s) + lchoose(n, k - s) - lchoose(m + n, k))
-        .collect();
+    let logdc: Vec<f64> = support.iter().map(|&s| lchoose(m, s) + lchoose(n, k - s) - lchoose(m + n, k)).collect();
     let dnhyper = |ncp: f64| -> Vec<f64> {
         let ln = ncp.ln();
-        let d: Vec<f64> = logdc
-            .iter()
-            .zip(&support)
-            .map(|(l, s)| l + ln * s)
-            .collect();
+        let d: Vec<f64> = logdc.iter().zip(&support).map(|(l, s)| l + ln * s).collect();
         let mx = d.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = d.iter().map(|v| (v - mx).exp()).collect();
         let sum: f64 = e.iter().sum();
@@ -342,25 +255,12 @@ pub fn fisher_test(a: u64, b: u64, c: u64, d: u64, conf_level: f64) -> Result<Fi
     };
     let pnhyper = |q: f64, ncp: f64, upper: bool| -> f64 {
         if ncp == 0.0 {
-            return if upper {
-                (q <= lo) as u8 as f64
-            } else {
-                (q >= lo) as u8 as f64
-            };
+            return if upper { (q <= lo) as u8 as f64 } else { (q >= lo) as u8 as f64 };
         }
         if ncp.is_infinite() {
-            return if upper {
-                (q <= hi) as u8 as f64
-            } else {
-                (q >= hi) as u8 as f64
-            };
+            return if upper { (q <= hi) as u8 as f64 } else { (q >= hi) as u8 as f64 };
         }
-        support
-            .iter()
-            .zip(dnhyper(ncp))
-            .filter(|(s, _)| if upper { **s >= q } else { **s <= q })
-            .map(|(_, d)| d)
-            .sum()
+        support.iter().zip(dnhyper(ncp)).filter(|(s, _)| if upper { **s >= q } else { **s <= q }).map(|(_, d)| d).sum()
     };
     // p-value: sum of probabilities no larger than the observed one.
     let d1 = dnhyper(1.0);
@@ -405,12 +305,7 @@ pub fn fisher_test(a: u64, b: u64, c: u64, d: u64, conf_level: f64) -> Result<Fi
             1.0
         }
     };
-    Ok(Fisher {
-        p_value,
-        odds_ratio: mle,
-        conf_low: ncp_l,
-        conf_high: ncp_u,
-    })
+    Ok(Fisher { p_value, odds_ratio: mle, conf_low: ncp_l, conf_high: ncp_u })
 }
 
 /// Result of a Kruskal–Wallis rank-sum test.
@@ -432,34 +327,21 @@ pub fn kruskal_wallis(x: &[f64], group: &[f64]) -> Result<KruskalWallis> {
     levels.sort_by(|a, b| a.total_cmp(b));
     levels.dedup();
     if levels.len() < 2 {
-        return Err(invalid(
-            analysis,
-            "all observations are in the same group; need at least 2 groups",
-        ));
+        return Err(invalid(analysis, "all observations are in the same group; need at least 2 groups"));
     }
     let n = x.len() as f64;
     let mut stat = 0.0;
     for lv in &levels {
-        let (s, c) = r
-            .iter()
-            .zip(group)
-            .filter(|(_, g)| *g == lv)
-            .fold((0.0, 0.0), |(s, c), (ri, _)| (s + ri, c + 1.0));
+        let (s, c) =
+            r.iter().zip(group).filter(|(_, g)| *g == lv).fold((0.0, 0.0), |(s, c), (ri, _)| (s + ri, c + 1.0));
         stat += s * s / c;
     }
     let tie_term: f64 = ties.iter().map(|&t| (t * t * t - t) as f64).sum();
     let denom = 1.0 - tie_term / (n * n * n - n);
     if denom == 0.0 {
-        return Err(invalid(
-            analysis,
-            "all values are tied; the test is not defined",
-        ));
+        return Err(invalid(analysis, "all values are tied; the test is not defined"));
     }
     let statistic = (12.0 * stat / (n * (n + 1.0)) - 3.0 * (n + 1.0)) / denom;
     let df = (levels.len() - 1) as f64;
-    Ok(KruskalWallis {
-        statistic,
-        df,
-        p_value: pchisq_upper(statistic, df),
-    })
+    Ok(KruskalWallis { statistic, df, p_value: pchisq_upper(statistic, df) })
 }

@@ -26,12 +26,7 @@ pub struct RankDeficient(pub usize);
 /// cache-resident buffer. This is the same factorisation as one Householder
 /// pass over the whole matrix (R is unique up to signs) but touches each row
 /// once, which is what makes million-row fits fast.
-pub fn wls<C: AsRef<[f64]>>(
-    x: &[C],
-    y: &[f64],
-    w: Option<&[f64]>,
-    tol: f64,
-) -> Result<Wls, RankDeficient> {
+pub fn wls<C: AsRef<[f64]>>(x: &[C], y: &[f64], w: Option<&[f64]>, tol: f64) -> Result<Wls, RankDeficient> {
     const BLOCK: usize = 256;
     let n = y.len();
     let p = x.len();
@@ -49,11 +44,7 @@ pub fn wls<C: AsRef<[f64]>>(
             *s = w.map_or(1.0, |w| w[start + r].sqrt());
         }
         for c in 0..width {
-            let src = if c < p {
-                &x[c].as_ref()[start..start + m]
-            } else {
-                &y[start..start + m]
-            };
+            let src = if c < p { &x[c].as_ref()[start..start + m] } else { &y[start..start + m] };
             let dst = &mut buf[c * rows + p..c * rows + p + m];
             for ((d, v), s) in dst.iter_mut().zip(src).zip(&sw[..m]) {
                 *d = v * s;
@@ -111,10 +102,7 @@ pub fn wls<C: AsRef<[f64]>>(
             cov[j * p + i] = s;
         }
     }
-    Ok(Wls {
-        coef,
-        cov_unscaled: cov,
-    })
+    Ok(Wls { coef, cov_unscaled: cov })
 }
 
 /// Householder QR in place of the first `p` columns of a column-major
@@ -234,12 +222,7 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
 pub(crate) fn dot_lanes(a: &[f64], b: &[f64]) -> f64 {
     let ca = a.chunks_exact(8);
     let cb = b.chunks_exact(8);
-    let tail: f64 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail: f64 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
     let mut acc = [0.0; 8];
     for (x, y) in ca.zip(cb) {
         for l in 0..8 {

@@ -40,10 +40,7 @@ fn check_treat(analysis: &str, treat: &[f64]) -> Result<()> {
     if n1 == 0 || n1 == treat.len() {
         return Err(invalid(
             analysis,
-            format!(
-                "need both treated and comparator rows ({n1} treated of {})",
-                treat.len()
-            ),
+            format!("need both treated and comparator rows ({n1} treated of {})", treat.len()),
         ));
     }
     Ok(())
@@ -53,11 +50,7 @@ fn check_treat(analysis: &str, treat: &[f64]) -> Result<()> {
 pub fn propensity_scores(treat: &[f64], covariates: &[Predictor]) -> Result<PropensityScores> {
     check_treat("propensity score model", treat)?;
     let model = glm(treat, covariates, Family::Binomial, &GlmConfig::default())?;
-    Ok(PropensityScores {
-        score: model.fitted.clone(),
-        logit: model.linear_predictor.clone(),
-        model,
-    })
+    Ok(PropensityScores { score: model.fitted.clone(), logit: model.linear_predictor.clone(), model })
 }
 
 /// The order in which treated units pick their controls.
@@ -101,12 +94,7 @@ pub enum DistanceArithmetic {
 
 impl Default for MatchConfig {
     fn default() -> Self {
-        Self {
-            ratio: 1,
-            caliper_sd: Some(0.2),
-            order: MatchOrder::Largest,
-            arithmetic: DistanceArithmetic::Exact,
-        }
+        Self { ratio: 1, caliper_sd: Some(0.2), order: MatchOrder::Largest, arithmetic: DistanceArithmetic::Exact }
     }
 }
 
@@ -129,18 +117,13 @@ pub fn match_nearest(treat: &[f64], distance: &[f64], config: &MatchConfig) -> R
     let analysis = "nearest-neighbour matching";
     check_treat(analysis, treat)?;
     if distance.len() != treat.len() || distance.iter().any(|d| !d.is_finite()) {
-        return Err(invalid(
-            analysis,
-            "distance must have one finite value per row",
-        ));
+        return Err(invalid(analysis, "distance must have one finite value per row"));
     }
     if config.ratio == 0 {
         return Err(invalid(analysis, "ratio must be at least 1"));
     }
     let n = treat.len();
-    let caliper = config
-        .caliper_sd
-        .map(|c| c.abs() * crate::describe::sd(distance));
+    let caliper = config.caliper_sd.map(|c| c.abs() * crate::describe::sd(distance));
     // All units in ascending distance order (stable, as R's sort.list).
     let mut d_ord: Vec<usize> = (0..n).collect();
     d_ord.sort_by(|&a, &b| distance[a].total_cmp(&distance[b]));
@@ -151,12 +134,8 @@ pub fn match_nearest(treat: &[f64], distance: &[f64], config: &MatchConfig) -> R
     let treated: Vec<usize> = (0..n).filter(|&i| treat[i] == 1.0).collect();
     let mut ord: Vec<usize> = (0..treated.len()).collect();
     match config.order {
-        MatchOrder::Largest => {
-            ord.sort_by(|&a, &b| distance[treated[b]].total_cmp(&distance[treated[a]]))
-        }
-        MatchOrder::Smallest => {
-            ord.sort_by(|&a, &b| distance[treated[a]].total_cmp(&distance[treated[b]]))
-        }
+        MatchOrder::Largest => ord.sort_by(|&a, &b| distance[treated[b]].total_cmp(&distance[treated[a]])),
+        MatchOrder::Smallest => ord.sort_by(|&a, &b| distance[treated[a]].total_cmp(&distance[treated[b]])),
         MatchOrder::Data => {}
     }
     let sd_treat: Vec<bool> = d_ord.iter().map(|&i| treat[i] == 1.0).collect();
@@ -208,13 +187,8 @@ pub fn match_nearest(treat: &[f64], distance: &[f64], config: &MatchConfig) -> R
             }
         }
     }
-    let n_controls_matched = (0..n)
-        .filter(|&i| treat[i] == 0.0 && weights[i] > 0.0)
-        .count();
-    let sum_c: f64 = (0..n)
-        .filter(|&i| treat[i] == 0.0)
-        .map(|i| weights[i])
-        .sum();
+    let n_controls_matched = (0..n).filter(|&i| treat[i] == 0.0 && weights[i] > 0.0).count();
+    let sum_c: f64 = (0..n).filter(|&i| treat[i] == 0.0).map(|i| weights[i]).sum();
     if sum_c > 0.0 {
         for i in 0..n {
             if treat[i] == 0.0 {
@@ -224,10 +198,7 @@ pub fn match_nearest(treat: &[f64], distance: &[f64], config: &MatchConfig) -> R
     }
     let n_treated_matched = matches.iter().filter(|m| !m.is_empty()).count();
     if n_treated_matched == 0 {
-        return Err(invalid(
-            analysis,
-            "no treated unit found a control within the caliper; widen the caliper",
-        ));
+        return Err(invalid(analysis, "no treated unit found a control within the caliper; widen the caliper"));
     }
     Ok(Matching {
         pairs: treated.iter().zip(matches).map(|(&t, m)| (t, m)).collect(),
@@ -261,39 +232,13 @@ pub fn balance(treat: &[f64], covariates: &[Predictor], weights: &[f64]) -> Resu
     check_treat("balance", treat)?;
     let mut out = Vec::new();
     for c in covariates {
-        let x1: Vec<f64> = c
-            .values
-            .iter()
-            .zip(treat)
-            .filter(|(_, t)| **t == 1.0)
-            .map(|(v, _)| *v)
-            .collect();
-        let x0: Vec<f64> = c
-            .values
-            .iter()
-            .zip(treat)
-            .filter(|(_, t)| **t == 0.0)
-            .map(|(v, _)| *v)
-            .collect();
-        let w1: Vec<f64> = weights
-            .iter()
-            .zip(treat)
-            .filter(|(_, t)| **t == 1.0)
-            .map(|(v, _)| *v)
-            .collect();
-        let w0: Vec<f64> = weights
-            .iter()
-            .zip(treat)
-            .filter(|(_, t)| **t == 0.0)
-            .map(|(v, _)| *v)
-            .collect();
+        let x1: Vec<f64> = c.values.iter().zip(treat).filter(|(_, t)| **t == 1.0).map(|(v, _)| *v).collect();
+        let x0: Vec<f64> = c.values.iter().zip(treat).filter(|(_, t)| **t == 0.0).map(|(v, _)| *v).collect();
+        let w1: Vec<f64> = weights.iter().zip(treat).filter(|(_, t)| **t == 1.0).map(|(v, _)| *v).collect();
+        let w0: Vec<f64> = weights.iter().zip(treat).filter(|(_, t)| **t == 0.0).map(|(v, _)| *v).collect();
         let binary = c.values.iter().all(|v| *v == 0.0 || *v == 1.0);
         let m1 = mean(&x1);
-        let var1 = if binary {
-            m1 * (1.0 - m1)
-        } else {
-            crate::describe::var(&x1)
-        };
+        let var1 = if binary { m1 * (1.0 - m1) } else { crate::describe::var(&x1) };
         let sd = var1.sqrt();
         let (a1, a0) = (weighted_mean(&x1, &w1), weighted_mean(&x0, &w0));
         let m0 = mean(&x0);
@@ -372,21 +317,10 @@ pub fn weighted_effect(
     model: OutcomeModel,
     conf_level: f64,
 ) -> Result<WeightedEffect> {
-    let x = [Predictor {
-        name: "treatment",
-        values: treat,
-    }];
+    let x = [Predictor { name: "treatment", values: treat }];
     let (est, cov) = match model {
         OutcomeModel::Logistic => {
-            let fit = glm(
-                y,
-                &x,
-                Family::Binomial,
-                &GlmConfig {
-                    weights: Some(weights),
-                    ..Default::default()
-                },
-            )?;
+            let fit = glm(y, &x, Family::Binomial, &GlmConfig { weights: Some(weights), ..Default::default() })?;
             let cov = fit.robust_covariance(y, &x, Some(weights));
             (fit.coefficients[1].estimate, cov)
         }

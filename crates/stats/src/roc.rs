@@ -45,30 +45,15 @@ pub fn auc_delong(response: &[f64], predictor: &[f64], conf_level: f64) -> Resul
             });
         }
     }
-    let mut cases: Vec<f64> = response
-        .iter()
-        .zip(predictor)
-        .filter(|(r, _)| **r == 1.0)
-        .map(|(_, p)| *p)
-        .collect();
-    let mut controls: Vec<f64> = response
-        .iter()
-        .zip(predictor)
-        .filter(|(r, _)| **r == 0.0)
-        .map(|(_, p)| *p)
-        .collect();
+    let mut cases: Vec<f64> = response.iter().zip(predictor).filter(|(r, _)| **r == 1.0).map(|(_, p)| *p).collect();
+    let mut controls: Vec<f64> = response.iter().zip(predictor).filter(|(r, _)| **r == 0.0).map(|(_, p)| *p).collect();
     if cases.is_empty() || controls.is_empty() {
         return Err(invalid(
             analysis,
-            format!(
-                "need both cases and controls ({} cases, {} controls)",
-                cases.len(),
-                controls.len()
-            ),
+            format!("need both cases and controls ({} cases, {} controls)", cases.len(), controls.len()),
         ));
     }
-    let cases_higher =
-        crate::describe::quantile(&controls, 0.5) <= crate::describe::quantile(&cases, 0.5);
+    let cases_higher = crate::describe::quantile(&controls, 0.5) <= crate::describe::quantile(&cases, 0.5);
     if !cases_higher {
         cases.iter_mut().for_each(|v| *v = -*v);
         controls.iter_mut().for_each(|v| *v = -*v);

@@ -32,11 +32,7 @@ pub struct ChiTest {
 
 impl ChiTest {
     fn new(statistic: f64, df: f64) -> Self {
-        Self {
-            statistic,
-            df,
-            p_value: pchisq_upper(statistic, df),
-        }
+        Self { statistic, df, p_value: pchisq_upper(statistic, df) }
     }
 }
 
@@ -76,17 +72,10 @@ pub struct CoxFit {
 /// Validates survival outcome columns.
 pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result<()> {
     if time.is_empty() {
-        return Err(StatsError::NoRows {
-            analysis: analysis.into(),
-            rows_in: 0,
-            rows_dropped: 0,
-        });
+        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
     }
     if time.len() != status.len() {
-        return Err(invalid(
-            analysis,
-            format!("time has {} rows, status has {}", time.len(), status.len()),
-        ));
+        return Err(invalid(analysis, format!("time has {} rows, status has {}", time.len(), status.len())));
     }
     for (i, t) in time.iter().enumerate() {
         if !t.is_finite() {
@@ -95,16 +84,11 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
                 column: "time".into(),
                 row: i + 1,
                 value: *t,
-                expected: "expected a finite time; remove missing values first (listwise deletion)"
-                    .into(),
+                expected: "expected a finite time; remove missing values first (listwise deletion)".into(),
             });
         }
         if *t < 0.0 {
-            return Err(StatsError::NegativeTime {
-                analysis: analysis.into(),
-                row: i + 1,
-                value: *t,
-            });
+            return Err(StatsError::NegativeTime { analysis: analysis.into(), row: i + 1, value: *t });
         }
     }
     for (i, s) in status.iter().enumerate() {
@@ -119,10 +103,7 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
         }
     }
     if status.iter().all(|s| *s == 0.0) {
-        return Err(StatsError::AllCensored {
-            analysis: analysis.into(),
-            n: time.len(),
-        });
+        return Err(StatsError::AllCensored { analysis: analysis.into(), n: time.len() });
     }
     Ok(())
 }
@@ -150,9 +131,7 @@ fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
             let mut levels: Vec<u64> = s.iter().map(|v| order_key(*v)).collect();
             levels.sort_unstable();
             levels.dedup();
-            s.iter()
-                .map(|v| levels.partition_point(|l| *l < order_key(*v)) as u32)
-                .collect()
+            s.iter().map(|v| levels.partition_point(|l| *l < order_key(*v)) as u32).collect()
         }
     };
     if n > u32::MAX as usize {
@@ -163,9 +142,8 @@ fn risk_order(time: &[f64], strata: Option<&[f64]>) -> Vec<usize> {
     // One packed key per row (stratum code, descending time, row index):
     // an unstable sort of distinct integers is as good as a stable sort
     // and much faster than comparing through indices.
-    let mut keys: Vec<u128> = (0..n)
-        .map(|i| ((codes[i] as u128) << 96) | ((!order_key(time[i]) as u128) << 32) | i as u128)
-        .collect();
+    let mut keys: Vec<u128> =
+        (0..n).map(|i| ((codes[i] as u128) << 96) | ((!order_key(time[i]) as u128) << 32) | i as u128).collect();
     keys.sort_unstable();
     keys.into_iter().map(|k| (k as u32) as usize).collect()
 }
@@ -390,10 +368,7 @@ impl CoxData {
         // the rows read for the linear predictor are still in cache for the
         // risk-set sums.
         for group in &self.groups {
-            let (gs, ge) = (
-                self.blocks[group.start].start,
-                self.blocks[group.end - 1].end,
-            );
+            let (gs, ge) = (self.blocks[group.start].start, self.blocks[group.end - 1].end);
             let eta = &mut work.eta[gs..ge];
             self.linear_predictor_rows(beta, gs, ge, eta);
             for (((r, re), eta), s) in work.risk[gs..ge]
@@ -405,10 +380,7 @@ impl CoxData {
                 *r = eta.clamp(-200.0, 22.0).exp();
                 *re = *r * s;
             }
-            for (blk, hz) in self.blocks[group.clone()]
-                .iter()
-                .zip(work.hazard[group.clone()].iter_mut())
-            {
+            for (blk, hz) in self.blocks[group.clone()].iter().zip(work.hazard[group.clone()].iter_mut()) {
                 if blk.first_in_stratum {
                     s0 = 0.0;
                     s1.iter_mut().for_each(|v| *v = 0.0);
@@ -480,28 +452,17 @@ impl CoxData {
         let mut imat = vec![0.0; p * p];
         let mut cumulative = 0.0;
         for group in self.groups.iter().rev() {
-            for (blk, &(h, h_frac)) in self.blocks[group.clone()]
-                .iter()
-                .zip(&work.hazard[group.clone()])
-                .rev()
-            {
+            for (blk, &(h, h_frac)) in self.blocks[group.clone()].iter().zip(&work.hazard[group.clone()]).rev() {
                 cumulative += h;
                 let (i, j) = (blk.start, blk.end);
-                for ((w, r), re) in work.weight[i..j]
-                    .iter_mut()
-                    .zip(&work.risk[i..j])
-                    .zip(&work.risk_events[i..j])
-                {
+                for ((w, r), re) in work.weight[i..j].iter_mut().zip(&work.risk[i..j]).zip(&work.risk_events[i..j]) {
                     *w = r * cumulative - re * h_frac;
                 }
                 if blk.first_in_stratum {
                     cumulative = 0.0;
                 }
             }
-            let (gs, ge) = (
-                self.blocks[group.start].start,
-                self.blocks[group.end - 1].end,
-            );
+            let (gs, ge) = (self.blocks[group.start].start, self.blocks[group.end - 1].end);
             weighted_gram_lower(&self.x, n, p, gs, ge, &work.weight, &mut imat);
         }
         let outer = outer.finish();
@@ -555,15 +516,7 @@ impl RankOneBatch {
 
     #[inline(always)]
     fn flush(&mut self) {
-        weighted_gram_lower(
-            &self.vectors,
-            Self::CAPACITY,
-            self.p,
-            0,
-            self.len,
-            &self.weights,
-            &mut self.sum,
-        );
+        weighted_gram_lower(&self.vectors, Self::CAPACITY, self.p, 0, self.len, &self.weights, &mut self.sum);
         self.len = 0;
     }
 
@@ -578,15 +531,7 @@ impl RankOneBatch {
 /// triangle, row-major p x p), with x column-major n x p, in blocks of rows
 /// that stay in cache.
 #[inline(always)]
-fn weighted_gram_lower(
-    x: &[f64],
-    n: usize,
-    p: usize,
-    from: usize,
-    to: usize,
-    w: &[f64],
-    out: &mut [f64],
-) {
+fn weighted_gram_lower(x: &[f64], n: usize, p: usize, from: usize, to: usize, w: &[f64], out: &mut [f64]) {
     const BLOCK: usize = 512;
     let mut wx = [0.0; BLOCK];
     let mut start = from;
@@ -620,41 +565,26 @@ pub fn coxph(
     check_surv(analysis, time, status)?;
     check_design(analysis, time, x)?;
     if x.is_empty() {
-        return Err(invalid(
-            analysis,
-            "no covariates given; use km or logrank for a model without covariates",
-        ));
+        return Err(invalid(analysis, "no covariates given; use km or logrank for a model without covariates"));
     }
     if let Some(s) = strata {
         if s.len() != time.len() || s.iter().any(|v| !v.is_finite()) {
-            return Err(invalid(
-                analysis,
-                "strata must have one finite value per row",
-            ));
+            return Err(invalid(analysis, "strata must have one finite value per row"));
         }
     }
     let n = time.len();
     let p = x.len();
     // Collinearity check on the design with an intercept, as lm would see it.
-    let names: Vec<String> = std::iter::once("(Intercept)".to_string())
-        .chain(x.iter().map(|c| c.name.to_string()))
-        .collect();
+    let names: Vec<String> =
+        std::iter::once("(Intercept)".to_string()).chain(x.iter().map(|c| c.name.to_string())).collect();
     let ones = vec![1.0; n];
-    let cols: Vec<&[f64]> = std::iter::once(&ones[..])
-        .chain(x.iter().map(|c| c.values))
-        .collect();
+    let cols: Vec<&[f64]> = std::iter::once(&ones[..]).chain(x.iter().map(|c| c.values)).collect();
     if let Err(e) = wls(&cols, time, None, 1e-7) {
-        return Err(StatsError::SingularDesign {
-            analysis: analysis.into(),
-            column: names[e.0].clone(),
-        });
+        return Err(StatsError::SingularDesign { analysis: analysis.into(), column: names[e.0].clone() });
     }
     drop(ones);
     let order = risk_order(time, strata);
-    let means: Vec<f64> = x
-        .iter()
-        .map(|c| c.values.iter().sum::<f64>() / n as f64)
-        .collect();
+    let means: Vec<f64> = x.iter().map(|c| c.values.iter().sum::<f64>() / n as f64).collect();
     let mut xs = vec![0.0; n * p];
     for ((col, pred), mean) in xs.chunks_exact_mut(n).zip(x).zip(&means) {
         for (dst, &i) in col.iter_mut().zip(&order) {
@@ -669,20 +599,9 @@ pub fn coxph(
         None => vec![0.0; n],
     };
     drop(order);
-    let x_events = xs
-        .chunks_exact(n)
-        .map(|col| dot_lanes(col, &sorted_status))
-        .collect();
+    let x_events = xs.chunks_exact(n).map(|col| dot_lanes(col, &sorted_status)).collect();
     let blocks = tie_blocks(&sorted_time, &sorted_status, &stratum);
-    let data = CoxData {
-        groups: block_groups(&blocks),
-        blocks,
-        x: xs,
-        status: sorted_status,
-        x_events,
-        n,
-        p,
-    };
+    let data = CoxData { groups: block_groups(&blocks), blocks, x: xs, status: sorted_status, x_events, n, p };
     let mut work = CoxWork::new(&data);
     let toler = f64::EPSILON.powf(0.75);
     let eps = 1e-9;
@@ -707,10 +626,7 @@ pub fn coxph(
         iterations = iter;
         let ev = data.eval(&newbeta, ties, &mut work);
         if !ev.loglik.is_finite() {
-            return Err(StatsError::NoConvergence {
-                analysis: analysis.into(),
-                iterations: iter,
-            });
+            return Err(StatsError::NoConvergence { analysis: analysis.into(), iterations: iter });
         }
         if (1.0 - loglik / ev.loglik).abs() <= eps && !halving {
             result = Some((newbeta.clone(), ev));
@@ -721,11 +637,7 @@ pub fn coxph(
         }
         if ev.loglik < loglik {
             halving = true;
-            newbeta = newbeta
-                .iter()
-                .zip(&beta)
-                .map(|(nb, b)| (nb + b) / 2.0)
-                .collect();
+            newbeta = newbeta.iter().zip(&beta).map(|(nb, b)| (nb + b) / 2.0).collect();
         } else {
             halving = false;
             loglik = ev.loglik;
@@ -737,21 +649,12 @@ pub fn coxph(
         }
     }
     let Some((beta, ev)) = result else {
-        return Err(StatsError::NoConvergence {
-            analysis: analysis.into(),
-            iterations,
-        });
+        return Err(StatsError::NoConvergence { analysis: analysis.into(), iterations });
     };
     let mut l = ev.imat.clone();
     cholesky(&mut l, p, toler).map_err(singular)?;
     let covariance = chol_inverse(&l, p);
-    let wald: f64 = (0..p)
-        .map(|a| {
-            (0..p)
-                .map(|b| beta[a] * ev.imat[a * p + b] * beta[b])
-                .sum::<f64>()
-        })
-        .sum();
+    let wald: f64 = (0..p).map(|a| (0..p).map(|b| beta[a] * ev.imat[a * p + b] * beta[b]).sum::<f64>()).sum();
     let level = if conf_level > 0.0 { conf_level } else { 0.95 };
     let z = qnorm(0.5 + level / 2.0);
     let coefficients = (0..p)
@@ -793,20 +696,12 @@ pub fn coxph(
 /// survival), counting pairs within strata. A pair is comparable when the
 /// shorter time is an event; a subject censored at an event time counts as
 /// surviving longer; two events at the same time are `tied_time`.
-pub fn concordance(
-    time: &[f64],
-    status: &[f64],
-    strata: Option<&[f64]>,
-    score: &[f64],
-) -> Concordance {
+pub fn concordance(time: &[f64], status: &[f64], strata: Option<&[f64]>, score: &[f64]) -> Concordance {
     let order = risk_order(time, strata);
     let mut t: Vec<f64> = order.iter().map(|&i| time[i]).collect();
     merge_near_ties(&mut t, strata.is_none());
     let s: Vec<f64> = order.iter().map(|&i| status[i]).collect();
-    let st: Vec<f64> = order
-        .iter()
-        .map(|&i| strata.map_or(0.0, |v| v[i]))
-        .collect();
+    let st: Vec<f64> = order.iter().map(|&i| strata.map_or(0.0, |v| v[i])).collect();
     let sc: Vec<f64> = order.iter().map(|&i| score[i]).collect();
     concordance_sorted(&t, &s, &st, &sc)
 }
@@ -814,11 +709,8 @@ pub fn concordance(
 /// Dense ranks of the values (equal values share a rank, from 0), by one
 /// sort of packed (value, index) keys.
 fn dense_ranks(values: &[f64]) -> (Vec<usize>, usize) {
-    let mut keys: Vec<u128> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| ((order_key(*v) as u128) << 64) | i as u128)
-        .collect();
+    let mut keys: Vec<u128> =
+        values.iter().enumerate().map(|(i, v)| ((order_key(*v) as u128) << 64) | i as u128).collect();
     keys.sort_unstable();
     let mut ranks = vec![0; values.len()];
     let mut distinct = 0;
@@ -845,11 +737,7 @@ fn concordance_sorted(time: &[f64], status: &[f64], stratum: &[f64], score: &[f6
     } else {
         pair_counts::<u64>(time, status, stratum, &rank, m)
     };
-    let (conc, disc, tied_x) = (
-        counts.concordant as f64,
-        counts.discordant as f64,
-        counts.tied_risk as f64,
-    );
+    let (conc, disc, tied_x) = (counts.concordant as f64, counts.discordant as f64, counts.tied_risk as f64);
     Concordance {
         concordant: conc,
         discordant: disc,
@@ -896,11 +784,7 @@ const BUCKET: usize = 64;
 
 impl<C: Count> RankCounts<C> {
     fn new(m: usize) -> Self {
-        Self {
-            at_rank: vec![C::default(); m],
-            bucket_tree: vec![C::default(); m.div_ceil(BUCKET) + 1],
-            total: 0,
-        }
+        Self { at_rank: vec![C::default(); m], bucket_tree: vec![C::default(); m.div_ceil(BUCKET) + 1], total: 0 }
     }
 
     fn add(&mut self, r: usize) {
@@ -932,10 +816,7 @@ impl<C: Count> RankCounts<C> {
             below += self.bucket_tree[i].into();
             i -= i & i.wrapping_neg();
         }
-        below += self.at_rank[bucket * BUCKET..r]
-            .iter()
-            .map(|c| (*c).into())
-            .sum::<u64>();
+        below += self.at_rank[bucket * BUCKET..r].iter().map(|c| (*c).into()).sum::<u64>();
         let same: u64 = self.at_rank[r].into();
         (below, same, self.total - below - same)
     }
@@ -962,13 +843,7 @@ struct PairCounts {
 /// var(concordance) = sum dfbeta_i^2 / 4. Each subject's pairs as the event
 /// are counted walking the risk order (later times first); its pairs as the
 /// subject at risk, walking back (earlier events first).
-fn pair_counts<C: Count>(
-    time: &[f64],
-    status: &[f64],
-    stratum: &[f64],
-    rank: &[usize],
-    m: usize,
-) -> PairCounts {
+fn pair_counts<C: Count>(time: &[f64], status: &[f64], stratum: &[f64], rank: &[usize], m: usize) -> PairCounts {
     let n = time.len();
     let blocks = tie_blocks(time, status, stratum);
     // Pairs of each event as the earlier member: concordant, discordant, tied.
@@ -1012,9 +887,7 @@ fn pair_counts<C: Count>(
     drop(at_risk);
     let pairs = (conc + disc + tied_x) as f64;
     let somers = (conc as f64 - disc as f64) / pairs;
-    let dfbeta = |c: u64, d: u64, t: u64| {
-        (c as f64 - d as f64) / pairs - somers / pairs * (c + d + t) as f64
-    };
+    let dfbeta = |c: u64, d: u64, t: u64| (c as f64 - d as f64) / pairs - somers / pairs * (c + d + t) as f64;
     // Walk back: the events at earlier times (and, for a censored subject,
     // at its own time) that each subject is at risk for.
     let mut events = RankCounts::<C>::new(m);
@@ -1053,13 +926,7 @@ fn pair_counts<C: Count>(
             stratum_end = i;
         }
     }
-    PairCounts {
-        concordant: conc,
-        discordant: disc,
-        tied_risk: tied_x,
-        tied_time: tied_y,
-        variance: sum_sq / 4.0,
-    }
+    PairCounts { concordant: conc, discordant: disc, tied_risk: tied_x, tied_time: tied_y, variance: sum_sq / 4.0 }
 }
 
 /// Confidence interval type for Kaplan–Meier curves.
@@ -1117,13 +984,8 @@ pub fn kaplan_meier(
     let z = qnorm(1.0 - (1.0 - level) / 2.0);
     let mut out = Vec::new();
     for lv in levels {
-        let mut rows: Vec<(f64, f64)> = time
-            .iter()
-            .zip(status)
-            .zip(g)
-            .filter(|(_, gi)| **gi == lv)
-            .map(|((t, s), _)| (*t, *s))
-            .collect();
+        let mut rows: Vec<(f64, f64)> =
+            time.iter().zip(status).zip(g).filter(|(_, gi)| **gi == lv).map(|((t, s), _)| (*t, *s)).collect();
         rows.sort_by(|a, b| a.0.total_cmp(&b.0));
         let n = rows.len();
         let mut c = KmCurve {
@@ -1170,10 +1032,7 @@ pub fn kaplan_meier(
                         (f64::NAN, f64::NAN)
                     } else {
                         let se2 = z * se / s.ln();
-                        (
-                            (-((-s.ln()).ln() - se2).exp()).exp(),
-                            (-((-s.ln()).ln() + se2).exp()).exp(),
-                        )
+                        ((-((-s.ln()).ln() - se2).exp()).exp(), (-((-s.ln()).ln() + se2).exp()).exp())
                     }
                 }
             };
@@ -1199,12 +1058,8 @@ pub fn kaplan_meier(
 /// flat at exactly 0.5 gives the midpoint to the next drop).
 fn minmin(y: &[f64], x: &[f64]) -> f64 {
     let tol = f64::EPSILON.sqrt();
-    let keep: Vec<(f64, f64)> = y
-        .iter()
-        .zip(x)
-        .filter(|(v, _)| !v.is_nan() && **v < 0.5 + tol)
-        .map(|(v, t)| (*v, *t))
-        .collect();
+    let keep: Vec<(f64, f64)> =
+        y.iter().zip(x).filter(|(v, _)| !v.is_nan() && **v < 0.5 + tol).map(|(v, t)| (*v, *t)).collect();
     let Some(&(y1, x1)) = keep.first() else {
         return f64::NAN;
     };
@@ -1227,12 +1082,7 @@ pub struct LogRank {
 
 /// Log-rank test of survival across groups, optionally stratified
 /// (R: `survdiff(Surv(time, status) ~ group + strata(s))`).
-pub fn logrank(
-    time: &[f64],
-    status: &[f64],
-    group: &[f64],
-    strata: Option<&[f64]>,
-) -> Result<LogRank> {
+pub fn logrank(time: &[f64], status: &[f64], group: &[f64], strata: Option<&[f64]>) -> Result<LogRank> {
     let analysis = "log-rank test";
     check_surv(analysis, time, status)?;
     // Times equal up to rounding error are ties, as in R (timefix).
@@ -1253,15 +1103,9 @@ pub fn logrank(
     groups.dedup();
     let k = groups.len();
     if k < 2 {
-        return Err(invalid(
-            analysis,
-            "all rows are in one group; need at least 2 groups",
-        ));
+        return Err(invalid(analysis, "all rows are in one group; need at least 2 groups"));
     }
-    let gi: Vec<usize> = group
-        .iter()
-        .map(|v| groups.iter().position(|g| g == v).unwrap())
-        .collect();
+    let gi: Vec<usize> = group.iter().map(|v| groups.iter().position(|g| g == v).unwrap()).collect();
     let order = risk_order(time, strata);
     // Walk each stratum in ascending time: reverse of the risk order.
     let mut observed = vec![0.0; k];
@@ -1324,18 +1168,9 @@ pub fn logrank(
     }
     let diff: Vec<f64> = (0..m).map(|g| observed[g] - expected[g]).collect();
     let mut l = sub.clone();
-    cholesky(&mut l, m, 1e-10).map_err(|_| {
-        invalid(
-            analysis,
-            "a group has no one at risk at any event time; drop it",
-        )
-    })?;
+    cholesky(&mut l, m, 1e-10)
+        .map_err(|_| invalid(analysis, "a group has no one at risk at any event time; drop it"))?;
     let sol = chol_solve(&l, m, &diff);
     let stat: f64 = sol.iter().zip(&diff).map(|(a, b)| a * b).sum();
-    Ok(LogRank {
-        groups,
-        observed,
-        expected,
-        test: ChiTest::new(stat, m as f64),
-    })
+    Ok(LogRank { groups, observed, expected, test: ChiTest::new(stat, m as f64) })
 }

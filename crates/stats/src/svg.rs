@@ -6,15 +6,10 @@ use std::fmt::Write;
 
 use crate::survival::KmCurve;
 
-const COLOURS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
-];
+const COLOURS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// "Nice" tick step for a range (1, 2 or 5 times a power of ten).
@@ -35,11 +30,7 @@ fn tick_step(max: f64, target: usize) -> f64 {
 
 /// Number at risk in a curve at time `t` (those with time >= t).
 pub fn number_at_risk(curve: &KmCurve, t: f64) -> f64 {
-    curve
-        .time
-        .iter()
-        .position(|x| *x >= t)
-        .map_or(0.0, |i| curve.n_risk[i])
+    curve.time.iter().position(|x| *x >= t).map_or(0.0, |i| curve.n_risk[i])
 }
 
 /// Kaplan–Meier step curves (one per group, labelled), censoring marks,
@@ -50,11 +41,7 @@ pub fn kaplan_meier_svg(curves: &[KmCurve], labels: &[String], time_label: &str)
     let risk_h = 24.0 * (curves.len() as f64 + 1.0);
     let h = top + plot_h + 50.0 + risk_h;
     let pw = w - left - right;
-    let tmax = curves
-        .iter()
-        .flat_map(|c| c.time.iter().copied())
-        .fold(0.0, f64::max)
-        .max(1e-9);
+    let tmax = curves.iter().flat_map(|c| c.time.iter().copied()).fold(0.0, f64::max).max(1e-9);
     let step = tick_step(tmax, 6);
     let xs = |t: f64| left + pw * t / tmax;
     let ys = |s: f64| top + plot_h * (1.0 - s);
@@ -123,10 +110,7 @@ pub fn kaplan_meier_svg(curves: &[KmCurve], labels: &[String], time_label: &str)
                 s_prev = *s;
             }
         }
-        let _ = writeln!(
-            o,
-            r#"<path d="{d}" fill="none" stroke="{col}" stroke-width="2" class="km-curve"/>"#
-        );
+        let _ = writeln!(o, r#"<path d="{d}" fill="none" stroke="{col}" stroke-width="2" class="km-curve"/>"#);
         for ((t, s), cen) in c.time.iter().zip(&c.surv).zip(&c.n_censor) {
             if *cen > 0.0 {
                 let _ = writeln!(
@@ -149,19 +133,12 @@ pub fn kaplan_meier_svg(curves: &[KmCurve], labels: &[String], time_label: &str)
     }
     // Numbers at risk.
     let base = top + plot_h + 60.0;
-    let _ = writeln!(
-        o,
-        r#"<text x="4" y="{base}" font-weight="bold">Number at risk</text>"#
-    );
+    let _ = writeln!(o, r#"<text x="4" y="{base}" font-weight="bold">Number at risk</text>"#);
     for (i, c) in curves.iter().enumerate() {
         let y = base + 20.0 * (i as f64 + 1.0);
         let col = COLOURS[i % COLOURS.len()];
         let label = labels.get(i).cloned().unwrap_or_else(|| fmt_num(c.group));
-        let _ = writeln!(
-            o,
-            r#"<text x="4" y="{y}" fill="{col}">{}</text>"#,
-            esc(&label)
-        );
+        let _ = writeln!(o, r#"<text x="4" y="{y}" fill="{col}">{}</text>"#, esc(&label));
         for t in &ticks {
             let _ = writeln!(
                 o,
@@ -239,11 +216,7 @@ pub fn forest_svg(rows: &[ForestRow], x_label: &str, null_value: f64, log_scale:
         );
     }
     let base = top + plot_h;
-    let _ = writeln!(
-        o,
-        r##"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="#000"/>"##,
-        left + pw
-    );
+    let _ = writeln!(o, r##"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="#000"/>"##, left + pw);
     for k in 0..=4 {
         let v = lo + (hi - lo) * k as f64 / 4.0;
         let label = if log_scale { v.exp() } else { v };
@@ -305,18 +278,8 @@ mod tests {
     #[test]
     fn forest_svg_has_a_row_per_estimate() {
         let rows = vec![
-            ForestRow {
-                label: "age".into(),
-                estimate: 1.02,
-                conf_low: 1.0,
-                conf_high: 1.04,
-            },
-            ForestRow {
-                label: "sex".into(),
-                estimate: 0.6,
-                conf_low: 0.43,
-                conf_high: 0.83,
-            },
+            ForestRow { label: "age".into(), estimate: 1.02, conf_low: 1.0, conf_high: 1.04 },
+            ForestRow { label: "sex".into(), estimate: 0.6, conf_low: 0.43, conf_high: 0.83 },
         ];
         let svg = forest_svg(&rows, "Hazard ratio", 1.0, true);
         assert_eq!(svg.matches("class=\"estimate\"").count(), 2);

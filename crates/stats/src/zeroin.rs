@@ -11,15 +11,7 @@ pub fn uniroot(f: impl Fn(f64) -> f64, lower: f64, upper: f64) -> f64 {
     zeroin2(&f, lower, upper, fa, fb, f64::EPSILON.powf(0.25), 1000)
 }
 
-fn zeroin2(
-    f: &impl Fn(f64) -> f64,
-    ax: f64,
-    bx: f64,
-    fa: f64,
-    fb: f64,
-    tol: f64,
-    maxit: usize,
-) -> f64 {
+fn zeroin2(f: &impl Fn(f64) -> f64, ax: f64, bx: f64, fa: f64, fb: f64, tol: f64, maxit: usize) -> f64 {
     let (mut a, mut b) = (ax, bx);
     let (mut fa, mut fb) = (fa, fb);
     let mut c = a;

@@ -10,11 +10,7 @@ use evident_stats::StatsError;
 use serde_json::Value;
 
 fn preds<'a>(names: &'a [&'a str], cols: &'a [Vec<f64>]) -> Vec<Predictor<'a>> {
-    names
-        .iter()
-        .zip(cols)
-        .map(|(n, c)| Predictor { name: n, values: c })
-        .collect()
+    names.iter().zip(cols).map(|(n, c)| Predictor { name: n, values: c }).collect()
 }
 
 fn columns(r: &Value, names: &[&str]) -> Vec<Vec<f64>> {
@@ -29,36 +25,12 @@ const GLM_REF: &str = r#"
 "#;
 
 fn check_coefs(what: &str, coefs: &[evident_stats::glm::Coefficient], r: &Value) {
-    close_all(
-        &format!("{what} coef"),
-        &coefs.iter().map(|c| c.estimate).collect::<Vec<_>>(),
-        &nums(&r["coef"]),
-    );
-    close_all(
-        &format!("{what} se"),
-        &coefs.iter().map(|c| c.std_error).collect::<Vec<_>>(),
-        &nums(&r["se"]),
-    );
-    close_all(
-        &format!("{what} stat"),
-        &coefs.iter().map(|c| c.statistic).collect::<Vec<_>>(),
-        &nums(&r["stat"]),
-    );
-    close_all(
-        &format!("{what} p"),
-        &coefs.iter().map(|c| c.p_value).collect::<Vec<_>>(),
-        &nums(&r["p"]),
-    );
-    close_all(
-        &format!("{what} lo"),
-        &coefs.iter().map(|c| c.conf_low).collect::<Vec<_>>(),
-        &nums(&r["lo"]),
-    );
-    close_all(
-        &format!("{what} hi"),
-        &coefs.iter().map(|c| c.conf_high).collect::<Vec<_>>(),
-        &nums(&r["hi"]),
-    );
+    close_all(&format!("{what} coef"), &coefs.iter().map(|c| c.estimate).collect::<Vec<_>>(), &nums(&r["coef"]));
+    close_all(&format!("{what} se"), &coefs.iter().map(|c| c.std_error).collect::<Vec<_>>(), &nums(&r["se"]));
+    close_all(&format!("{what} stat"), &coefs.iter().map(|c| c.statistic).collect::<Vec<_>>(), &nums(&r["stat"]));
+    close_all(&format!("{what} p"), &coefs.iter().map(|c| c.p_value).collect::<Vec<_>>(), &nums(&r["p"]));
+    close_all(&format!("{what} lo"), &coefs.iter().map(|c| c.conf_low).collect::<Vec<_>>(), &nums(&r["lo"]));
+    close_all(&format!("{what} hi"), &coefs.iter().map(|c| c.conf_high).collect::<Vec<_>>(), &nums(&r["hi"]));
 }
 
 #[test]
@@ -91,17 +63,9 @@ fn logistic_regression_matches_glm_on_birthwt_and_infert() {
         f2 <- glm(case ~ spontaneous + induced + age + parity, family = binomial, data = infert)
         out(list(data = b, infert = infert, f1 = ref(f1), f2 = ref(f2)))"
     ));
-    let names = [
-        "age", "lwt", "race2", "race3", "smoke", "ptl", "ht", "ui", "ftv",
-    ];
+    let names = ["age", "lwt", "race2", "race3", "smoke", "ptl", "ht", "ui", "ftv"];
     let cols = columns(&r, &names);
-    let fit = glm(
-        &nums(&r["data"]["low"]),
-        &preds(&names, &cols),
-        Family::Binomial,
-        &GlmConfig::default(),
-    )
-    .unwrap();
+    let fit = glm(&nums(&r["data"]["low"]), &preds(&names, &cols), Family::Binomial, &GlmConfig::default()).unwrap();
     check_coefs("birthwt", &fit.coefficients, &r["f1"]);
     close("deviance", fit.deviance, num(&r["f1"]["deviance"]));
     close("null deviance", fit.null_deviance, num(&r["f1"]["null"]));
@@ -109,13 +73,7 @@ fn logistic_regression_matches_glm_on_birthwt_and_infert() {
     assert_eq!(fit.iterations as f64, num(&r["f1"]["iter"]));
     let names = ["spontaneous", "induced", "age", "parity"];
     let cols: Vec<Vec<f64>> = names.iter().map(|n| nums(&r["infert"][n])).collect();
-    let fit = glm(
-        &nums(&r["infert"]["case"]),
-        &preds(&names, &cols),
-        Family::Binomial,
-        &GlmConfig::default(),
-    )
-    .unwrap();
+    let fit = glm(&nums(&r["infert"]["case"]), &preds(&names, &cols), Family::Binomial, &GlmConfig::default()).unwrap();
     check_coefs("infert", &fit.coefficients, &r["f2"]);
     close("aic", fit.aic, num(&r["f2"]["aic"]));
     // Odds ratios and their CIs are exp of the above.
@@ -139,17 +97,8 @@ fn poisson_with_offset_matches_glm_on_esoph_and_simulated_data() {
     let names = ["agegp", "alcgp", "tobgp"];
     let cols = columns(&r, &names);
     let offset = nums(&r["data"]["logn"]);
-    let config = GlmConfig {
-        offset: Some(&offset),
-        ..Default::default()
-    };
-    let fit = glm(
-        &nums(&r["data"]["ncases"]),
-        &preds(&names, &cols),
-        Family::Poisson,
-        &config,
-    )
-    .unwrap();
+    let config = GlmConfig { offset: Some(&offset), ..Default::default() };
+    let fit = glm(&nums(&r["data"]["ncases"]), &preds(&names, &cols), Family::Poisson, &config).unwrap();
     check_coefs("esoph", &fit.coefficients, &r["f1"]);
     close("deviance", fit.deviance, num(&r["f1"]["deviance"]));
     close("null deviance", fit.null_deviance, num(&r["f1"]["null"]));
@@ -157,17 +106,8 @@ fn poisson_with_offset_matches_glm_on_esoph_and_simulated_data() {
     let names = ["x1", "x2"];
     let cols: Vec<Vec<f64>> = names.iter().map(|n| nums(&r["sim"][n])).collect();
     let offset: Vec<f64> = nums(&r["sim"]["t"]).iter().map(|t| t.ln()).collect();
-    let config = GlmConfig {
-        offset: Some(&offset),
-        ..Default::default()
-    };
-    let fit = glm(
-        &nums(&r["sim"]["y"]),
-        &preds(&names, &cols),
-        Family::Poisson,
-        &config,
-    )
-    .unwrap();
+    let config = GlmConfig { offset: Some(&offset), ..Default::default() };
+    let fit = glm(&nums(&r["sim"]["y"]), &preds(&names, &cols), Family::Poisson, &config).unwrap();
     check_coefs("sim", &fit.coefficients, &r["f2"]);
     close("aic", fit.aic, num(&r["f2"]["aic"]));
     close("null deviance", fit.null_deviance, num(&r["f2"]["null"]));
@@ -180,37 +120,22 @@ fn regression_bad_input_errors() {
     let konst = vec![3.0; 6];
     let e = glm(
         &y,
-        &[
-            Predictor {
-                name: "x",
-                values: &x,
-            },
-            Predictor {
-                name: "site",
-                values: &konst,
-            },
-        ],
+        &[Predictor { name: "x", values: &x }, Predictor { name: "site", values: &konst }],
         Family::Binomial,
         &GlmConfig::default(),
     )
     .unwrap_err();
-    assert_eq!(e.to_string(), "logistic regression: covariate `site` is constant (every row is 3); drop it from the model");
+    assert_eq!(
+        e.to_string(),
+        "logistic regression: covariate `site` is constant (every row is 3); drop it from the model"
+    );
     let x2: Vec<f64> = x.iter().map(|v| 2.0 * v + 1.0).collect();
     let e = lm(
         &x,
         &[
-            Predictor {
-                name: "x",
-                values: &y,
-            },
-            Predictor {
-                name: "a",
-                values: &x,
-            },
-            Predictor {
-                name: "b",
-                values: &x2,
-            },
+            Predictor { name: "x", values: &y },
+            Predictor { name: "a", values: &x },
+            Predictor { name: "b", values: &x2 },
         ],
         None,
         0.95,
@@ -221,41 +146,20 @@ fn regression_bad_input_errors() {
         "linear regression: design matrix is singular: column `b` is a linear combination of the columns before it; drop it or merge the categories"
     );
     let sep_y = vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0];
-    let e = glm(
-        &sep_y,
-        &[Predictor {
-            name: "x",
-            values: &x,
-        }],
-        Family::Binomial,
-        &GlmConfig::default(),
-    )
-    .unwrap_err();
+    let e = glm(&sep_y, &[Predictor { name: "x", values: &x }], Family::Binomial, &GlmConfig::default()).unwrap_err();
     assert!(matches!(e, StatsError::Separation { .. }), "{e}");
     assert_eq!(
         e.to_string(),
         "logistic regression: complete separation: fitted probabilities are numerically 0 or 1 for 4 of 6 rows, so the odds ratios are infinite; drop or merge the covariate that predicts the outcome perfectly, or use penalised (Firth) regression"
     );
-    let e = glm(
-        &[],
-        &[Predictor {
-            name: "x",
-            values: &[],
-        }],
-        Family::Poisson,
-        &GlmConfig::default(),
-    )
-    .unwrap_err();
+    let e = glm(&[], &[Predictor { name: "x", values: &[] }], Family::Poisson, &GlmConfig::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
         "Poisson regression: no rows to analyse (0 rows given, 0 dropped for missing values); check the cohort filter and the missing values"
     );
     let e = glm(
         &[0.0, 1.0, 2.0],
-        &[Predictor {
-            name: "x",
-            values: &[1.0, f64::NAN, 2.0],
-        }],
+        &[Predictor { name: "x", values: &[1.0, f64::NAN, 2.0] }],
         Family::Poisson,
         &GlmConfig::default(),
     )
@@ -273,17 +177,12 @@ fn listwise_deletion_reports_counts() {
         .with("y", vec![1.0, 0.0, f64::NAN, 1.0, 0.0])
         .with("x", vec![f64::NAN, 2.0, f64::NAN, 4.0, 5.0])
         .with("z", vec![1.0, 2.0, 3.0, 4.0, 5.0]);
-    let (cols, report) = f
-        .complete_cases("logistic regression", &["y", "x", "z"])
-        .unwrap();
+    let (cols, report) = f.complete_cases("logistic regression", &["y", "x", "z"]).unwrap();
     assert_eq!(cols[2], vec![2.0, 4.0, 5.0]);
     assert_eq!(report.rows_in, 5);
     assert_eq!(report.rows_used, 3);
     assert_eq!(report.rows_dropped(), 2);
-    assert_eq!(
-        report.missing_by_column,
-        vec![("y".to_string(), 1), ("x".to_string(), 2)]
-    );
+    assert_eq!(report.missing_by_column, vec![("y".to_string(), 1), ("x".to_string(), 2)]);
     let all_missing = Frame::new().with("y", vec![f64::NAN, f64::NAN]);
     let e = all_missing.complete_cases("Cox model", &["y"]).unwrap_err();
     assert_eq!(

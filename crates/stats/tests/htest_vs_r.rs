@@ -8,11 +8,7 @@ use evident_stats::{describe, htest};
 use serde_json::Value;
 
 fn split(x: &[f64], g: &[f64], level: f64) -> Vec<f64> {
-    x.iter()
-        .zip(g)
-        .filter(|(_, gi)| **gi == level)
-        .map(|(v, _)| *v)
-        .collect()
+    x.iter().zip(g).filter(|(_, gi)| **gi == level).map(|(v, _)| *v).collect()
 }
 
 fn check_ttest(x: &[f64], y: &[f64], r: &Value, equal: bool) {
@@ -46,21 +42,13 @@ fn descriptives_match_r_on_mtcars_and_birthwt() {
         let rs = &r[format!("s_{name}")];
         close("mean", s.mean, num(&rs["mean"]));
         close("sd", s.sd, num(&rs["sd"]));
-        close_all(
-            "quantiles",
-            &[s.min, s.q1, s.median, s.q3, s.max],
-            &nums(&rs["q"]),
-        );
+        close_all("quantiles", &[s.min, s.q1, s.median, s.q3, s.max], &nums(&rs["q"]));
     }
     let s1 = describe::summarize(&split(&mpg, &am, 1.0)).unwrap();
     close_all(
         "mpg am=1",
         &[s1.mean, s1.sd, s1.median],
-        &[
-            num(&r["s_mpg_am1"]["mean"]),
-            num(&r["s_mpg_am1"]["sd"]),
-            nums(&r["s_mpg_am1"]["q"])[2],
-        ],
+        &[num(&r["s_mpg_am1"]["mean"]), num(&r["s_mpg_am1"]["sd"]), nums(&r["s_mpg_am1"]["q"])[2]],
     );
     let row = describe::table_one_row("mpg", &mpg, &am, 5).unwrap();
     close("smd mpg", row.smd, num(&r["smd_mpg"]));
@@ -70,30 +58,13 @@ fn descriptives_match_r_on_mtcars_and_birthwt() {
     let bwt = nums(&r["bwt"]);
     close_all(
         "bwt quantiles",
-        &[
-            describe::quantile(&bwt, 0.1),
-            describe::quantile(&bwt, 0.33),
-            describe::quantile(&bwt, 0.9),
-        ],
+        &[describe::quantile(&bwt, 0.1), describe::quantile(&bwt, 0.33), describe::quantile(&bwt, 0.9)],
         &nums(&r["q_bwt"]),
     );
-    let cyl: Vec<f64> = r_json("out(mtcars$cyl)")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(num)
-        .collect();
+    let cyl: Vec<f64> = r_json("out(mtcars$cyl)").as_array().unwrap().iter().map(num).collect();
     let c = describe::counts(&cyl);
-    close_all(
-        "cyl counts",
-        &c.iter().map(|l| l.count as f64).collect::<Vec<_>>(),
-        &nums(&r["tab_cyl"]),
-    );
-    close_all(
-        "cyl percent",
-        &c.iter().map(|l| l.percent).collect::<Vec<_>>(),
-        &nums(&r["pct_cyl"]),
-    );
+    close_all("cyl counts", &c.iter().map(|l| l.count as f64).collect::<Vec<_>>(), &nums(&r["tab_cyl"]));
+    close_all("cyl percent", &c.iter().map(|l| l.percent).collect::<Vec<_>>(), &nums(&r["pct_cyl"]));
 }
 
 #[test]
@@ -110,31 +81,11 @@ fn t_tests_match_r() {
         "#,
     );
     let (mpg, am) = (nums(&r["mpg"]), nums(&r["am"]));
-    check_ttest(
-        &split(&mpg, &am, 1.0),
-        &split(&mpg, &am, 0.0),
-        &r["welch"],
-        false,
-    );
-    check_ttest(
-        &split(&mpg, &am, 1.0),
-        &split(&mpg, &am, 0.0),
-        &r["student"],
-        true,
-    );
+    check_ttest(&split(&mpg, &am, 1.0), &split(&mpg, &am, 0.0), &r["welch"], false);
+    check_ttest(&split(&mpg, &am, 1.0), &split(&mpg, &am, 0.0), &r["student"], true);
     let (bwt, smoke) = (nums(&r["bwt"]), nums(&r["smoke"]));
-    check_ttest(
-        &split(&bwt, &smoke, 0.0),
-        &split(&bwt, &smoke, 1.0),
-        &r["bw_welch"],
-        false,
-    );
-    check_ttest(
-        &split(&bwt, &smoke, 0.0),
-        &split(&bwt, &smoke, 1.0),
-        &r["bw_student"],
-        true,
-    );
+    check_ttest(&split(&bwt, &smoke, 0.0), &split(&bwt, &smoke, 1.0), &r["bw_welch"], false);
+    check_ttest(&split(&bwt, &smoke, 0.0), &split(&bwt, &smoke, 1.0), &r["bw_student"], true);
 }
 
 #[test]
@@ -196,22 +147,12 @@ fn chisq_fisher_kruskal_match_r() {
     close("race df", c.df, num(&r["t2r"]["df"]));
     let c = htest::chisq_test(&nums(&r["t3"]), 3, 2, false).unwrap();
     close("infert", c.p_value, num(&r["t3r"]["p"]));
-    for (i, (tab, f)) in r["tables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(r["fisher"].as_array().unwrap())
-        .enumerate()
-    {
+    for (i, (tab, f)) in r["tables"].as_array().unwrap().iter().zip(r["fisher"].as_array().unwrap()).enumerate() {
         let v: Vec<u64> = nums(tab).iter().map(|x| *x as u64).collect();
         let ours = htest::fisher_test(v[0], v[1], v[2], v[3], 0.95).unwrap();
         close(&format!("fisher {i} p"), ours.p_value, num(&f["p"]));
         close(&format!("fisher {i} or"), ours.odds_ratio, num(&f["or"]));
-        close_all(
-            &format!("fisher {i} ci"),
-            &[ours.conf_low, ours.conf_high],
-            &nums(&f["ci"]),
-        );
+        close_all(&format!("fisher {i} ci"), &[ours.conf_low, ours.conf_high], &nums(&f["ci"]));
     }
     for (x, g, key) in [("mpg", "cyl", "kw_mtcars"), ("bwt", "race", "kw_bwt")] {
         let k = htest::kruskal_wallis(&nums(&r[x]), &nums(&r[g])).unwrap();
@@ -237,21 +178,9 @@ fn distribution_tails_match_r() {
     );
     use evident_stats::dist::*;
     let z = nums(&r["z"]);
-    close_all(
-        "pnorm",
-        &z.iter().map(|v| pnorm(*v)).collect::<Vec<_>>(),
-        &nums(&r["pnorm"]),
-    );
-    close_all(
-        "pnorm upper",
-        &z.iter().map(|v| pnorm_upper(*v)).collect::<Vec<_>>(),
-        &nums(&r["pnormu"]),
-    );
-    close_all(
-        "qnorm",
-        &nums(&r["ps"]).iter().map(|p| qnorm(*p)).collect::<Vec<_>>(),
-        &nums(&r["qnorm"]),
-    );
+    close_all("pnorm", &z.iter().map(|v| pnorm(*v)).collect::<Vec<_>>(), &nums(&r["pnorm"]));
+    close_all("pnorm upper", &z.iter().map(|v| pnorm_upper(*v)).collect::<Vec<_>>(), &nums(&r["pnormu"]));
+    close_all("qnorm", &nums(&r["ps"]).iter().map(|p| qnorm(*p)).collect::<Vec<_>>(), &nums(&r["qnorm"]));
     let tv = nums(&r["tv"]);
     let dfs = nums(&r["dfs"]);
     let rpt = r["pt"].as_array().unwrap();
@@ -269,19 +198,12 @@ fn distribution_tails_match_r() {
     let rchi = r["chi"].as_array().unwrap();
     for (i, x) in [0.01, 3.84, 50.0, 400.0].iter().enumerate() {
         for (j, d) in [1.0, 3.0, 10.5].iter().enumerate() {
-            close(
-                &format!("pchisq({x},{d})"),
-                pchisq_upper(*x, *d),
-                num(&rchi[i][j]),
-            );
+            close(&format!("pchisq({x},{d})"), pchisq_upper(*x, *d), num(&rchi[i][j]));
         }
     }
     close_all(
         "pf",
-        &[0.5, 4.0, 30.0, 200.0]
-            .iter()
-            .map(|f| pf_upper(*f, 3.0, 17.5))
-            .collect::<Vec<_>>(),
+        &[0.5, 4.0, 30.0, 200.0].iter().map(|f| pf_upper(*f, 3.0, 17.5)).collect::<Vec<_>>(),
         &nums(&r["f"]),
     );
 }

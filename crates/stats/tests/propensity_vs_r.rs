@@ -8,8 +8,8 @@ mod common;
 use common::{close, close_all, num, nums, r_json};
 use evident_stats::glm::Predictor;
 use evident_stats::propensity::{
-    balance, ipw_weights, match_nearest, propensity_scores, weighted_effect, DistanceArithmetic,
-    Estimand, MatchConfig, MatchOrder, OutcomeModel,
+    balance, ipw_weights, match_nearest, propensity_scores, weighted_effect, DistanceArithmetic, Estimand, MatchConfig,
+    MatchOrder, OutcomeModel,
 };
 use evident_stats::roc::auc_delong;
 use serde_json::Value;
@@ -28,30 +28,17 @@ const LALONDE: &str = r#"
            smd_before = unname(s$sum.all[cov, "Std. Mean Diff."]), smd_after = unname(s$sum.matched[cov, "Std. Mean Diff."])) }
 "#;
 
-const COVS: [&str; 8] = [
-    "age", "educ", "black", "hispan", "married", "nodegree", "re74", "re75",
-];
+const COVS: [&str; 8] = ["age", "educ", "black", "hispan", "married", "nodegree", "re74", "re75"];
 
 fn check_matching(what: &str, d: &Value, r: &Value, config: &MatchConfig) {
     let cols: Vec<Vec<f64>> = COVS.iter().map(|n| nums(&d[n])).collect();
-    let x: Vec<Predictor> = COVS
-        .iter()
-        .zip(&cols)
-        .map(|(n, c)| Predictor { name: n, values: c })
-        .collect();
+    let x: Vec<Predictor> = COVS.iter().zip(&cols).map(|(n, c)| Predictor { name: n, values: c }).collect();
     let treat = nums(&d["treat"]);
     let ps = propensity_scores(&treat, &x).unwrap();
-    close_all(
-        &format!("{what} distance"),
-        &ps.logit,
-        &nums(&r["distance"]),
-    );
+    close_all(&format!("{what} distance"), &ps.logit, &nums(&r["distance"]));
     let m = match_nearest(&treat, &ps.logit, config).unwrap();
     // Matched sets must be identical: same controls, same order, per treated unit.
-    let treated: Vec<usize> = nums(&r["treated"])
-        .iter()
-        .map(|v| *v as usize - 1)
-        .collect();
+    let treated: Vec<usize> = nums(&r["treated"]).iter().map(|v| *v as usize - 1).collect();
     let controls = r["controls"].as_array().unwrap();
     assert_eq!(m.pairs.len(), treated.len(), "{what}: number of treated");
     for ((t, ours), (rt, rc)) in m.pairs.iter().zip(treated.iter().zip(controls)) {
@@ -72,11 +59,7 @@ fn check_matching(what: &str, d: &Value, r: &Value, config: &MatchConfig) {
         &b.iter().map(|b| b.smd_before).collect::<Vec<_>>(),
         &nums(&r["smd_before"]),
     );
-    close_all(
-        &format!("{what} smd after"),
-        &b.iter().map(|b| b.smd_after).collect::<Vec<_>>(),
-        &nums(&r["smd_after"]),
-    );
+    close_all(&format!("{what} smd after"), &b.iter().map(|b| b.smd_after).collect::<Vec<_>>(), &nums(&r["smd_after"]));
 }
 
 #[test]
@@ -89,36 +72,15 @@ fn nearest_neighbour_matching_is_matchits() {
         m4 <- matchit(f, data = d, method = 'nearest', distance = 'glm', link = 'linear.logit', caliper = 0.05, m.order = 'smallest', ratio = 3)
         out(list(d = d, m1 = mres(m1), m2 = mres(m2), m3 = mres(m3), m4 = mres(m4)))"
     ));
-    let compat = MatchConfig {
-        arithmetic: DistanceArithmetic::MatchIt451,
-        ..Default::default()
-    };
+    let compat = MatchConfig { arithmetic: DistanceArithmetic::MatchIt451, ..Default::default() };
     check_matching("1:1 caliper 0.2", &r["d"], &r["m1"], &compat);
-    check_matching(
-        "1:2 caliper 0.2",
-        &r["d"],
-        &r["m2"],
-        &MatchConfig { ratio: 2, ..compat },
-    );
-    check_matching(
-        "1:1 no caliper",
-        &r["d"],
-        &r["m3"],
-        &MatchConfig {
-            caliper_sd: None,
-            ..compat
-        },
-    );
+    check_matching("1:2 caliper 0.2", &r["d"], &r["m2"], &MatchConfig { ratio: 2, ..compat });
+    check_matching("1:1 no caliper", &r["d"], &r["m3"], &MatchConfig { caliper_sd: None, ..compat });
     check_matching(
         "1:3 caliper 0.05 smallest",
         &r["d"],
         &r["m4"],
-        &MatchConfig {
-            ratio: 3,
-            caliper_sd: Some(0.05),
-            order: MatchOrder::Smallest,
-            ..compat
-        },
+        &MatchConfig { ratio: 3, caliper_sd: Some(0.05), order: MatchOrder::Smallest, ..compat },
     );
 }
 
@@ -135,22 +97,8 @@ fn exact_arithmetic_matching_keeps_the_caliper_and_matches_an_r_reference() {
     let dist = nums(&r["dist"]);
     for (key, config) in [
         ("m1", MatchConfig::default()),
-        (
-            "m2",
-            MatchConfig {
-                ratio: 2,
-                ..Default::default()
-            },
-        ),
-        (
-            "m3",
-            MatchConfig {
-                ratio: 3,
-                caliper_sd: Some(0.05),
-                order: MatchOrder::Smallest,
-                ..Default::default()
-            },
-        ),
+        ("m2", MatchConfig { ratio: 2, ..Default::default() }),
+        ("m3", MatchConfig { ratio: 3, caliper_sd: Some(0.05), order: MatchOrder::Smallest, ..Default::default() }),
     ] {
         let m = match_nearest(&treat, &dist, &config).unwrap();
         let caliper = m.caliper.unwrap();
@@ -162,17 +110,9 @@ fn exact_arithmetic_matching_keeps_the_caliper_and_matches_an_r_reference() {
                 .filter(|v| v.as_str() != Some("NA"))
                 .map(|v| num(v) as usize - 1)
                 .collect();
-            assert_eq!(
-                controls,
-                &theirs,
-                "{key}: controls of treated row {}",
-                t + 1
-            );
+            assert_eq!(controls, &theirs, "{key}: controls of treated row {}", t + 1);
             for c in controls {
-                assert!(
-                    (dist[*t] - dist[*c]).abs() <= caliper,
-                    "{key}: pair outside the caliper"
-                );
+                assert!((dist[*t] - dist[*c]).abs() <= caliper, "{key}: pair outside the caliper");
             }
         }
     }
@@ -198,21 +138,15 @@ fn ipw_effects_match_weighted_glm_with_sandwich() {
     ));
     let d = &r["d"];
     let cols: Vec<Vec<f64>> = COVS.iter().map(|n| nums(&d[n])).collect();
-    let x: Vec<Predictor> = COVS
-        .iter()
-        .zip(&cols)
-        .map(|(n, c)| Predictor { name: n, values: c })
-        .collect();
+    let x: Vec<Predictor> = COVS.iter().zip(&cols).map(|(n, c)| Predictor { name: n, values: c }).collect();
     let treat = nums(&d["treat"]);
     let ps = propensity_scores(&treat, &x).unwrap();
     close_all("ps", &ps.score, &nums(&r["ps"]));
     for (key, est) in [("ATE", Estimand::Ate), ("ATT", Estimand::Att)] {
         let w = ipw_weights(&treat, &ps.score, est).unwrap();
         close_all(&format!("{key} weights"), &w, &nums(&r["res"][key]["w"]));
-        for (model, y, name) in [
-            (OutcomeModel::Logistic, "emp", "logistic"),
-            (OutcomeModel::Linear, "re78", "linear"),
-        ] {
+        for (model, y, name) in [(OutcomeModel::Logistic, "emp", "logistic"), (OutcomeModel::Linear, "re78", "linear")]
+        {
             let e = weighted_effect(&nums(&d[y]), &treat, &w, model, 0.95).unwrap();
             close_all(
                 &format!("{key} {name}"),
@@ -237,12 +171,7 @@ fn auc_matches_proc_delong() {
         "#,
     );
     let low = nums(&r["low"]);
-    for (pred, key) in [
-        ("p", "fitted"),
-        ("lwt", "lwt_auc"),
-        ("age", "age_auc"),
-        ("ptl", "ptl_auc"),
-    ] {
+    for (pred, key) in [("p", "fitted"), ("lwt", "lwt_auc"), ("age", "age_auc"), ("ptl", "ptl_auc")] {
         let a = auc_delong(&low, &nums(&r[pred]), 0.95).unwrap();
         close(&format!("{key} auc"), a.auc, num(&r[key]["auc"]));
         close(&format!("{key} var"), a.variance, num(&r[key]["var"]));

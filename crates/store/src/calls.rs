@@ -115,16 +115,13 @@ impl Store {
         let now_utc = chrono::Utc::now();
         let nanos = now_utc.timestamp_subsec_nanos() ^ std::process::id().rotate_left(16);
         let id = format!("run-{}-{:06x}", now_utc.format("%Y%m%dT%H%M%S"), nanos & 0xFF_FFFF);
-        self.conn().execute(
-            "INSERT INTO model_runs (id, label, started_at) VALUES (?1, ?2, ?3)",
-            params![id, label, now()],
-        )?;
+        self.conn()
+            .execute("INSERT INTO model_runs (id, label, started_at) VALUES (?1, ?2, ?3)", params![id, label, now()])?;
         Ok(id)
     }
 
     pub fn finish_model_run(&self, run_id: &str) -> Result<()> {
-        self.conn()
-            .execute("UPDATE model_runs SET finished_at = ?2 WHERE id = ?1", params![run_id, now()])?;
+        self.conn().execute("UPDATE model_runs SET finished_at = ?2 WHERE id = ?1", params![run_id, now()])?;
         Ok(())
     }
 
@@ -215,11 +212,9 @@ impl Store {
     pub fn model_run(&self, run_id: &str) -> Result<Option<ModelRunSummary>> {
         let head: Option<(String, String, Option<String>)> = self
             .conn()
-            .query_row(
-                "SELECT label, started_at, finished_at FROM model_runs WHERE id = ?1",
-                [run_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
+            .query_row("SELECT label, started_at, finished_at FROM model_runs WHERE id = ?1", [run_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
             .optional()?;
         let Some((label, started_at, finished_at)) = head else { return Ok(None) };
         Ok(Some(self.summarize_runs(run_id.to_string(), label, started_at, finished_at, &[run_id])?))

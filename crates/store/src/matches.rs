@@ -106,9 +106,8 @@ impl Store {
 
     /// The tasks of one patient that are done in a run.
     pub fn match_tasks_done(&self, run_id: &str, patient_id: &str) -> Result<BTreeSet<String>> {
-        let mut stmt = self
-            .conn()
-            .prepare("SELECT DISTINCT task_key FROM match_results WHERE run_id = ?1 AND patient_id = ?2")?;
+        let mut stmt =
+            self.conn().prepare("SELECT DISTINCT task_key FROM match_results WHERE run_id = ?1 AND patient_id = ?2")?;
         let rows = stmt.query_map([run_id, patient_id], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

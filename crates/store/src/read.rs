@@ -104,9 +104,7 @@ fn patient_from_row(row: &Row<'_>) -> rusqlite::Result<(Patient, Option<String>)
 
 fn with_birth_date((mut patient, birth): (Patient, Option<String>)) -> Result<Patient> {
     patient.birth_date = birth
-        .map(|b| {
-            chrono::NaiveDate::from_str(&b).map_err(|e| StoreError::Corrupt(format!("birth date {b:?}: {e}")))
-        })
+        .map(|b| chrono::NaiveDate::from_str(&b).map_err(|e| StoreError::Corrupt(format!("birth date {b:?}: {e}"))))
         .transpose()?;
     Ok(patient)
 }
@@ -159,10 +157,7 @@ impl Store {
     }
 
     pub fn patient(&self, id: &str) -> Result<Option<Patient>> {
-        let row = self
-            .conn()
-            .query_row("SELECT * FROM patients WHERE id = ?1", [id], patient_from_row)
-            .optional()?;
+        let row = self.conn().query_row("SELECT * FROM patients WHERE id = ?1", [id], patient_from_row).optional()?;
         row.map(with_birth_date).transpose()
     }
 

@@ -49,8 +49,7 @@ pub struct ScoredSection {
     pub score: f64,
 }
 
-const SECTION_COLUMNS: &str =
-    "s.id, s.document_id, d.patient_id, d.kind, d.date, s.heading, s.start, s.end, s.text";
+const SECTION_COLUMNS: &str = "s.id, s.document_id, d.patient_id, d.kind, d.date, s.heading, s.start, s.end, s.text";
 
 fn section_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(SectionRecord, String, Option<String>)> {
     Ok((
@@ -208,7 +207,12 @@ impl Store {
 
     /// BM25 over exactly the sections the filter admits, scored here from
     /// their text (see [`Store::search_bm25`]).
-    pub(crate) fn search_bm25_scoped(&self, query: &str, filter: &SectionFilter, k: usize) -> Result<Vec<ScoredSection>> {
+    pub(crate) fn search_bm25_scoped(
+        &self,
+        query: &str,
+        filter: &SectionFilter,
+        k: usize,
+    ) -> Result<Vec<ScoredSection>> {
         let phrases = self.query_phrases(query)?;
         if phrases.is_empty() || k == 0 {
             return Ok(Vec::new());
@@ -331,7 +335,8 @@ impl Store {
              DELETE FROM temp.evident_terms;",
         )?;
         {
-            let mut insert = conn.prepare_cached("INSERT INTO temp.evident_terms (rowid, text, heading) VALUES (?1, ?2, ?3)")?;
+            let mut insert =
+                conn.prepare_cached("INSERT INTO temp.evident_terms (rowid, text, heading) VALUES (?1, ?2, ?3)")?;
             for (i, [text, heading]) in rows.iter().enumerate() {
                 insert.execute(params![i as i64, text, heading])?;
             }
@@ -375,7 +380,12 @@ impl Store {
         )
     }
 
-    fn sections_where(&self, filter: &SectionFilter, extra: &str, extra_values: &[Value]) -> Result<Vec<SectionRecord>> {
+    fn sections_where(
+        &self,
+        filter: &SectionFilter,
+        extra: &str,
+        extra_values: &[Value],
+    ) -> Result<Vec<SectionRecord>> {
         let (condition, mut values) = filter.document_condition();
         values.extend_from_slice(extra_values);
         let sql = format!(
@@ -508,8 +518,7 @@ mod bm25 {
         /// Adds a section whose columns are all ASCII.
         fn ascii(&mut self, columns: [&[u8]; 2]) {
             if self.targets.is_none() {
-                let terms: Vec<Vec<String>> =
-                    columns.iter().map(|c| terms::ascii_terms(c)).collect();
+                let terms: Vec<Vec<String>> = columns.iter().map(|c| terms::ascii_terms(c)).collect();
                 self.lengths.push(0);
                 self.freqs.extend(std::iter::repeat_n(0, self.phrases.len()));
                 self.terms(self.lengths.len() - 1, &terms);
@@ -534,7 +543,8 @@ mod bm25 {
                         if at > 0 && bytes[at - 1].is_ascii_alphanumeric() {
                             continue;
                         }
-                        let end = bytes[at..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(bytes.len(), |n| at + n);
+                        let end =
+                            bytes[at..].iter().position(|b| !b.is_ascii_alphanumeric()).map_or(bytes.len(), |n| at + n);
                         let token = &bytes[at..end];
                         if token.len() < target.term.len() {
                             continue;
@@ -566,7 +576,9 @@ mod bm25 {
             for (slot, phrase) in row.iter_mut().zip(self.phrases) {
                 *slot = columns
                     .iter()
-                    .map(|c| c.windows(phrase.len()).filter(|w| w.iter().zip(phrase).all(|(a, b)| a == b)).count() as u32)
+                    .map(|c| {
+                        c.windows(phrase.len()).filter(|w| w.iter().zip(phrase).all(|(a, b)| a == b)).count() as u32
+                    })
                     .sum();
             }
         }
@@ -588,7 +600,11 @@ mod bm25 {
                 .map(|p| {
                     let hits = (0..n_rows).filter(|r| self.freqs[r * n_phrases + p] > 0).count() as i64;
                     let idf = (((n_rows as i64 - hits) as f64 + 0.5) / (hits as f64 + 0.5)).ln();
-                    if idf <= 0.0 { 1e-6 } else { idf }
+                    if idf <= 0.0 {
+                        1e-6
+                    } else {
+                        idf
+                    }
                 })
                 .collect();
             let mut scored: Vec<(usize, f64)> = Vec::new();
@@ -1011,15 +1027,32 @@ mod tests {
     #[test]
     fn scoped_bm25_equals_fts5_on_a_store_of_the_patient_alone_with_non_ascii_text() {
         let p1 = [
-            ("p1", "a", DocKind::Radiology, "Schädel-MRT: keine Blutung.\n\nBefund: Läsion im Schädel, größer als zuvor."),
-            ("p1", "b", DocKind::ProgressNote, "Patient reports chest pain.\n\nChest pains worse on exertion; pain score 7."),
-            ("p1", "c", DocKind::LabReport, "Kreatinin erhöht. Hämoglobin 9.1 g/dL.\n\nNo chest findings. Schadel normal."),
+            (
+                "p1",
+                "a",
+                DocKind::Radiology,
+                "Schädel-MRT: keine Blutung.\n\nBefund: Läsion im Schädel, größer als zuvor.",
+            ),
+            (
+                "p1",
+                "b",
+                DocKind::ProgressNote,
+                "Patient reports chest pain.\n\nChest pains worse on exertion; pain score 7.",
+            ),
+            (
+                "p1",
+                "c",
+                DocKind::LabReport,
+                "Kreatinin erhöht. Hämoglobin 9.1 g/dL.\n\nNo chest findings. Schadel normal.",
+            ),
         ];
         let p2 = [("p2", "d", DocKind::ProgressNote, "Chest pain and Schädel trauma.\n\nPain pain pain.")];
         let both = store_with(&[&p1[..], &p2[..]].concat());
         let alone = store_with(&p1);
         let index = both.bm25_index(&SectionFilter::patient("p1")).unwrap();
-        for query in ["schädel läsion", "chest pain", "Hämoglobin größer", "pain pain", "SCHADEL", "mrt blutung 7", "nothing"] {
+        for query in
+            ["schädel läsion", "chest pain", "Hämoglobin größer", "pain pain", "SCHADEL", "mrt blutung 7", "nothing"]
+        {
             let scoped = both.search_bm25(query, &SectionFilter::patient("p1"), 20).unwrap();
             let reference = alone.search_bm25_fts(query, &SectionFilter::default(), 20).unwrap();
             let key = |r: &Vec<super::ScoredSection>| -> Vec<(String, usize, String)> {
@@ -1032,13 +1065,20 @@ mod tests {
                 assert!(!scoped.is_empty(), "query {query:?} found nothing");
             }
         }
-        let kinds = SectionFilter { kinds: vec![DocKind::Radiology, DocKind::LabReport], ..SectionFilter::patient("p1") };
+        let kinds =
+            SectionFilter { kinds: vec![DocKind::Radiology, DocKind::LabReport], ..SectionFilter::patient("p1") };
         let alone_kinds = store_with(&[p1[0], p1[2]]);
         let scoped = both.search_bm25("schädel chest", &kinds, 20).unwrap();
         let reference = alone_kinds.search_bm25_fts("schädel chest", &SectionFilter::default(), 20).unwrap();
         assert_eq!(
-            scoped.iter().map(|h| (&h.section.document_id, h.section.start, (h.score * 1e9).round())).collect::<Vec<_>>(),
-            reference.iter().map(|h| (&h.section.document_id, h.section.start, (h.score * 1e9).round())).collect::<Vec<_>>()
+            scoped
+                .iter()
+                .map(|h| (&h.section.document_id, h.section.start, (h.score * 1e9).round()))
+                .collect::<Vec<_>>(),
+            reference
+                .iter()
+                .map(|h| (&h.section.document_id, h.section.start, (h.score * 1e9).round()))
+                .collect::<Vec<_>>()
         );
         assert_eq!(both.index_terms("Größer Schädel-MRTs").unwrap(), vec!["großer", "schadel", "mrt"]);
         assert_eq!(both.index_terms("Running pains").unwrap(), vec!["run", "pain"]);

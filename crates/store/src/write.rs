@@ -75,10 +75,10 @@ impl<'c> Writer<'c> {
             }
             None => PutOutcome::Inserted,
         };
-        for (start, end) in sections.iter().map(|s| (s.start, s.end)).chain(sentences.iter().map(|s| (s.start, s.end))) {
-            check_span(&doc.text, start, end).map_err(|why| {
-                StoreError::Invalid(format!("document {}: span {start}..{end} {why}", doc.id))
-            })?;
+        for (start, end) in sections.iter().map(|s| (s.start, s.end)).chain(sentences.iter().map(|s| (s.start, s.end)))
+        {
+            check_span(&doc.text, start, end)
+                .map_err(|why| StoreError::Invalid(format!("document {}: span {start}..{end} {why}", doc.id)))?;
         }
         self.tx.execute(
             "INSERT INTO documents (id, patient_id, kind, date, title, source, source_id, content_hash, text)

@@ -54,10 +54,9 @@ impl RetrievalConfig {
     pub fn from_context(ctx: &Context) -> anyhow::Result<RetrievalConfig> {
         match &ctx.config.retrieval {
             None => Ok(RetrievalConfig::default()),
-            Some(value) => value
-                .clone()
-                .try_into()
-                .map_err(|e| anyhow::anyhow!("{}: [retrieval]: {e}", ctx.cli.config.display())),
+            Some(value) => {
+                value.clone().try_into().map_err(|e| anyhow::anyhow!("{}: [retrieval]: {e}", ctx.cli.config.display()))
+            }
         }
     }
 }
@@ -66,9 +65,7 @@ impl RetrievalConfig {
 pub fn load_embedder(ctx: &Context, args: &ModelArgs) -> anyhow::Result<MiniLmEmbedder> {
     let dir = match &args.model_dir {
         Some(dir) => dir.clone(),
-        None => RetrievalConfig::from_context(ctx)?
-            .model_dir
-            .unwrap_or_else(evident_embed::default_model_dir),
+        None => RetrievalConfig::from_context(ctx)?.model_dir.unwrap_or_else(evident_embed::default_model_dir),
     };
     Ok(MiniLmEmbedder::load(&dir, EmbedderConfig::default())?)
 }

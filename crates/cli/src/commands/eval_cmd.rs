@@ -236,7 +236,8 @@ fn evaluate(
     let screening = Screening::open(ctx, opts, store, &patients, &label)?;
     let mut run_ids = Vec::new();
     for (i, pair) in all_pairs.iter().enumerate() {
-        let prefix = format!("{} {} x {} ({}/{})", opts.strategy, pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
+        let prefix =
+            format!("{} {} x {} ({}/{})", opts.strategy, pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
         // A model run per pair: the usage below counts the pairs evaluated
         // and no others screened in the same invocation.
         let pair_label = format!("{label}: {} x {}", pair.topic, pair.set.trial_id);
@@ -343,8 +344,12 @@ fn markdown(
         let _ = writeln!(md, "- {label}: {:.3} / {:.3} / {:.3} ({})", c.precision, c.recall, c.f1, c.support);
     }
     if !ours.trial_items.is_empty() {
-        md.push_str("\nTrial level (annotated criteria only) against the SIGIR relevance labels (2 eligible, 1 excluded):\n\n");
-        md.push_str("| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n");
+        md.push_str(
+            "\nTrial level (annotated criteria only) against the SIGIR relevance labels (2 eligible, 1 excluded):\n\n",
+        );
+        md.push_str(
+            "| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n",
+        );
         md.push_str(&trial_line(&format!("Evident {method}"), &trial_level(&ours.trial_items)));
         md.push_str(&trial_line("GPT-4", &trial_level(gpt4_trial)));
         md.push_str(&trial_line("physicians", &trial_level(expert)));
@@ -377,7 +382,11 @@ fn comparison_markdown(ours: &MethodEval, base: &MethodEval, base_row: &ReportRo
         ("kappa", &c.kappa),
         ("evidence F1", &c.evidence_f1),
     ] {
-        let _ = writeln!(md, "| {name} | {:+.3} ({:+.3} to {:+.3}) | {:.3} |", d.estimate, d.low, d.high, d.share_above_zero);
+        let _ = writeln!(
+            md,
+            "| {name} | {:+.3} ({:+.3} to {:+.3}) | {:.3} |",
+            d.estimate, d.low, d.high, d.share_above_zero
+        );
     }
     if !base.trial_items.is_empty() {
         md.push_str("\nTrial level:\n\n| labels from | pairs | accuracy | predicted -> relevance label counts |\n| --- | --- | --- | --- |\n");
@@ -416,7 +425,10 @@ fn n2c2_tags(dir: &Path) -> anyhow::Result<N2c2Tags> {
             let met = match value.as_str() {
                 "met" => true,
                 "not met" => false,
-                other => anyhow::bail!("{}: tag {criterion} has met={other:?}; expected \"met\" or \"not met\"", path.display()),
+                other => anyhow::bail!(
+                    "{}: tag {criterion} has met={other:?}; expected \"met\" or \"not met\"",
+                    path.display()
+                ),
             };
             tags.insert(criterion, met);
         }
@@ -448,7 +460,9 @@ fn n2c2(ctx: &Context, args: &N2c2Args) -> anyhow::Result<Outcome> {
     }
     let metrics = evident_eval::n2c2_metrics(&pairs);
     if ctx.json() {
-        crate::output::print_json(&json!({"metrics": metrics, "files": gold.len(), "judgements": pairs.len(), "failed_decisions": failures}))?;
+        crate::output::print_json(
+            &json!({"metrics": metrics, "files": gold.len(), "judgements": pairs.len(), "failed_decisions": failures}),
+        )?;
         return Ok(Outcome::Found);
     }
     println!("{} files, {} judgements, {failures} failed decisions (scored wrong)", gold.len(), pairs.len());
@@ -490,13 +504,15 @@ fn n2c2_screen(ctx: &Context, args: &N2c2Args) -> anyhow::Result<(N2c2Tags, usiz
     let screening = Screening::open(ctx, &args.screen, store, &patients, &label)?;
     let outcome = screening.screen(ctx, &set, &patients, None, "n2c2");
     screening.finish()?;
-    let outcome = outcome.map_err(|e| anyhow::anyhow!("{e}. Decisions made so far are stored; run the same command again to resume."))?;
+    let outcome = outcome
+        .map_err(|e| anyhow::anyhow!("{e}. Decisions made so far are stored; run the same command again to resume."))?;
     let st = screening.store.lock().unwrap();
     let stored = stored_results(&st, &outcome.run_id)?;
     let mut out = BTreeMap::new();
     let mut failures = 0;
     for (file, patient) in files {
-        let results: Vec<_> = stored.iter().filter(|p| p.patient_id == patient).flat_map(|p| p.stored.clone()).collect();
+        let results: Vec<_> =
+            stored.iter().filter(|p| p.patient_id == patient).flat_map(|p| p.stored.clone()).collect();
         let mut tags = BTreeMap::new();
         for r in patient_level(&set, screening.method, &results) {
             match r.decision() {

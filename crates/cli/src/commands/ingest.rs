@@ -42,7 +42,9 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     let units = evident_ingest::plan(&args.paths, args.format)?;
     let mut store = ctx.open_store()?;
     let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} documents {elapsed}").expect("valid template"));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} documents {elapsed}").expect("valid template"),
+    );
     let report = evident_ingest::ingest(&mut store, &units, args.dry_run, &Bar(bar.clone()))?;
     bar.finish_and_clear();
     if ctx.json() {
@@ -63,7 +65,15 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             problems.len()
         );
     }
-    let anything = report.units.iter().any(|u| u.patients + u.documents_inserted + u.documents_replaced + u.documents_unchanged + u.labs_written + u.labs_unchanged > 0);
+    let anything = report.units.iter().any(|u| {
+        u.patients
+            + u.documents_inserted
+            + u.documents_replaced
+            + u.documents_unchanged
+            + u.labs_written
+            + u.labs_unchanged
+            > 0
+    });
     Ok(if anything { Outcome::Found } else { Outcome::NothingFound })
 }
 
@@ -89,7 +99,10 @@ fn print_summary(report: &IngestReport) {
     }
     if !unmapped_total.is_empty() {
         let rows: usize = unmapped_total.values().sum();
-        println!("lab names not mapped to a concept: {} name(s), {rows} value(s); most frequent:", unmapped_total.len());
+        println!(
+            "lab names not mapped to a concept: {} name(s), {rows} value(s); most frequent:",
+            unmapped_total.len()
+        );
         let mut names: Vec<_> = unmapped_total.into_iter().collect();
         names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         for (name, n) in names.iter().take(10) {

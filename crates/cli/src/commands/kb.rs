@@ -103,7 +103,14 @@ fn search(ctx: &Context, query: &str, kb: &std::path::Path, k: usize) -> anyhow:
     } else {
         for (i, hit) in hits.iter().enumerate() {
             let heading = hit.heading.as_deref().map(|h| format!("  [{h}]")).unwrap_or_default();
-            println!("{}. {}{heading}  bytes {}..{}  score {:.4}", i + 1, hit.document_id, hit.start, hit.end, hit.score);
+            println!(
+                "{}. {}{heading}  bytes {}..{}  score {:.4}",
+                i + 1,
+                hit.document_id,
+                hit.start,
+                hit.end,
+                hit.score
+            );
             for line in hit.text.lines() {
                 println!("   | {line}");
             }

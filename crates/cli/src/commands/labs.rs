@@ -21,7 +21,11 @@ pub struct Args {
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     let store = ctx.open_store()?;
     if store.patient(&args.patient)?.is_none() {
-        anyhow::bail!("patient {:?} is not in the store {}; `evident patients` lists them", args.patient, ctx.cli.db.display());
+        anyhow::bail!(
+            "patient {:?} is not in the store {}; `evident patients` lists them",
+            args.patient,
+            ctx.cli.db.display()
+        );
     }
     let catalogue = LabCatalogue::builtin();
     let concept_ids = match &args.concept {
@@ -40,9 +44,10 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     };
     let since = match &args.since {
         None => None,
-        Some(text) => Some(evident_ingest::parse_datetime(text).ok_or_else(|| {
-            anyhow::anyhow!("--since {text:?} is not a date (expected YYYY-MM-DD)")
-        })?),
+        Some(text) => Some(
+            evident_ingest::parse_datetime(text)
+                .ok_or_else(|| anyhow::anyhow!("--since {text:?} is not a date (expected YYYY-MM-DD)"))?,
+        ),
     };
     let labs = store.labs(&LabQuery { patient_id: args.patient.clone(), concept_ids, since })?;
     if ctx.json() {
@@ -56,7 +61,12 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
         crate::output::print_json(&rows)?;
     } else {
         for l in &labs {
-            let concept = l.concept_id.as_deref().and_then(|id| catalogue.get(id)).map(|c| c.name.as_str()).unwrap_or("(unmapped)");
+            let concept = l
+                .concept_id
+                .as_deref()
+                .and_then(|id| catalogue.get(id))
+                .map(|c| c.name.as_str())
+                .unwrap_or("(unmapped)");
             let value = l.value_num.map(|v| v.to_string()).or_else(|| l.value_text.clone()).unwrap_or_default();
             let range = match (l.ref_low, l.ref_high, &l.ref_text) {
                 (Some(lo), Some(hi), _) => format!(" (ref {lo}-{hi})"),

@@ -109,9 +109,8 @@ fn chat(ctx: &Context, args: &ChatArgs) -> anyhow::Result<Outcome> {
     let store = Arc::new(Mutex::new(ctx.open_store()?));
     let run_id = store.lock().unwrap().begin_model_run("llm chat")?;
     let price = config.price_for(&name, model.model_id());
-    let recorded = RecordingModel::new(model, store.clone(), &run_id)
-        .with_cache(config.cache && !args.no_cache)
-        .with_price(price);
+    let recorded =
+        RecordingModel::new(model, store.clone(), &run_id).with_cache(config.cache && !args.no_cache).with_price(price);
     let prompts = Prompts::builtin(config.prompts_dir.as_deref());
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
@@ -130,14 +129,13 @@ fn chat(ctx: &Context, args: &ChatArgs) -> anyhow::Result<Outcome> {
             Ok(Outcome::Found)
         }
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read schema {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read schema {}", path.display()))?;
             let schema: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
             let schema_text = serde_json::to_string_pretty(&schema)?;
-            let question = prompts.render(
-                "json_answer.prompt.md",
-                serde_json::json!({"question": args.prompt, "schema": schema_text}),
-            )?;
+            let question = prompts
+                .render("json_answer.prompt.md", serde_json::json!({"question": args.prompt, "schema": schema_text}))?;
             messages.push(Message::user(question));
             let request = request(messages, args);
             match evident_llm::chat_json(&recorded, &request, &schema, config.repair_policy(), &prompts)? {

@@ -316,11 +316,8 @@ impl Screening {
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     let trials: Vec<CriteriaSet> = args.trials.iter().map(|p| load_trial(p)).collect::<anyhow::Result<_>>()?;
     let store = ctx.open_store()?;
-    let patients: Vec<String> = if args.all {
-        store.patients()?.into_iter().map(|p| p.patient.id).collect()
-    } else {
-        args.patients.clone()
-    };
+    let patients: Vec<String> =
+        if args.all { store.patients()?.into_iter().map(|p| p.patient.id).collect() } else { args.patients.clone() };
     if patients.is_empty() {
         anyhow::bail!("no patients to screen: the store {} is empty; ingest records first", ctx.cli.db.display());
     }
@@ -334,7 +331,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     let mut outcomes: Vec<(CriteriaSet, BatchOutcome)> = Vec::new();
     let mut failure = None;
     for (i, set) in trials.iter().enumerate() {
-        let run_name = args.run.as_ref().map(|r| if trials.len() > 1 { format!("{r}-{}", set.trial_id) } else { r.clone() });
+        let run_name =
+            args.run.as_ref().map(|r| if trials.len() > 1 { format!("{r}-{}", set.trial_id) } else { r.clone() });
         let prefix = format!("{} ({}/{})", set.trial_id, i + 1, trials.len());
         match screening.screen(ctx, set, &patients, run_name, &prefix) {
             Ok(outcome) => outcomes.push((set.clone(), outcome)),
@@ -369,9 +367,11 @@ fn progress_bar(quiet: bool, prefix: &str) -> indicatif::ProgressBar {
     }
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} tasks {elapsed_precise} (eta {eta}) {msg}")
-            .expect("the template is valid")
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} tasks {elapsed_precise} (eta {eta}) {msg}",
+        )
+        .expect("the template is valid")
+        .progress_chars("=> "),
     );
     bar.set_prefix(prefix.to_string());
     bar
@@ -393,7 +393,12 @@ pub fn write_report(report: &MatchReport, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_summary(ctx: &Context, report: &MatchReport, outcomes: &[(CriteriaSet, BatchOutcome)], out: &Path) -> anyhow::Result<()> {
+fn print_summary(
+    ctx: &Context,
+    report: &MatchReport,
+    outcomes: &[(CriteriaSet, BatchOutcome)],
+    out: &Path,
+) -> anyhow::Result<()> {
     if ctx.json() {
         let trials: Vec<serde_json::Value> = report
             .trials
@@ -419,13 +424,7 @@ fn print_summary(ctx: &Context, report: &MatchReport, outcomes: &[(CriteriaSet, 
     for (t, (_, o)) in report.trials.iter().zip(outcomes) {
         println!(
             "trial {} ({}), run {}: {} patients, {} tasks ({} run now, {} from earlier invocations)",
-            t.trial.trial_id,
-            t.method,
-            o.run_id,
-            o.patients,
-            o.tasks_total,
-            o.tasks_run,
-            o.tasks_skipped
+            t.trial.trial_id, t.method, o.run_id, o.patients, o.tasks_total, o.tasks_run, o.tasks_skipped
         );
         for p in &t.patients {
             let c = &p.verdict.counts;

@@ -51,7 +51,6 @@ impl Context<'_> {
     /// Opens (creating and migrating if needed) the store named by `--db`.
     pub fn open_store(&self) -> anyhow::Result<evident_store::Store> {
         let path = &self.cli.db;
-        evident_store::Store::open(path)
-            .map_err(|e| anyhow::anyhow!("cannot open store {}: {e}", path.display()))
+        evident_store::Store::open(path).map_err(|e| anyhow::anyhow!("cannot open store {}: {e}", path.display()))
     }
 }

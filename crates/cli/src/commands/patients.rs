@@ -12,7 +12,10 @@ pub fn run(ctx: &Context, _args: &Args) -> anyhow::Result<Outcome> {
     if ctx.json() {
         crate::output::print_json(&patients)?;
     } else {
-        println!("{:<40} {:<9} {:<7} {:>9} {:>8}  {:<10}  {:<10}", "patient", "source", "sex", "documents", "labs", "first", "last");
+        println!(
+            "{:<40} {:<9} {:<7} {:>9} {:>8}  {:<10}  {:<10}",
+            "patient", "source", "sex", "documents", "labs", "first", "last"
+        );
         for p in &patients {
             let day = |d: &Option<chrono::NaiveDateTime>| d.map(|d| d.date().to_string()).unwrap_or_else(|| "-".into());
             println!(

@@ -16,9 +16,7 @@ enum RunsCommand {
     /// All runs, newest first.
     List,
     /// One run's summary and calls (`latest` for the newest).
-    Show {
-        run: String,
-    },
+    Show { run: String },
     /// One run's full trace as JSON.
     Export {
         run: String,
@@ -47,11 +45,21 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             if ctx.json() {
                 crate::output::print_json(&runs)?;
             } else {
-                println!("{:<32} {:<16} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9}", "run", "label", "calls", "hits", "prompt", "completion", "cost_usd", "p50");
+                println!(
+                    "{:<32} {:<16} {:>6} {:>6} {:>10} {:>10} {:>9} {:>9}",
+                    "run", "label", "calls", "hits", "prompt", "completion", "cost_usd", "p50"
+                );
                 for r in &runs {
                     println!(
                         "{:<32} {:<16} {:>6} {:>6} {:>10} {:>10} {:>9.4} {:>9}",
-                        r.id, r.label, r.calls, r.cache_hits, r.prompt_tokens, r.completion_tokens, r.cost_usd, fmt_ms(r.latency_p50_ms)
+                        r.id,
+                        r.label,
+                        r.calls,
+                        r.cache_hits,
+                        r.prompt_tokens,
+                        r.completion_tokens,
+                        r.cost_usd,
+                        fmt_ms(r.latency_p50_ms)
                     );
                 }
             }
@@ -67,13 +75,17 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             if ctx.json() {
                 let calls: Vec<_> = calls
                     .iter()
-                    .map(|c| serde_json::json!({
-                        "id": c.id, "model": c.model, "endpoint": c.endpoint, "cache_hit": c.cache_hit,
-                        "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                        "latency_ms": c.latency_ms, "cost_usd": c.cost_usd, "error": c.error,
-                    }))
+                    .map(|c| {
+                        serde_json::json!({
+                            "id": c.id, "model": c.model, "endpoint": c.endpoint, "cache_hit": c.cache_hit,
+                            "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                            "latency_ms": c.latency_ms, "cost_usd": c.cost_usd, "error": c.error,
+                        })
+                    })
                     .collect();
-                crate::output::print_json(&serde_json::json!({"run": summary, "calls": calls, "pipeline_failures": failures.len()}))?;
+                crate::output::print_json(
+                    &serde_json::json!({"run": summary, "calls": calls, "pipeline_failures": failures.len()}),
+                )?;
             } else {
                 println!("run {} ({}), started {}", summary.id, summary.label, summary.started_at);
                 println!("models: {}", summary.models.join(", "));
@@ -81,10 +93,16 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                     "calls: {} ({} model calls, {} cache hits, {} errors, {} pipeline failures)",
                     summary.calls, summary.model_calls, summary.cache_hits, summary.errors, summary.pipeline_failures
                 );
-                println!("tokens: {} prompt, {} completion; cost: ${:.6}", summary.prompt_tokens, summary.completion_tokens, summary.cost_usd);
+                println!(
+                    "tokens: {} prompt, {} completion; cost: ${:.6}",
+                    summary.prompt_tokens, summary.completion_tokens, summary.cost_usd
+                );
                 println!(
                     "latency: p50 {}, p90 {}, p99 {}, max {}",
-                    fmt_ms(summary.latency_p50_ms), fmt_ms(summary.latency_p90_ms), fmt_ms(summary.latency_p99_ms), fmt_ms(summary.latency_max_ms)
+                    fmt_ms(summary.latency_p50_ms),
+                    fmt_ms(summary.latency_p90_ms),
+                    fmt_ms(summary.latency_p99_ms),
+                    fmt_ms(summary.latency_max_ms)
                 );
                 for c in &calls {
                     println!(

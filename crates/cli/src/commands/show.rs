@@ -26,7 +26,11 @@ struct LabSummary {
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     let store = ctx.open_store()?;
     let Some(patient) = store.patient(&args.patient)? else {
-        anyhow::bail!("patient {:?} is not in the store {}; `evident patients` lists them", args.patient, ctx.cli.db.display());
+        anyhow::bail!(
+            "patient {:?} is not in the store {}; `evident patients` lists them",
+            args.patient,
+            ctx.cli.db.display()
+        );
     };
     let documents = store.documents(&patient.id)?;
     let labs = store.labs(&LabQuery { patient_id: patient.id.clone(), ..LabQuery::default() })?;
@@ -53,7 +57,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     }
     println!("\nlabs: {} concept(s)", summary.len());
     for s in &summary {
-        let value = s.latest.value_num.map(|v| v.to_string()).or_else(|| s.latest.value_text.clone()).unwrap_or_default();
+        let value =
+            s.latest.value_num.map(|v| v.to_string()).or_else(|| s.latest.value_text.clone()).unwrap_or_default();
         println!(
             "  {:<40} n={:<5} latest {} {} on {}",
             s.concept,

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
 use evident_stats::glm::{Coefficient, Family, GlmConfig, Predictor};
-use evident_stats::propensity::{
-    self, DistanceArithmetic, Estimand, MatchConfig, MatchOrder, OutcomeModel,
-};
+use evident_stats::propensity::{self, DistanceArithmetic, Estimand, MatchConfig, MatchOrder, OutcomeModel};
 use evident_stats::survival::{self, ConfType, Ties};
 use evident_stats::{describe, htest, roc, svg, Frame, MissingReport};
 use serde_json::json;
@@ -271,8 +269,7 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
     let mut problems = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let line = i + 2;
-        let record =
-            record.with_context(|| format!("{}:{line}: malformed CSV record", path.display()))?;
+        let record = record.with_context(|| format!("{}:{line}: malformed CSV record", path.display()))?;
         for (j, cell) in record.iter().enumerate() {
             let value = match cell {
                 "" | "NA" | "NaN" | "." => f64::NAN,
@@ -296,19 +293,11 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
     }
     if !problems.is_empty() {
         let shown: Vec<&String> = problems.iter().take(20).collect();
-        let more = if problems.len() > 20 {
-            format!("\n({} more)", problems.len() - 20)
-        } else {
-            String::new()
-        };
+        let more = if problems.len() > 20 { format!("\n({} more)", problems.len() - 20) } else { String::new() };
         bail!(
             "{} non-numeric values:\n{}{more}",
             problems.len(),
-            shown
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
+            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
         );
     }
     let mut frame = Frame::new();
@@ -319,15 +308,9 @@ pub fn read_csv(path: &Path) -> anyhow::Result<Frame> {
 }
 
 /// Loads the CSV and keeps the rows complete in `columns`.
-fn load(
-    data: &Data,
-    analysis: &str,
-    columns: &[&str],
-) -> anyhow::Result<(Vec<Vec<f64>>, MissingReport)> {
+fn load(data: &Data, analysis: &str, columns: &[&str]) -> anyhow::Result<(Vec<Vec<f64>>, MissingReport)> {
     let frame = read_csv(&data.data)?;
-    let (cols, report) = frame
-        .complete_cases(analysis, columns)
-        .with_context(|| data.data.display().to_string())?;
+    let (cols, report) = frame.complete_cases(analysis, columns).with_context(|| data.data.display().to_string())?;
     Ok((cols, report))
 }
 
@@ -335,11 +318,7 @@ fn missing_line(report: &MissingReport) -> String {
     if report.rows_dropped() == 0 {
         format!("rows: {} used, none missing", report.rows_used)
     } else {
-        let by: Vec<String> = report
-            .missing_by_column
-            .iter()
-            .map(|(c, n)| format!("{c}: {n}"))
-            .collect();
+        let by: Vec<String> = report.missing_by_column.iter().map(|(c, n)| format!("{c}: {n}")).collect();
         format!(
             "rows: {} of {} used; {} dropped for missing values ({})",
             report.rows_used,
@@ -350,28 +329,14 @@ fn missing_line(report: &MissingReport) -> String {
     }
 }
 
-fn two_groups(
-    outcome: &[f64],
-    group: &[f64],
-    name: &str,
-) -> anyhow::Result<(f64, f64, Vec<f64>, Vec<f64>)> {
+fn two_groups(outcome: &[f64], group: &[f64], name: &str) -> anyhow::Result<(f64, f64, Vec<f64>, Vec<f64>)> {
     let mut levels = group.to_vec();
     levels.sort_by(|a, b| a.total_cmp(b));
     levels.dedup();
     if levels.len() != 2 {
-        bail!(
-            "column {name} must have exactly 2 distinct values (it has {})",
-            levels.len()
-        );
+        bail!("column {name} must have exactly 2 distinct values (it has {})", levels.len());
     }
-    let pick = |lv: f64| {
-        outcome
-            .iter()
-            .zip(group)
-            .filter(|(_, g)| **g == lv)
-            .map(|(v, _)| *v)
-            .collect::<Vec<_>>()
-    };
+    let pick = |lv: f64| outcome.iter().zip(group).filter(|(_, g)| **g == lv).map(|(v, _)| *v).collect::<Vec<_>>();
     Ok((levels[0], levels[1], pick(levels[0]), pick(levels[1])))
 }
 
@@ -387,30 +352,17 @@ fn coef_table(title: &str, coefs: &[Coefficient], exp: bool) -> String {
         ));
     }
     if exp {
-        s.push_str(&format!(
-            "\n{:<24} {:>12} {:>12} {:>12}\n",
-            "term", title, "conf.low", "conf.high"
-        ));
+        s.push_str(&format!("\n{:<24} {:>12} {:>12} {:>12}\n", "term", title, "conf.low", "conf.high"));
         for c in coefs {
             let (lo, hi) = c.exp_conf();
-            s.push_str(&format!(
-                "{:<24} {:>12.6} {:>12.6} {:>12.6}\n",
-                c.term,
-                c.exp_estimate(),
-                lo,
-                hi
-            ));
+            s.push_str(&format!("{:<24} {:>12.6} {:>12.6} {:>12.6}\n", c.term, c.exp_estimate(), lo, hi));
         }
     }
     s
 }
 
 fn predictors<'a>(names: &'a [String], cols: &'a [Vec<f64>]) -> Vec<Predictor<'a>> {
-    names
-        .iter()
-        .zip(cols)
-        .map(|(n, c)| Predictor { name: n, values: c })
-        .collect()
+    names.iter().zip(cols).map(|(n, c)| Predictor { name: n, values: c }).collect()
 }
 
 fn write_svg(path: &Path, svg: &str) -> anyhow::Result<()> {
@@ -423,12 +375,7 @@ fn forest_rows(coefs: &[Coefficient], skip_intercept: bool) -> Vec<svg::ForestRo
         .filter(|c| !(skip_intercept && c.term == "(Intercept)"))
         .map(|c| {
             let (lo, hi) = c.exp_conf();
-            svg::ForestRow {
-                label: c.term.clone(),
-                estimate: c.exp_estimate(),
-                conf_low: lo,
-                conf_high: hi,
-            }
+            svg::ForestRow { label: c.term.clone(), estimate: c.exp_estimate(), conf_low: lo, conf_high: hi }
         })
         .collect()
 }
@@ -444,20 +391,10 @@ fn emit(ctx: &Context, value: serde_json::Value, text: String) -> anyhow::Result
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
     match &args.command {
-        StatsCommand::Describe {
-            data,
-            columns,
-            group,
-            max_levels,
-        } => {
+        StatsCommand::Describe { data, columns, group, max_levels } => {
             let frame = read_csv(&data.data)?;
             let mut names: Vec<String> = if columns.is_empty() {
-                frame
-                    .names()
-                    .iter()
-                    .filter(|n| Some(*n) != group.as_ref())
-                    .cloned()
-                    .collect()
+                frame.names().iter().filter(|n| Some(*n) != group.as_ref()).cloned().collect()
             } else {
                 columns.clone()
             };
@@ -469,9 +406,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 if let Some(g) = group {
                     wanted.push(g);
                 }
-                let (cols, report) = frame
-                    .complete_cases("describe", &wanted)
-                    .with_context(|| format!("column {name}"))?;
+                let (cols, report) =
+                    frame.complete_cases("describe", &wanted).with_context(|| format!("column {name}"))?;
                 match group {
                     Some(_) => {
                         let row = describe::table_one_row(name, &cols[0], &cols[1], *max_levels)?;
@@ -483,13 +419,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                         for (all, g0, g1) in &row.levels {
                             text.push_str(&format!(
                                 "  = {}: {} ({:.1}%) | group 0 {} ({:.1}%) | group 1 {} ({:.1}%)\n",
-                                all.level,
-                                all.count,
-                                all.percent,
-                                g0.count,
-                                g0.percent,
-                                g1.count,
-                                g1.percent
+                                all.level, all.count, all.percent, g0.count, g0.percent, g1.count, g1.percent
                             ));
                         }
                         rows.push(json!({ "row": row, "missing": report }));
@@ -498,15 +428,20 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                         let s = describe::summarize(&cols[0])?;
                         text.push_str(&format!(
                             "{name}: n {} mean {:.4} SD {:.4} median {:.4} IQR {:.4}-{:.4} min {:.4} max {:.4} | {}\n",
-                            s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max, missing_line(&report)
+                            s.n,
+                            s.mean,
+                            s.sd,
+                            s.median,
+                            s.q1,
+                            s.q3,
+                            s.min,
+                            s.max,
+                            missing_line(&report)
                         ));
                         let levels = describe::counts(&cols[0]);
                         if levels.len() <= *max_levels {
                             for l in &levels {
-                                text.push_str(&format!(
-                                    "  = {}: {} ({:.1}%)\n",
-                                    l.level, l.count, l.percent
-                                ));
+                                text.push_str(&format!("  = {}: {} ({:.1}%)\n", l.level, l.count, l.percent));
                             }
                         }
                         rows.push(json!({ "variable": name, "summary": s, "levels": if levels.len() <= *max_levels { levels } else { vec![] }, "missing": report }));
@@ -515,12 +450,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             }
             emit(ctx, json!({ "describe": rows }), text)
         }
-        StatsCommand::Ttest {
-            data,
-            outcome,
-            group,
-            equal_var,
-        } => {
+        StatsCommand::Ttest { data, outcome, group, equal_var } => {
             let (cols, report) = load(data, "t-test", &[outcome, group])?;
             let (g0, g1, x0, x1) = two_groups(&cols[0], &cols[1], group)?;
             let t = htest::t_test(&x1, &x0, *equal_var, data.conf_level)?;
@@ -528,35 +458,22 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "{} t-test of {outcome}: {group}={g1} vs {group}={g0}\nmeans {:.6} vs {:.6}, difference CI {:.6} to {:.6}\nt = {:.6}, df = {:.6}, p = {:.6e}\n{}\n",
                 if *equal_var { "Student" } else { "Welch" }, t.mean_x, t.mean_y, t.conf_low, t.conf_high, t.statistic, t.df, t.p_value, missing_line(&report)
             );
-            emit(
-                ctx,
-                json!({ "ttest": t, "groups": [g1, g0], "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "ttest": t, "groups": [g1, g0], "missing": report }), text)
         }
-        StatsCommand::Wilcoxon {
-            data,
-            outcome,
-            group,
-        } => {
+        StatsCommand::Wilcoxon { data, outcome, group } => {
             let (cols, report) = load(data, "Wilcoxon rank-sum test", &[outcome, group])?;
             let (g0, g1, x0, x1) = two_groups(&cols[0], &cols[1], group)?;
             let w = htest::wilcoxon(&x1, &x0)?;
             let text = format!(
                 "Wilcoxon rank-sum test of {outcome}: {group}={g1} vs {group}={g0}\nW = {}, p = {:.6e} ({})\n{}\n",
-                w.statistic, w.p_value, if w.exact { "exact" } else { "normal approximation with continuity correction" }, missing_line(&report)
+                w.statistic,
+                w.p_value,
+                if w.exact { "exact" } else { "normal approximation with continuity correction" },
+                missing_line(&report)
             );
-            emit(
-                ctx,
-                json!({ "wilcoxon": w, "groups": [g1, g0], "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "wilcoxon": w, "groups": [g1, g0], "missing": report }), text)
         }
-        StatsCommand::Kruskal {
-            data,
-            outcome,
-            group,
-        } => {
+        StatsCommand::Kruskal { data, outcome, group } => {
             let (cols, report) = load(data, "Kruskal-Wallis test", &[outcome, group])?;
             let k = htest::kruskal_wallis(&cols[0], &cols[1])?;
             let text = format!(
@@ -568,18 +485,19 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             );
             emit(ctx, json!({ "kruskal": k, "missing": report }), text)
         }
-        StatsCommand::Chisq {
-            data,
-            row,
-            col,
-            no_yates,
-        } => {
+        StatsCommand::Chisq { data, row, col, no_yates } => {
             let (cols, report) = load(data, "chi-square test", &[row, col])?;
             let (rl, cl, table) = crosstab(&cols[0], &cols[1]);
             let c = htest::chisq_test(&table, rl.len(), cl.len(), !no_yates)?;
             let text = format!(
                 "chi-square test of {row} x {col} ({}x{} table{}): X-squared = {:.6}, df = {}, p = {:.6e}\n{}\n",
-                rl.len(), cl.len(), if c.yates { ", Yates' correction" } else { "" }, c.statistic, c.df, c.p_value, missing_line(&report)
+                rl.len(),
+                cl.len(),
+                if c.yates { ", Yates' correction" } else { "" },
+                c.statistic,
+                c.df,
+                c.p_value,
+                missing_line(&report)
             );
             emit(
                 ctx,
@@ -606,7 +524,11 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             )?;
             let text = format!(
                 "Fisher's exact test of {row} x {col}: odds ratio {:.6} (CI {:.6} to {:.6}), p = {:.6e}\n{}\n",
-                f.odds_ratio, f.conf_low, f.conf_high, f.p_value, missing_line(&report)
+                f.odds_ratio,
+                f.conf_low,
+                f.conf_high,
+                f.p_value,
+                missing_line(&report)
             );
             emit(
                 ctx,
@@ -614,12 +536,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 text,
             )
         }
-        StatsCommand::Logistic {
-            data,
-            outcome,
-            covariates,
-            forest,
-        } => {
+        StatsCommand::Logistic { data, outcome, covariates, forest } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "logistic regression", &wanted)?;
@@ -628,37 +545,18 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 &cols[0],
                 &x,
                 Family::Binomial,
-                &GlmConfig {
-                    conf_level: data.conf_level,
-                    ..Default::default()
-                },
+                &GlmConfig { conf_level: data.conf_level, ..Default::default() },
             )?;
             if let Some(path) = forest {
-                write_svg(
-                    path,
-                    &svg::forest_svg(
-                        &forest_rows(&fit.coefficients, true),
-                        "Odds ratio",
-                        1.0,
-                        true,
-                    ),
-                )?;
+                write_svg(path, &svg::forest_svg(&forest_rows(&fit.coefficients, true), "Odds ratio", 1.0, true))?;
             }
             let text = format!(
                 "logistic regression of {outcome}\n{}\ndeviance {:.6} on {} df; null deviance {:.6} on {} df; AIC {:.6}; {} iterations\n{}\n",
                 coef_table("odds ratio", &fit.coefficients, true), fit.deviance, fit.df_residual, fit.null_deviance, fit.df_null, fit.aic, fit.iterations, missing_line(&report)
             );
-            emit(
-                ctx,
-                json!({ "logistic": strip_glm(&fit), "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "logistic": strip_glm(&fit), "missing": report }), text)
         }
-        StatsCommand::Linear {
-            data,
-            outcome,
-            covariates,
-        } => {
+        StatsCommand::Linear { data, outcome, covariates } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "linear regression", &wanted)?;
@@ -676,12 +574,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 text,
             )
         }
-        StatsCommand::Poisson {
-            data,
-            outcome,
-            covariates,
-            offset,
-        } => {
+        StatsCommand::Poisson { data, outcome, covariates, offset } => {
             let mut wanted = vec![outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             if let Some(o) = offset {
@@ -694,32 +587,16 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 &cols[0],
                 &x,
                 Family::Poisson,
-                &GlmConfig {
-                    offset: off.as_deref(),
-                    conf_level: data.conf_level,
-                    ..Default::default()
-                },
+                &GlmConfig { offset: off.as_deref(), conf_level: data.conf_level, ..Default::default() },
             )?;
             let text = format!(
                 "Poisson regression of {outcome}{}\n{}\ndeviance {:.6} on {} df; null deviance {:.6} on {} df; AIC {:.6}\n{}\n",
                 offset.as_ref().map(|o| format!(" with offset {o}")).unwrap_or_default(),
                 coef_table("rate ratio", &fit.coefficients, true), fit.deviance, fit.df_residual, fit.null_deviance, fit.df_null, fit.aic, missing_line(&report)
             );
-            emit(
-                ctx,
-                json!({ "poisson": strip_glm(&fit), "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "poisson": strip_glm(&fit), "missing": report }), text)
         }
-        StatsCommand::Cox {
-            data,
-            time,
-            event,
-            covariates,
-            strata,
-            ties,
-            forest,
-        } => {
+        StatsCommand::Cox { data, time, event, covariates, strata, ties, forest } => {
             let mut wanted = vec![time.as_str(), event.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             if let Some(s) = strata {
@@ -734,15 +611,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             };
             let fit = survival::coxph(&cols[0], &cols[1], &x, s.as_deref(), ties, data.conf_level)?;
             if let Some(path) = forest {
-                write_svg(
-                    path,
-                    &svg::forest_svg(
-                        &forest_rows(&fit.coefficients, false),
-                        "Hazard ratio",
-                        1.0,
-                        true,
-                    ),
-                )?;
+                write_svg(path, &svg::forest_svg(&forest_rows(&fit.coefficients, false), "Hazard ratio", 1.0, true))?;
             }
             let text = format!(
                 "Cox model ({:?} ties{}): n = {}, events = {}\n{}\nlikelihood ratio test {:.6} on {} df, p = {:.6e}\nWald test {:.6} on {} df, p = {:.6e}\nscore (log-rank) test {:.6} on {} df, p = {:.6e}\nconcordance {:.6} (se {:.6})\n{}\n",
@@ -754,14 +623,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             );
             emit(ctx, json!({ "cox": fit, "missing": report }), text)
         }
-        StatsCommand::Km {
-            data,
-            time,
-            event,
-            group,
-            conf_type,
-            svg: svg_path,
-        } => {
+        StatsCommand::Km { data, time, event, group, conf_type, svg: svg_path } => {
             let mut wanted = vec![time.as_str(), event.as_str()];
             if let Some(g) = group {
                 wanted.push(g);
@@ -780,12 +642,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             )?;
             let labels: Vec<String> = curves
                 .iter()
-                .map(|c| {
-                    group
-                        .as_ref()
-                        .map(|g| format!("{g}={}", c.group))
-                        .unwrap_or_else(|| "all".into())
-                })
+                .map(|c| group.as_ref().map(|g| format!("{g}={}", c.group)).unwrap_or_else(|| "all".into()))
                 .collect();
             if let Some(path) = svg_path {
                 write_svg(path, &svg::kaplan_meier_svg(&curves, &labels, time))?;
@@ -807,19 +664,9 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
-            emit(
-                ctx,
-                json!({ "km": curves, "labels": labels, "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "km": curves, "labels": labels, "missing": report }), text)
         }
-        StatsCommand::Logrank {
-            data,
-            time,
-            event,
-            group,
-            strata,
-        } => {
+        StatsCommand::Logrank { data, time, event, group, strata } => {
             let mut wanted = vec![time.as_str(), event.as_str(), group.as_str()];
             if let Some(s) = strata {
                 wanted.push(s);
@@ -829,10 +676,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             let t = survival::logrank(&cols[0], &cols[1], &cols[2], s.as_deref())?;
             let mut text = format!(
                 "log-rank test by {group}{}\n",
-                strata
-                    .as_ref()
-                    .map(|s| format!(", stratified by {s}"))
-                    .unwrap_or_default()
+                strata.as_ref().map(|s| format!(", stratified by {s}")).unwrap_or_default()
             );
             for ((g, o), e) in t.groups.iter().zip(&t.observed).zip(&t.expected) {
                 text.push_str(&format!("{group}={g}: observed {o}, expected {e:.4}\n"));
@@ -846,15 +690,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
             ));
             emit(ctx, json!({ "logrank": t, "missing": report }), text)
         }
-        StatsCommand::PsMatch {
-            data,
-            treatment,
-            covariates,
-            ratio,
-            caliper,
-            order,
-            matchit_compat,
-        } => {
+        StatsCommand::PsMatch { data, treatment, covariates, ratio, caliper, order, matchit_compat } => {
             let mut wanted = vec![treatment.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "propensity score matching", &wanted)?;
@@ -868,11 +704,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                     OrderArg::Smallest => MatchOrder::Smallest,
                     OrderArg::Data => MatchOrder::Data,
                 },
-                arithmetic: if *matchit_compat {
-                    DistanceArithmetic::MatchIt451
-                } else {
-                    DistanceArithmetic::Exact
-                },
+                arithmetic: if *matchit_compat { DistanceArithmetic::MatchIt451 } else { DistanceArithmetic::Exact },
             };
             let m = propensity::match_nearest(&cols[0], &ps.logit, &config)?;
             let bal = propensity::balance(&cols[0], &x, &m.weights)?;
@@ -883,16 +715,16 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 "covariate", "SMD before", "SMD after"
             );
             for b in &bal {
-                text.push_str(&format!(
-                    "{:<20} {:>12.4} {:>12.4}\n",
-                    b.covariate, b.smd_before, b.smd_after
-                ));
+                text.push_str(&format!("{:<20} {:>12.4} {:>12.4}\n", b.covariate, b.smd_before, b.smd_after));
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
             // Rows are reported 1-based, counting complete rows.
-            let pairs: Vec<serde_json::Value> =
-                m.pairs.iter().map(|(t, c)| json!({ "treated": t + 1, "controls": c.iter().map(|c| c + 1).collect::<Vec<_>>() })).collect();
+            let pairs: Vec<serde_json::Value> = m
+                .pairs
+                .iter()
+                .map(|(t, c)| json!({ "treated": t + 1, "controls": c.iter().map(|c| c + 1).collect::<Vec<_>>() }))
+                .collect();
             emit(
                 ctx,
                 json!({ "ps_match": { "caliper": m.caliper, "n_treated_matched": m.n_treated_matched,
@@ -901,14 +733,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                 text,
             )
         }
-        StatsCommand::Iptw {
-            data,
-            treatment,
-            covariates,
-            outcome,
-            estimand,
-            outcome_model,
-        } => {
+        StatsCommand::Iptw { data, treatment, covariates, outcome, estimand, outcome_model } => {
             let mut wanted = vec![treatment.as_str(), outcome.as_str()];
             wanted.extend(covariates.iter().map(|s| s.as_str()));
             let (cols, report) = load(data, "inverse probability weighting", &wanted)?;
@@ -932,39 +757,32 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
                     e.conf_low.exp(),
                     e.conf_high.exp()
                 ),
-                OutcomeModel::Linear => format!(
-                    "mean difference {:.6} (CI {:.6} to {:.6})",
-                    e.estimate, e.conf_low, e.conf_high
-                ),
+                OutcomeModel::Linear => {
+                    format!("mean difference {:.6} (CI {:.6} to {:.6})", e.estimate, e.conf_low, e.conf_high)
+                }
             };
             let mut text = format!(
                 "IPTW ({:?}) effect of {treatment} on {outcome}: {scale}; robust SE {:.6}, p = {:.6e}\n{:<20} {:>12} {:>12}\n",
                 est, e.robust_se, e.p_value, "covariate", "SMD before", "SMD after"
             );
             for b in &bal {
-                text.push_str(&format!(
-                    "{:<20} {:>12.4} {:>12.4}\n",
-                    b.covariate, b.smd_before, b.smd_after
-                ));
+                text.push_str(&format!("{:<20} {:>12.4} {:>12.4}\n", b.covariate, b.smd_before, b.smd_after));
             }
             text.push_str(&missing_line(&report));
             text.push('\n');
-            emit(
-                ctx,
-                json!({ "iptw": { "estimand": est, "effect": e, "balance": bal }, "missing": report }),
-                text,
-            )
+            emit(ctx, json!({ "iptw": { "estimand": est, "effect": e, "balance": bal }, "missing": report }), text)
         }
-        StatsCommand::Auc {
-            data,
-            outcome,
-            predictor,
-        } => {
+        StatsCommand::Auc { data, outcome, predictor } => {
             let (cols, report) = load(data, "ROC AUC", &[outcome, predictor])?;
             let a = roc::auc_delong(&cols[0], &cols[1], data.conf_level)?;
             let text = format!(
                 "AUC of {predictor} for {outcome}: {:.6} (DeLong CI {:.6} to {:.6}); {} cases, {} controls\n{}\n",
-                a.auc, a.conf_low, a.conf_high, a.n_cases, a.n_controls, missing_line(&report)
+                a.auc,
+                a.conf_low,
+                a.conf_high,
+                a.n_cases,
+                a.n_controls,
+                missing_line(&report)
             );
             emit(ctx, json!({ "auc": a, "missing": report }), text)
         }

@@ -82,7 +82,8 @@ impl Run {
         String::from_utf8_lossy(&self.0.stderr).into_owned()
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.0.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr()))
+        serde_json::from_slice(&self.0.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout(), self.stderr()))
     }
     #[track_caller]
     pub fn ok(self) -> Run {
@@ -93,7 +94,12 @@ impl Run {
     pub fn fails_with(self, code: i32, message: &str) -> Run {
         assert_eq!(self.code(), code, "expected exit {code}\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
         let all = format!("{}{}", self.stdout(), self.stderr());
-        assert!(all.contains(message), "expected the output to contain {message:?}\nstdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        assert!(
+            all.contains(message),
+            "expected the output to contain {message:?}\nstdout:\n{}\nstderr:\n{}",
+            self.stdout(),
+            self.stderr()
+        );
         self
     }
 }

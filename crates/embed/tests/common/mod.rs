@@ -6,14 +6,13 @@ use evident_embed::{default_model_dir, EmbedderConfig, LongTextPolicy, MiniLmEmb
 
 pub fn load(policy: LongTextPolicy) -> MiniLmEmbedder {
     let dir = default_model_dir();
-    MiniLmEmbedder::load(&dir, EmbedderConfig { long_text: policy, ..EmbedderConfig::default() })
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot load all-MiniLM-L6-v2 from {}: {e}\n\
+    MiniLmEmbedder::load(&dir, EmbedderConfig { long_text: policy, ..EmbedderConfig::default() }).unwrap_or_else(|e| {
+        panic!(
+            "cannot load all-MiniLM-L6-v2 from {}: {e}\n\
                  run `evident models pull minilm-l6` (or set EVIDENT_CACHE_DIR) before the tests",
-                dir.display()
-            )
-        })
+            dir.display()
+        )
+    })
 }
 
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {

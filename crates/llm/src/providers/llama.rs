@@ -134,9 +134,7 @@ impl LlamaChatModel {
             .name(format!("llama:{id}"))
             .spawn(move || worker(config, worker_id, worker_endpoint, jobs_rx, ready_tx))
             .map_err(|e| LlmError::Backend(format!("cannot start the model thread: {e}")))?;
-        ready_rx
-            .recv()
-            .map_err(|_| LlmError::Backend("the model thread stopped while loading".into()))??;
+        ready_rx.recv().map_err(|_| LlmError::Backend("the model thread stopped while loading".into()))??;
         Ok(LlamaChatModel { id, endpoint, jobs: Mutex::new(jobs_tx), last_timings })
     }
 
@@ -157,9 +155,8 @@ impl LlamaChatModel {
             .unwrap_or_else(|e| e.into_inner())
             .send((request.clone(), reply_tx))
             .map_err(|_| LlmError::Backend("the model thread has stopped".into()))?;
-        let result = reply_rx
-            .recv()
-            .map_err(|_| LlmError::Backend("the model thread stopped during a request".into()))?;
+        let result =
+            reply_rx.recv().map_err(|_| LlmError::Backend("the model thread stopped during a request".into()))?;
         if let Ok((_, timings)) = &result {
             *self.last_timings.lock().unwrap_or_else(|e| e.into_inner()) = *timings;
         }
@@ -313,14 +310,9 @@ impl Engine<'_> {
             // Compact JSON only: with llguidance's default flexible
             // whitespace a small model can emit newlines until max_tokens.
             if let Some(object) = schema.as_object_mut() {
-                object
-                    .entry("x-guidance")
-                    .or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
+                object.entry("x-guidance").or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
             }
-            let tok_env = self
-                .tok_env
-                .get_or_insert_with(|| LlamaSampler::llguidance_tok_env(self.model))
-                .clone();
+            let tok_env = self.tok_env.get_or_insert_with(|| LlamaSampler::llguidance_tok_env(self.model)).clone();
             let factory = llguidance::ParserFactory::new_simple(&tok_env)
                 .map_err(|e| LlmError::Backend(format!("llguidance: {e}")))?;
             let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema);
@@ -379,9 +371,7 @@ impl Engine<'_> {
             for (i, token) in chunk.iter().enumerate() {
                 let pos = first_pos + i;
                 let last = pos + 1 == tokens.len();
-                batch
-                    .add(*token, pos as i32, &[0], last)
-                    .map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
+                batch.add(*token, pos as i32, &[0], last).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
             }
             self.ctx
                 .decode(&mut batch)
@@ -416,13 +406,9 @@ impl Engine<'_> {
             }
             batch.clear();
             let pos = self.cached.len() as i32;
-            batch
-                .add(token, pos, &[0], true)
-                .map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
+            batch.add(token, pos, &[0], true).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
             let decode_started = Instant::now();
-            self.ctx
-                .decode(&mut batch)
-                .map_err(|e| LlmError::Backend(format!("llama.cpp decode failed: {e}")))?;
+            self.ctx.decode(&mut batch).map_err(|e| LlmError::Backend(format!("llama.cpp decode failed: {e}")))?;
             timings.generation_decode_ms += ms(decode_started);
             self.cached.push(token);
             logits_index = 0;
@@ -448,11 +434,7 @@ fn ms(since: Instant) -> f64 {
 
 /// Where the first stop string begins in `text`, if any.
 fn stop_position(text: &[u8], stops: &[String]) -> Option<usize> {
-    stops
-        .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| text.windows(s.len()).position(|w| w == s.as_bytes()))
-        .min()
+    stops.iter().filter(|s| !s.is_empty()).filter_map(|s| text.windows(s.len()).position(|w| w == s.as_bytes())).min()
 }
 
 /// A copy of `schema` in which every `"type": "string"` without a

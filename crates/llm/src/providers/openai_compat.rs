@@ -248,9 +248,12 @@ impl OpenAiChatModel {
                     timeout_ms: (self.config.timeout_s * 1000.0) as u64,
                 })
             }
-            Err(e @ (ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound | ureq::Error::Protocol(_))) => {
-                return Attempt::Retry { message: format!("connection error: {e}"), retry_after: None }
-            }
+            Err(
+                e @ (ureq::Error::Io(_)
+                | ureq::Error::ConnectionFailed
+                | ureq::Error::HostNotFound
+                | ureq::Error::Protocol(_)),
+            ) => return Attempt::Retry { message: format!("connection error: {e}"), retry_after: None },
             Err(e) => return Attempt::Fail(LlmError::Backend(format!("{url}: {e}"))),
         };
         let status = response.status().as_u16();
@@ -300,7 +303,9 @@ fn truncate(text: &str, max: usize) -> String {
 
 /// Reads an OpenAI chat-completions answer.
 pub fn parse_completion(text: &str, endpoint: &str) -> Result<ChatResponse, LlmError> {
-    let bad = |what: &str| LlmError::Backend(format!("{endpoint}: answer is not a chat completion ({what}): {}", truncate(text, 300)));
+    let bad = |what: &str| {
+        LlmError::Backend(format!("{endpoint}: answer is not a chat completion ({what}): {}", truncate(text, 300)))
+    };
     let value: Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
     let choice = value.get("choices").and_then(|c| c.get(0)).ok_or_else(|| bad("no choices"))?;
     let content = choice
@@ -368,8 +373,7 @@ mod tests {
     #[test]
     fn body_carries_schema_as_response_format() {
         let model = OpenAiChatModel::new(OpenAiConfig::new("http://127.0.0.1:1/v1", "m")).unwrap();
-        let request = crate::ChatRequest::new(vec![crate::Message::user("hi")])
-            .with_schema(json!({"type": "object"}));
+        let request = crate::ChatRequest::new(vec![crate::Message::user("hi")]).with_schema(json!({"type": "object"}));
         let body = model.request_body(&request);
         assert_eq!(body["response_format"]["type"], "json_schema");
         assert_eq!(body["response_format"]["json_schema"]["schema"], json!({"type": "object"}));

@@ -253,15 +253,13 @@ impl MakarMatcher<'_> {
                 } else {
                     // The schema's enum admits only enabled agents, so the
                     // name always parses; a disabled agent is refused below.
-                    let route = Route::from_agent(value["agent"].as_str().unwrap_or_default()).unwrap_or(Route::SelfAugment);
+                    let route =
+                        Route::from_agent(value["agent"].as_str().unwrap_or_default()).unwrap_or(Route::SelfAugment);
                     (route, reason)
                 }
             }
             StructuredOutcome::PipelineFailure(f) => {
-                failures.push(format!(
-                    "router answer never validated ({}); self-augment used",
-                    f.errors.join("; ")
-                ));
+                failures.push(format!("router answer never validated ({}); self-augment used", f.errors.join("; ")));
                 (Route::SelfAugment, String::new())
             }
         };
@@ -381,9 +379,12 @@ impl MakarMatcher<'_> {
             };
             a.augmented = Some(augmented.clone());
             let round = match verbatim_problem(&criterion.text, &augmented) {
-                Some(problem) => {
-                    CriticRound { augmented: augmented.clone(), accepted: false, judge: RoundJudge::VerbatimCheck, feedback: problem }
-                }
+                Some(problem) => CriticRound {
+                    augmented: augmented.clone(),
+                    accepted: false,
+                    judge: RoundJudge::VerbatimCheck,
+                    feedback: problem,
+                },
                 None => {
                     let ctx = json!({
                         "criterion": criterion.text,
@@ -444,4 +445,3 @@ impl MakarMatcher<'_> {
 fn llm_error(criterion: &Criterion, source: LlmError) -> MatchError {
     MatchError::Llm { subject: format!("the augmentation of criterion {}", criterion.id), source }
 }
-

@@ -94,7 +94,8 @@ impl LocalKnowledgeBase {
 
     /// An empty knowledge base in memory (tests, one-off runs).
     pub fn in_memory() -> Result<LocalKnowledgeBase, MatchError> {
-        let store = Store::open_in_memory().map_err(|e| MatchError::Knowledge(format!("in-memory knowledge base: {e}")))?;
+        let store =
+            Store::open_in_memory().map_err(|e| MatchError::Knowledge(format!("in-memory knowledge base: {e}")))?;
         Ok(LocalKnowledgeBase { store: Mutex::new(store), origin: "(in memory)".into() })
     }
 
@@ -173,7 +174,9 @@ impl KnowledgeSource for LocalKnowledgeBase {
 }
 
 fn is_indexable(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("txt"))
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("txt"))
 }
 
 /// Files under `dir`, recursively, sorted; hidden entries skipped.

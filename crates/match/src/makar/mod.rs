@@ -88,7 +88,9 @@ impl Variant {
     }
 
     pub fn parse(text: &str) -> Option<Variant> {
-        [Variant::Full, Variant::Aug, Variant::Reason].into_iter().find(|v| v.as_str().eq_ignore_ascii_case(text.trim()))
+        [Variant::Full, Variant::Aug, Variant::Reason]
+            .into_iter()
+            .find(|v| v.as_str().eq_ignore_ascii_case(text.trim()))
     }
 
     /// Whether this variant augments criteria (MAKAR-Reason does not).

@@ -75,7 +75,9 @@ impl OnlineSearch {
                     "{endpoint}: no answer within {} s; check the search service or raise the timeout",
                     self.timeout.as_secs_f64()
                 )),
-                other => MatchError::OnlineSearch(format!("{endpoint}: request failed: {other}; is the search service running?")),
+                other => MatchError::OnlineSearch(format!(
+                    "{endpoint}: request failed: {other}; is the search service running?"
+                )),
             })?;
         let status = response.status().as_u16();
         let body = response

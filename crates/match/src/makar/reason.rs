@@ -26,8 +26,8 @@ use super::{MakarMatcher, Variant};
 use crate::criteria::{CriteriaSet, Criterion};
 use crate::decision::{Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Outcome};
 use crate::zero_shot::{
-    assessment_schema, assessment_schema_for, parse_assessment, record_context, MatchError, NoteText, PatientRecord, Strategy, ZeroShotConfig,
-    ZeroShotMatcher,
+    assessment_schema, assessment_schema_for, parse_assessment, record_context, MatchError, NoteText, PatientRecord,
+    Strategy, ZeroShotConfig, ZeroShotMatcher,
 };
 
 /// One concept of the criterion and what the record shows about it.
@@ -145,7 +145,15 @@ impl MakarMatcher<'_> {
     /// Renders the request of one patient-facing agent (`reasoning`,
     /// `matching` or `supervision`); `extra` adds the agent's inputs to the
     /// template context.
-    pub fn render_agent(&self, agent: &str, criterion: &Criterion, criterion_text: &str, notes: &[&NoteText], extra: Value, max_tokens: u32) -> Result<ChatRequest, MatchError> {
+    pub fn render_agent(
+        &self,
+        agent: &str,
+        criterion: &Criterion,
+        criterion_text: &str,
+        notes: &[&NoteText],
+        extra: Value,
+        max_tokens: u32,
+    ) -> Result<ChatRequest, MatchError> {
         let (shown, _) = record_context(notes);
         let mut ctx = json!({
             "notes": shown,
@@ -218,7 +226,14 @@ impl MakarMatcher<'_> {
         let (_, ids) = record_context(notes);
 
         // Reasoning agent.
-        let request = self.render_agent("reasoning", criterion, criterion_text, notes, json!({}), self.config.max_tokens_reasoning)?;
+        let request = self.render_agent(
+            "reasoning",
+            criterion,
+            criterion_text,
+            notes,
+            json!({}),
+            self.config.max_tokens_reasoning,
+        )?;
         let reasoning = match self.ask_match_model(&request, &reasoning_schema(), notes, &mut calls)? {
             StructuredOutcome::Valid { value, .. } => Reasoning {
                 concepts: value["concepts"]
@@ -247,7 +262,12 @@ impl MakarMatcher<'_> {
             json!({"concepts": reasoning.concepts, "summary": reasoning.summary}),
             self.config.max_tokens_matching,
         )?;
-        let matching_value = match self.ask_match_model(&request, &assessment_schema_for(ids.keys().next_back().copied()), notes, &mut calls)? {
+        let matching_value = match self.ask_match_model(
+            &request,
+            &assessment_schema_for(ids.keys().next_back().copied()),
+            notes,
+            &mut calls,
+        )? {
             StructuredOutcome::Valid { value, .. } => value,
             StructuredOutcome::PipelineFailure(f) => {
                 return Ok(MakarOutcome { result: result(failed(f, "matching"), vec![]), trace, calls });
@@ -271,30 +291,35 @@ impl MakarMatcher<'_> {
             }),
             self.config.max_tokens_supervision,
         )?;
-        let (final_assessment, unresolved, verdict) =
-            match self.ask_match_model(&request, &supervision_schema(), notes, &mut calls)? {
-                StructuredOutcome::Valid { value, .. } => {
-                    let reason = value["reason"].as_str().unwrap_or_default().to_string();
-                    let decision = value["decision"].as_str().and_then(Decision::parse).expect("schema enforces the decision enum");
-                    if value["approved"].as_bool() == Some(true) || decision == matched.decision {
-                        (matched, matched_unresolved, SupervisionVerdict::Approved { reason })
-                    } else {
-                        let corrected = json!({
-                            "medications_and_supplements": matching_value["medications_and_supplements"],
-                            "rationale": format!("{}\nSupervision corrected {} to {}: {reason}", matched.rationale, matched.decision.as_str(), decision.as_str()),
-                            "decision": decision.as_str(),
-                            "confidence": value["confidence"],
-                            "evidence": value["evidence"],
-                        });
-                        let (assessment, unresolved) = parse_assessment(&corrected, &ids);
-                        let verdict = SupervisionVerdict::Corrected { decision, confidence: assessment.confidence, reason };
-                        (assessment, unresolved, verdict)
-                    }
+        let (final_assessment, unresolved, verdict) = match self.ask_match_model(
+            &request,
+            &supervision_schema(),
+            notes,
+            &mut calls,
+        )? {
+            StructuredOutcome::Valid { value, .. } => {
+                let reason = value["reason"].as_str().unwrap_or_default().to_string();
+                let decision =
+                    value["decision"].as_str().and_then(Decision::parse).expect("schema enforces the decision enum");
+                if value["approved"].as_bool() == Some(true) || decision == matched.decision {
+                    (matched, matched_unresolved, SupervisionVerdict::Approved { reason })
+                } else {
+                    let corrected = json!({
+                        "medications_and_supplements": matching_value["medications_and_supplements"],
+                        "rationale": format!("{}\nSupervision corrected {} to {}: {reason}", matched.rationale, matched.decision.as_str(), decision.as_str()),
+                        "decision": decision.as_str(),
+                        "confidence": value["confidence"],
+                        "evidence": value["evidence"],
+                    });
+                    let (assessment, unresolved) = parse_assessment(&corrected, &ids);
+                    let verdict = SupervisionVerdict::Corrected { decision, confidence: assessment.confidence, reason };
+                    (assessment, unresolved, verdict)
                 }
-                StructuredOutcome::PipelineFailure(f) => {
-                    (matched, matched_unresolved, SupervisionVerdict::Failed { errors: f.errors })
-                }
-            };
+            }
+            StructuredOutcome::PipelineFailure(f) => {
+                (matched, matched_unresolved, SupervisionVerdict::Failed { errors: f.errors })
+            }
+        };
         trace.supervision = Some(verdict);
         Ok(MakarOutcome { result: result(Outcome::Assessed(final_assessment), unresolved), trace, calls })
     }
@@ -310,7 +335,8 @@ impl MakarMatcher<'_> {
         let mut shown = criterion.clone();
         shown.refined = (criterion_text != criterion.text).then(|| criterion_text.to_string());
         let set = CriteriaSet { trial_id: String::new(), title: String::new(), source: None, criteria: vec![shown] };
-        let record = PatientRecord { patient_id: record_name(notes), notes: notes.iter().map(|n| (*n).clone()).collect() };
+        let record =
+            PatientRecord { patient_id: record_name(notes), notes: notes.iter().map(|n| (*n).clone()).collect() };
         let config = ZeroShotConfig {
             strategy: Strategy::Ican,
             repair: self.config.repair,

@@ -5,10 +5,44 @@
 
 /// Elements whose start and end become line breaks.
 const BLOCK_ELEMENTS: &[&str] = &[
-    "p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "table",
-    "thead", "tbody", "tfoot", "section", "article", "header", "footer", "blockquote", "pre",
-    "hr", "dt", "dd", "dl", "title", "caption", "address", "nav", "main", "aside", "figure",
-    "figcaption", "body", "html", "head",
+    "p",
+    "div",
+    "br",
+    "li",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "ul",
+    "ol",
+    "table",
+    "thead",
+    "tbody",
+    "tfoot",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "blockquote",
+    "pre",
+    "hr",
+    "dt",
+    "dd",
+    "dl",
+    "title",
+    "caption",
+    "address",
+    "nav",
+    "main",
+    "aside",
+    "figure",
+    "figcaption",
+    "body",
+    "html",
+    "head",
 ];
 
 /// Elements whose content is never text.
@@ -90,10 +124,7 @@ fn parse_tag(s: &str) -> Option<Tag> {
     let body = &s[1..];
     let closing = body.starts_with('/');
     let name_part = if closing { &body[1..] } else { body };
-    let name: String = name_part
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ':')
-        .collect();
+    let name: String = name_part.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == ':').collect();
     if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
         return None;
     }
@@ -338,9 +369,6 @@ mod tests {
 
     #[test]
     fn fhir_narrative_xhtml() {
-        check(
-            "<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>Patient &amp; family</p></div>",
-            "Patient & family",
-        );
+        check("<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>Patient &amp; family</p></div>", "Patient & family");
     }
 }

@@ -21,18 +21,71 @@ pub const CHUNK_OVERLAP_WORDS: usize = 50;
 /// Headings recognised when text follows the colon on the same line
 /// (lower-cased). Standalone heading lines need not be listed.
 const INLINE_HEADINGS: &[&str] = &[
-    "chief complaint", "cc", "history of present illness", "hpi", "history", "past medical history",
-    "pmh", "past surgical history", "psh", "social history", "family history", "allergies",
-    "medications", "medications on admission", "discharge medications", "home medications",
-    "review of systems", "ros", "physical exam", "physical examination", "exam", "pertinent results",
-    "labs", "laboratory", "laboratory data", "imaging", "brief hospital course", "hospital course",
-    "assessment", "plan", "assessment and plan", "a/p", "impression", "findings", "indication",
-    "technique", "comparison", "conclusion", "recommendations", "diagnosis", "diagnoses",
-    "discharge diagnosis", "discharge condition", "discharge disposition", "discharge instructions",
-    "followup instructions", "follow-up", "major surgical or invasive procedure", "procedure",
-    "procedures", "clinical history", "reason for exam", "final diagnosis", "microscopic description",
-    "gross description", "specimen", "anamnese", "befund", "beurteilung", "diagnose", "therapie",
-    "procedere", "epikrise", "medikation", "verlauf",
+    "chief complaint",
+    "cc",
+    "history of present illness",
+    "hpi",
+    "history",
+    "past medical history",
+    "pmh",
+    "past surgical history",
+    "psh",
+    "social history",
+    "family history",
+    "allergies",
+    "medications",
+    "medications on admission",
+    "discharge medications",
+    "home medications",
+    "review of systems",
+    "ros",
+    "physical exam",
+    "physical examination",
+    "exam",
+    "pertinent results",
+    "labs",
+    "laboratory",
+    "laboratory data",
+    "imaging",
+    "brief hospital course",
+    "hospital course",
+    "assessment",
+    "plan",
+    "assessment and plan",
+    "a/p",
+    "impression",
+    "findings",
+    "indication",
+    "technique",
+    "comparison",
+    "conclusion",
+    "recommendations",
+    "diagnosis",
+    "diagnoses",
+    "discharge diagnosis",
+    "discharge condition",
+    "discharge disposition",
+    "discharge instructions",
+    "followup instructions",
+    "follow-up",
+    "major surgical or invasive procedure",
+    "procedure",
+    "procedures",
+    "clinical history",
+    "reason for exam",
+    "final diagnosis",
+    "microscopic description",
+    "gross description",
+    "specimen",
+    "anamnese",
+    "befund",
+    "beurteilung",
+    "diagnose",
+    "therapie",
+    "procedere",
+    "epikrise",
+    "medikation",
+    "verlauf",
 ];
 
 /// Splits a document into sections. Spans are byte offsets into `text`,
@@ -123,11 +176,8 @@ fn trim_range(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
 /// section has enough words or only one is left.
 fn merge_short(text: &str, sections: &mut Vec<Raw>) {
     while sections.len() > 1 {
-        let Some((i, _)) = sections
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.words < MIN_SECTION_WORDS)
-            .min_by_key(|(i, s)| (s.words, *i))
+        let Some((i, _)) =
+            sections.iter().enumerate().filter(|(_, s)| s.words < MIN_SECTION_WORDS).min_by_key(|(i, s)| (s.words, *i))
         else {
             break;
         };
@@ -161,11 +211,7 @@ fn split_long(text: &str, section: Raw, out: &mut Vec<SectionSpan>) {
     for k in 0..chunks {
         let first = k * stride_total / chunks;
         let last = ((k + 1) * stride_total / chunks + CHUNK_OVERLAP_WORDS).min(n) - 1;
-        out.push(SectionSpan {
-            heading: section.heading.clone(),
-            start: words[first].0,
-            end: words[last].1,
-        });
+        out.push(SectionSpan { heading: section.heading.clone(), start: words[first].0, end: words[last].1 });
     }
 }
 
@@ -202,10 +248,8 @@ mod tests {
     #[track_caller]
     fn check(text: &str, expected: &[(Option<&str>, usize)]) {
         let spans = split_sections(text);
-        let got: Vec<(Option<&str>, usize)> = spans
-            .iter()
-            .map(|s| (s.heading.as_deref(), text[s.start..s.end].split_whitespace().count()))
-            .collect();
+        let got: Vec<(Option<&str>, usize)> =
+            spans.iter().map(|s| (s.heading.as_deref(), text[s.start..s.end].split_whitespace().count())).collect();
         assert_eq!(got, expected);
     }
 
@@ -217,11 +261,10 @@ mod tests {
             words(70, "a"),
             words(80, "m")
         );
-        check(&text, &[
-            (Some("HISTORY OF PRESENT ILLNESS"), 64),
-            (Some("Assessment and Plan"), 73),
-            (Some("Medications"), 82),
-        ]);
+        check(
+            &text,
+            &[(Some("HISTORY OF PRESENT ILLNESS"), 64), (Some("Assessment and Plan"), 73), (Some("Medications"), 82)],
+        );
     }
 
     #[test]

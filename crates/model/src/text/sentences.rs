@@ -15,16 +15,14 @@ use crate::SentenceSpan;
 /// Abbreviations (lower-cased, with their final dot) after which a dot does
 /// not end a sentence even before a capital letter.
 const ABBREVIATIONS: &[&str] = &[
-    "dr.", "mr.", "mrs.", "ms.", "prof.", "sr.", "jr.", "st.", "no.", "nr.", "vs.", "v.", "e.g.",
-    "i.e.", "eg.", "ie.", "cf.", "approx.", "appt.", "apt.", "dept.", "est.", "fig.", "inc.",
-    "min.", "max.", "mg.", "ml.", "temp.", "wt.", "ht.", "pt.", "pts.", "hx.", "dx.", "tx.",
-    "rx.", "sx.", "fx.", "yo.", "y.o.", "b.i.d.", "t.i.d.", "q.i.d.", "q.d.", "q.o.d.", "q.h.",
-    "q.h.s.", "h.s.", "p.o.", "p.r.n.", "prn.", "a.m.", "p.m.", "i.v.", "i.m.", "s.c.", "s.l.",
-    "p.r.", "o.d.", "o.s.", "o.u.", "a.c.", "p.c.", "mon.", "tue.", "wed.", "thu.", "fri.",
-    "sat.", "sun.", "jan.", "feb.", "mar.", "apr.", "jun.", "jul.", "aug.", "sep.", "sept.",
-    "oct.", "nov.", "dec.", "ca.", "z.b.", "bzw.", "ggf.", "evtl.", "sog.", "u.a.", "d.h.",
-    "re.", "resp.", "ref.", "vol.", "dose.", "hr.", "hrs.", "wk.", "wks.", "mo.", "mos.", "yr.",
-    "yrs.", "sec.", "lt.", "rt.", "bilat.", "neg.", "pos.", "abd.",
+    "dr.", "mr.", "mrs.", "ms.", "prof.", "sr.", "jr.", "st.", "no.", "nr.", "vs.", "v.", "e.g.", "i.e.", "eg.", "ie.",
+    "cf.", "approx.", "appt.", "apt.", "dept.", "est.", "fig.", "inc.", "min.", "max.", "mg.", "ml.", "temp.", "wt.",
+    "ht.", "pt.", "pts.", "hx.", "dx.", "tx.", "rx.", "sx.", "fx.", "yo.", "y.o.", "b.i.d.", "t.i.d.", "q.i.d.",
+    "q.d.", "q.o.d.", "q.h.", "q.h.s.", "h.s.", "p.o.", "p.r.n.", "prn.", "a.m.", "p.m.", "i.v.", "i.m.", "s.c.",
+    "s.l.", "p.r.", "o.d.", "o.s.", "o.u.", "a.c.", "p.c.", "mon.", "tue.", "wed.", "thu.", "fri.", "sat.", "sun.",
+    "jan.", "feb.", "mar.", "apr.", "jun.", "jul.", "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "ca.", "z.b.",
+    "bzw.", "ggf.", "evtl.", "sog.", "u.a.", "d.h.", "re.", "resp.", "ref.", "vol.", "dose.", "hr.", "hrs.", "wk.",
+    "wks.", "mo.", "mos.", "yr.", "yrs.", "sec.", "lt.", "rt.", "bilat.", "neg.", "pos.", "abd.",
 ];
 
 /// Splits `text` into sentences, as byte spans in document order.
@@ -147,9 +145,8 @@ pub(crate) fn is_heading_line(line: &str) -> bool {
 /// Invasive Procedure").
 fn is_title_case(s: &str) -> bool {
     const CONNECTIVES: &[&str] = &["and", "or", "of", "on", "in", "at", "to", "for", "the", "with", "/", "&", "-"];
-    s.split_whitespace().all(|w| {
-        w.chars().next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit()) || CONNECTIVES.contains(&w)
-    })
+    s.split_whitespace()
+        .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase() || c.is_ascii_digit()) || CONNECTIVES.contains(&w))
 }
 
 /// An all-caps line of words ("PHYSICAL EXAMINATION"), not a vital-sign or
@@ -183,9 +180,7 @@ fn list_marker_len(line: &str) -> Option<usize> {
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let marker = if (1..=3).contains(&digits) {
         digits
-    } else if rest.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && rest[1..].starts_with(')')
-    {
+    } else if rest.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && rest[1..].starts_with(')') {
         1
     } else {
         return None;
@@ -214,10 +209,7 @@ fn split_block(text: &str, start: usize, end: usize, out: &mut Vec<SentenceSpan>
             while j < bytes.len() && matches!(bytes[j], b'.' | b'!' | b'?' | b'"' | b'\'' | b')' | b']') {
                 j += 1;
             }
-            if j < bytes.len()
-                && bytes[j].is_ascii_whitespace()
-                && ends_sentence(block, sentence_start, i, j)
-            {
+            if j < bytes.len() && bytes[j].is_ascii_whitespace() && ends_sentence(block, sentence_start, i, j) {
                 push_trimmed(text, start + sentence_start, start + j, out);
                 sentence_start = j;
             }
@@ -266,7 +258,8 @@ fn ends_sentence(block: &str, sentence_start: usize, dot: usize, after: usize) -
         return false;
     }
     // A list number at the start of the sentence ("1. Aspirin").
-    if token_start == sentence_start && !word.is_empty() && word.len() <= 3 && word.bytes().all(|b| b.is_ascii_digit()) {
+    if token_start == sentence_start && !word.is_empty() && word.len() <= 3 && word.bytes().all(|b| b.is_ascii_digit())
+    {
         return false;
     }
     true
@@ -345,31 +338,26 @@ mod tests {
         check("1. Aspirin 81 mg\n2. Lisinopril 10 mg", &["1. Aspirin 81 mg", "2. Lisinopril 10 mg"]);
         check("1) one\n2) two", &["1) one", "2) two"]);
         check("• bullet one\n• bullet two", &["• bullet one", "• bullet two"]);
-        check("Plan:\n1. Start metformin. Recheck A1c.\n2. Diet", &[
-            "Plan:",
-            "1. Start metformin.",
-            "Recheck A1c.",
-            "2. Diet",
-        ]);
+        check(
+            "Plan:\n1. Start metformin. Recheck A1c.\n2. Diet",
+            &["Plan:", "1. Start metformin.", "Recheck A1c.", "2. Diet"],
+        );
     }
 
     #[test]
     fn lines_without_punctuation_end_sentences() {
         check("# Chief Complaint\n- Cough", &["# Chief Complaint", "- Cough"]);
-        check("HISTORY OF PRESENT ILLNESS:\nPatient is well.", &[
-            "HISTORY OF PRESENT ILLNESS:",
-            "Patient is well.",
-        ]);
+        check("HISTORY OF PRESENT ILLNESS:\nPatient is well.", &["HISTORY OF PRESENT ILLNESS:", "Patient is well."]);
         check("Chest X-ray\nNo acute process", &["Chest X-ray", "No acute process"]);
         check("# Medications\nacetaminophen 325 mg", &["# Medications", "acetaminophen 325 mg"]);
     }
 
     #[test]
     fn wrapped_lines_continue() {
-        check("Sumiko254 Larue605\n is a 60 year-old female. Has cough.", &[
-            "Sumiko254 Larue605\n is a 60 year-old female.",
-            "Has cough.",
-        ]);
+        check(
+            "Sumiko254 Larue605\n is a 60 year-old female. Has cough.",
+            &["Sumiko254 Larue605\n is a 60 year-old female.", "Has cough."],
+        );
         check("The patient was seen in the\nclinic today.", &["The patient was seen in the\nclinic today."]);
         check("Risks include bleeding,\nInfection and pain.", &["Risks include bleeding,\nInfection and pain."]);
     }
@@ -388,10 +376,7 @@ mod tests {
 
     #[test]
     fn non_ascii_text() {
-        check("Kreatinin 1,2 mg/dl. Hämoglobin erniedrigt.", &[
-            "Kreatinin 1,2 mg/dl.",
-            "Hämoglobin erniedrigt.",
-        ]);
+        check("Kreatinin 1,2 mg/dl. Hämoglobin erniedrigt.", &["Kreatinin 1,2 mg/dl.", "Hämoglobin erniedrigt."]);
         check("Ödem z.B. Beine. Ende.", &["Ödem z.B. Beine.", "Ende."]);
         check("!\u{2028}. A", &["!\u{2028}.", "A"]);
     }

@@ -25,12 +25,7 @@ pub fn r_json(script: &str) -> Value {
         .arg(&path)
         .output()
         .expect("Rscript must be installed (apt-get install r-base-core r-cran-survival r-cran-mass r-cran-matchit r-cran-proc r-cran-jsonlite)");
-    assert!(
-        output.status.success(),
-        "Rscript failed: {}\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        script
-    );
+    assert!(output.status.success(), "Rscript failed: {}\n{}", String::from_utf8_lossy(&output.stderr), script);
     let text = String::from_utf8(output.stdout).unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("R printed no JSON ({e}): {text}"))
 }
@@ -66,27 +61,13 @@ pub fn close(what: &str, ours: f64, r: f64) {
         return;
     }
     let err = (ours - r).abs();
-    let ok = if r.abs() < 1e-12 {
-        err < 1e-12
-    } else {
-        err <= REL_TOL * r.abs()
-    };
-    assert!(
-        ok,
-        "{what}: ours {ours:.15e}, R {r:.15e}, relative error {:.3e}",
-        err / r.abs()
-    );
+    let ok = if r.abs() < 1e-12 { err < 1e-12 } else { err <= REL_TOL * r.abs() };
+    assert!(ok, "{what}: ours {ours:.15e}, R {r:.15e}, relative error {:.3e}", err / r.abs());
 }
 
 #[track_caller]
 pub fn close_all(what: &str, ours: &[f64], r: &[f64]) {
-    assert_eq!(
-        ours.len(),
-        r.len(),
-        "{what}: lengths differ (ours {}, R {})",
-        ours.len(),
-        r.len()
-    );
+    assert_eq!(ours.len(), r.len(), "{what}: lengths differ (ours {}, R {})", ours.len(), r.len());
     for (i, (a, b)) in ours.iter().zip(r).enumerate() {
         close(&format!("{what}[{i}]"), *a, *b);
     }
