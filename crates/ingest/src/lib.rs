@@ -55,14 +55,26 @@ impl std::str::FromStr for Format {
     }
 }
 
+/// One evaluation label: a reference answer kept apart from anything a
+/// model sees (e.g. n2c2's `ASP-FOR-MI = met` for patient 101).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvaluationLabel {
+    pub patient_id: String,
+    /// The labelled dataset, e.g. `n2c2-2018`.
+    pub label_set: String,
+    /// What is labelled, e.g. a criterion id.
+    pub key: String,
+    pub value: String,
+}
+
 /// Everything one unit of input yields, before it is written.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub patients: Vec<Patient>,
     pub documents: Vec<Document>,
     pub labs: Vec<LabObservation>,
-    /// (patient id, label set, key, value), e.g. n2c2 criterion tags.
-    pub labels: Vec<(String, String, String, String)>,
+    /// Evaluation labels, e.g. n2c2 criterion tags.
+    pub labels: Vec<EvaluationLabel>,
     /// Lab names that did not map to a canonical concept, with counts.
     pub unmapped_lab_names: BTreeMap<String, usize>,
     /// Source rows deliberately not ingested, with the reason (e.g. lab rows without a value).
@@ -292,7 +304,7 @@ fn check_patients_exist(
         .iter()
         .map(|d| d.patient_id.as_str())
         .chain(batch.labs.iter().map(|l| l.patient_id.as_str()))
-        .chain(batch.labels.iter().map(|l| l.0.as_str()))
+        .chain(batch.labels.iter().map(|l| l.patient_id.as_str()))
         .collect();
     let mut missing = Vec::new();
     for id in referenced.difference(&in_batch) {
@@ -346,8 +358,8 @@ fn write_batch(
             report.labs_unchanged += 1;
         }
     }
-    for (patient, set, key, value) in &batch.labels {
-        writer.put_label(patient, set, key, value)?;
+    for label in &batch.labels {
+        writer.put_label(&label.patient_id, &label.label_set, &label.key, &label.value)?;
     }
     writer.commit()?;
     Ok(())

@@ -11,7 +11,7 @@ use quick_xml::events::Event;
 use quick_xml::Reader as XmlReader;
 
 use crate::dates::parse_datetime;
-use crate::{Batch, Format, IngestError, Problem, Reader, Unit};
+use crate::{Batch, EvaluationLabel, Format, IngestError, Problem, Reader, Unit};
 
 pub const LABEL_SET: &str = "n2c2-2018";
 
@@ -172,7 +172,12 @@ pub(crate) fn read(path: &Path) -> (Batch, Vec<Problem>) {
         });
     }
     for (criterion, value) in parsed.tags {
-        batch.labels.push((patient_id.clone(), LABEL_SET.into(), criterion, value));
+        batch.labels.push(EvaluationLabel {
+            patient_id: patient_id.clone(),
+            label_set: LABEL_SET.into(),
+            key: criterion,
+            value,
+        });
     }
     (batch, problems)
 }
