@@ -4,7 +4,6 @@
 //! evaluation labels and section embeddings. Writes go through a [`Writer`],
 //! one transaction, so an ingest either lands whole or not at all.
 
-mod bm25_index;
 mod calls;
 mod matches;
 mod migrate;
@@ -16,11 +15,10 @@ use std::path::Path;
 
 use rusqlite::Connection;
 
-pub use bm25_index::Bm25Index;
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
-pub use search::{ScoredSection, SectionFilter, SectionRecord};
+pub use search::{Bm25Index, ScoredSection, SectionFilter, SectionRecord};
 pub use write::{PutOutcome, Writer};
 
 #[derive(Debug, thiserror::Error)]

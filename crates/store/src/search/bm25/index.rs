@@ -2,8 +2,9 @@
 //! per term, built once from the store, then queried without touching
 //! SQLite until the winners' text is read. Terms, statistics and formula
 //! are those of [`Store::search_bm25`] over the same filter (FTS5's
-//! `porter unicode61` terms, its `bm25()` with k1 1.2 and b 0.75, IDF and
-//! average length over the admitted sections), so both give the same
+//! `porter unicode61` terms from [`super::terms`], the formula of
+//! [`super::formula`], IDF and average length over the admitted
+//! sections), so both give the same
 //! sections with the same scores; this one answers a query in time
 //! proportional to the query terms' postings, not to the corpus.
 //!
@@ -13,11 +14,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::search::{terms, SectionSink};
+use super::{formula, terms, SectionSink};
 use crate::{Result, ScoredSection, SectionFilter, Store};
-
-const K1: f64 = 1.2;
-const B: f64 = 0.75;
 
 /// Up to this k the best are kept in a sorted list while scanning; above
 /// it, selected from all candidates at once (the list would cost O(k) per
@@ -29,7 +27,7 @@ pub struct Bm25Index {
     /// Section ids, ascending; a section's position here is its index in
     /// the postings.
     section_ids: Vec<i64>,
-    /// Per section, `K1 * (1 - B + B * length / average length)`.
+    /// Per section, its [`formula::length_norm`].
     norm: Vec<f64>,
     terms: HashMap<Box<[u8]>, u32, rustc_hash::FxBuildHasher>,
     /// Term `t`'s postings are `docs[offsets[t]..offsets[t + 1]]` (section
@@ -102,16 +100,15 @@ impl Bm25Index {
         let touched = &mut scratch.touched;
         for &(t, times) in &weighted {
             let (from, to) = (self.offsets[t as usize], self.offsets[t as usize + 1]);
-            let hits = (to - from) as f64;
-            let idf = ((n as f64 - hits + 0.5) / (hits + 0.5)).ln();
-            let weight = times * if idf <= 0.0 { 1e-6 } else { idf };
+            // A word the query repeats counts once per repetition, as a
+            // phrase does in FTS5.
+            let weight = times * formula::idf(n, to - from);
             for (&d, &f) in self.docs[from..to].iter().zip(&self.freqs[from..to]) {
-                let f = f64::from(f);
                 let slot = &mut scores[d as usize];
                 if *slot == 0.0 {
                     touched.push(d);
                 }
-                *slot += weight * ((f * (K1 + 1.0)) / (f + self.norm[d as usize]));
+                *slot += formula::term_score(weight, f, self.norm[d as usize]);
             }
         }
         // Best first, then the lower section index (= lower id).
@@ -180,10 +177,8 @@ impl Builder {
     }
 
     fn finish(self, filter: SectionFilter, section_ids: Vec<i64>) -> Bm25Index {
-        let n = self.lengths.len();
-        let total: u64 = self.lengths.iter().map(|&l| u64::from(l)).sum();
-        let avgdl = if n == 0 { 1.0 } else { total as f64 / n as f64 };
-        let norm = self.lengths.iter().map(|&l| K1 * (1.0 - B + B * f64::from(l) / avgdl)).collect();
+        let average_length = formula::average_length(&self.lengths);
+        let norm = self.lengths.iter().map(|&l| formula::length_norm(l, average_length)).collect();
         let size: usize = self.postings.iter().map(Vec::len).sum();
         let mut offsets = Vec::with_capacity(self.postings.len() + 1);
         let mut docs = Vec::with_capacity(size);
