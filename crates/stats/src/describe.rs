@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, invalid_at, Result, Row, StatsError};
 
 /// Summary of a continuous variable (R: `mean`, `sd`, `quantile(type = 7)`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,7 +79,7 @@ fn check_values(analysis: &str, x: &[f64]) -> Result<()> {
         return Err(StatsError::NoRows { analysis: analysis.to_string(), rows_in: 0, rows_dropped: 0 });
     }
     if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-        return Err(invalid(analysis, format!("value at position {i} is {}; remove missing values first", x[i])));
+        return Err(invalid_at(analysis, "x", i, x[i], "expected a finite number; remove missing values first"));
     }
     Ok(())
 }
@@ -163,7 +163,7 @@ pub fn table_one_row(variable: &str, x: &[f64], group: &[f64], max_levels: usize
         return Err(StatsError::InvalidValue {
             analysis,
             column: "group".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: group[i],
             expected: "expected 0 or 1".into(),
         });

@@ -1,6 +1,7 @@
 //! A plain numeric table with named columns, where NaN marks a missing value,
 //! and listwise deletion that reports how many rows each column removed
-//! (CohortMethod-style attrition).
+//! (CohortMethod-style attrition) and which rows it kept (so that a caller
+//! can place an estimator's errors in its own file).
 
 use serde::Serialize;
 
@@ -78,6 +79,14 @@ impl Frame {
     /// Keeps the rows complete in `columns` (listwise deletion) and returns
     /// those columns with the report. Zero remaining rows is an error.
     pub fn complete_cases(&self, analysis: &str, columns: &[&str]) -> Result<(Vec<Vec<f64>>, MissingReport)> {
+        let kept = self.complete_rows(analysis, columns)?;
+        Ok((kept.columns, kept.missing))
+    }
+
+    /// [`Frame::complete_cases`], also saying which rows were kept, so that a
+    /// caller can place an estimator's errors (row i of the result is row
+    /// `rows[i]` of the frame).
+    pub fn complete_rows(&self, analysis: &str, columns: &[&str]) -> Result<CompleteRows> {
         let cols: Vec<&[f64]> = columns.iter().map(|c| self.require(analysis, c)).collect::<Result<_>>()?;
         let n = self.nrows();
         let mut keep = vec![true; n];
@@ -96,10 +105,21 @@ impl Frame {
         }
         let out: Vec<Vec<f64>> =
             cols.iter().map(|c| c.iter().zip(&keep).filter(|(_, k)| **k).map(|(v, _)| *v).collect()).collect();
-        let rows_used = keep.iter().filter(|k| **k).count();
-        if rows_used == 0 {
+        let rows: Vec<usize> = keep.iter().enumerate().filter(|(_, k)| **k).map(|(i, _)| i).collect();
+        if rows.is_empty() {
             return Err(StatsError::NoRows { analysis: analysis.to_string(), rows_in: n, rows_dropped: n });
         }
-        Ok((out, MissingReport { rows_in: n, rows_used, missing_by_column }))
+        let missing = MissingReport { rows_in: n, rows_used: rows.len(), missing_by_column };
+        Ok(CompleteRows { columns: out, missing, rows })
     }
+}
+
+/// The complete rows of some columns of a [`Frame`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompleteRows {
+    /// The requested columns, complete rows only, in the order requested.
+    pub columns: Vec<Vec<f64>>,
+    pub missing: MissingReport,
+    /// The frame's 0-based index of each kept row.
+    pub rows: Vec<usize>,
 }

@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::dist::{p_two_sided_t, p_two_sided_z, pf_upper, qnorm, qt};
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, Result, Row, StatsError};
 use crate::linalg::{wls, RankDeficient};
 
 /// Named predictor columns (the intercept is added by the estimator).
@@ -194,7 +194,7 @@ pub(crate) fn check_design(analysis: &str, y: &[f64], x: &[Predictor]) -> Result
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: p.name.into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: p.values[i],
                 expected: "expected a finite number; remove missing values first (listwise deletion)".into(),
             });
@@ -212,7 +212,7 @@ pub(crate) fn check_design(analysis: &str, y: &[f64], x: &[Predictor]) -> Result
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: "outcome".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: y[i],
             expected: "expected a finite number; remove missing values first (listwise deletion)".into(),
         });
@@ -252,7 +252,7 @@ pub fn glm(y: &[f64], x: &[Predictor], family: Family, config: &GlmConfig) -> Re
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: "outcome".into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: *v,
                 expected: match family {
                     Family::Binomial => "expected 0 or 1".into(),
@@ -268,7 +268,7 @@ pub fn glm(y: &[f64], x: &[Predictor], family: Family, config: &GlmConfig) -> Re
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: "weights".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: w[i],
             expected: "expected a finite weight >= 0".into(),
         });
@@ -277,7 +277,7 @@ pub fn glm(y: &[f64], x: &[Predictor], family: Family, config: &GlmConfig) -> Re
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: "offset".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: offset[i],
             expected: "expected a finite number".into(),
         });

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::describe::{mean, var};
 use crate::dist::{lchoose, p_two_sided_t, pchisq_upper, pnorm, pnorm_upper, qt};
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, invalid_at, Result, Row, StatsError};
 use crate::zeroin::uniroot;
 
 /// Result of a two-sample t-test.
@@ -32,12 +32,69 @@ fn finite(analysis: &str, name: &str, x: &[f64]) -> Result<()> {
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: name.into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: x[i],
             expected: "expected a finite number; remove missing values first".into(),
         });
     }
     Ok(())
+}
+
+/// The values of `outcome` split by the two values of `group`, for the
+/// two-sample tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwoGroups {
+    /// The smaller group value and its outcomes.
+    pub low: f64,
+    pub low_values: Vec<f64>,
+    /// The larger group value and its outcomes.
+    pub high: f64,
+    pub high_values: Vec<f64>,
+}
+
+/// Splits `outcome` by `group`, which must have exactly 2 distinct values.
+/// Errors name the argument (`outcome` or `group`) and the 0-based row of
+/// these slices (the first non-finite value, the first row with a third
+/// group value), so that [`StatsError::locate`] can place them.
+pub fn two_groups(analysis: &str, outcome: &[f64], group: &[f64]) -> Result<TwoGroups> {
+    if outcome.len() != group.len() {
+        return Err(invalid(analysis, format!("outcome has {} rows, group has {}", outcome.len(), group.len())));
+    }
+    if let Some(i) = outcome.iter().position(|v| !v.is_finite()) {
+        return Err(invalid_at(
+            analysis,
+            "outcome",
+            i,
+            outcome[i],
+            "expected a finite number; remove missing values first",
+        ));
+    }
+    let mut seen: Vec<f64> = Vec::with_capacity(2);
+    for (i, g) in group.iter().enumerate() {
+        if !g.is_finite() {
+            return Err(invalid_at(analysis, "group", i, *g, "expected a finite group code"));
+        }
+        if !seen.contains(g) {
+            if seen.len() == 2 {
+                let expected =
+                    format!("expected exactly 2 distinct values (the rows above have {} and {})", seen[0], seen[1]);
+                return Err(invalid_at(analysis, "group", i, *g, &expected));
+            }
+            seen.push(*g);
+        }
+    }
+    if seen.len() < 2 {
+        return Err(StatsError::TooFewGroups {
+            analysis: analysis.into(),
+            column: "group".into(),
+            levels: seen.len(),
+            n: group.len(),
+            expected: 2,
+        });
+    }
+    seen.sort_by(|a, b| a.total_cmp(b));
+    let pick = |level: f64| outcome.iter().zip(group).filter(|(_, g)| **g == level).map(|(v, _)| *v).collect();
+    Ok(TwoGroups { low: seen[0], low_values: pick(seen[0]), high: seen[1], high_values: pick(seen[1]) })
 }
 
 /// Two-sample t-test, two-sided (R: `t.test(x, y, var.equal = equal_var)`).

@@ -20,9 +20,10 @@ pub mod htest;
 pub mod linalg;
 pub mod propensity;
 pub mod roc;
+pub mod spelling;
 pub mod survival;
 pub mod svg;
 pub mod zeroin;
 
-pub use error::{Result, StatsError};
-pub use frame::{Frame, MissingReport};
+pub use error::{Origin, Result, Row, StatsError};
+pub use frame::{CompleteRows, Frame, MissingReport};

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::describe::mean;
 use crate::dist::{p_two_sided_z, qnorm};
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, Result, Row, StatsError};
 use crate::glm::{glm, lm, Family, GlmConfig, Predictor};
 
 /// A fitted propensity score model.
@@ -31,7 +31,7 @@ fn check_treat(analysis: &str, treat: &[f64]) -> Result<()> {
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: "treatment".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: treat[i],
             expected: "expected 1 (treated) or 0 (comparator)".into(),
         });
@@ -63,6 +63,12 @@ pub enum MatchOrder {
     /// Data order.
     Data,
 }
+
+crate::spelling::spelled!(MatchOrder, "matching order", [
+    "largest" => MatchOrder::Largest,
+    "smallest" => MatchOrder::Smallest,
+    "data" => MatchOrder::Data,
+]);
 
 /// Nearest-neighbour matching options.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -263,6 +269,8 @@ pub enum Estimand {
     Att,
 }
 
+crate::spelling::spelled!(Estimand, "estimand", ["ate" => Estimand::Ate, "att" => Estimand::Att]);
+
 /// Inverse probability weights: ATE t/e + (1-t)/(1-e); ATT t + (1-t) e/(1-e).
 pub fn ipw_weights(treat: &[f64], score: &[f64], estimand: Estimand) -> Result<Vec<f64>> {
     check_treat("inverse probability weights", treat)?;
@@ -270,7 +278,7 @@ pub fn ipw_weights(treat: &[f64], score: &[f64], estimand: Estimand) -> Result<V
         return Err(StatsError::InvalidValue {
             analysis: "inverse probability weights".into(),
             column: "propensity score".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: score[i],
             expected: "expected a probability strictly between 0 and 1 (a score of 0 or 1 means no overlap)".into(),
         });
@@ -307,6 +315,8 @@ pub enum OutcomeModel {
     /// Weighted least squares (R: `lm(y ~ t, weights = w)`).
     Linear,
 }
+
+crate::spelling::spelled!(OutcomeModel, "outcome model", ["logistic" => OutcomeModel::Logistic, "linear" => OutcomeModel::Linear]);
 
 /// The treatment coefficient of `y ~ treat` fitted with weights, with the HC0
 /// sandwich SE (R: `sandwich::vcovHC(fit, type = "HC0")`) and a Wald CI.

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::dist::qnorm;
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, Result, Row, StatsError};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Auc {
@@ -30,7 +30,7 @@ pub fn auc_delong(response: &[f64], predictor: &[f64], conf_level: f64) -> Resul
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: "response".into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: *r,
                 expected: "expected 1 (case) or 0 (control)".into(),
             });
@@ -39,7 +39,7 @@ pub fn auc_delong(response: &[f64], predictor: &[f64], conf_level: f64) -> Resul
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: "predictor".into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: *p,
                 expected: "expected a finite number; remove missing values first".into(),
             });

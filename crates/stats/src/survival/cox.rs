@@ -23,6 +23,8 @@ pub enum Ties {
     Breslow,
 }
 
+crate::spelling::spelled!(Ties, "ties method", ["efron" => Ties::Efron, "breslow" => Ties::Breslow]);
+
 /// A fitted Cox model. Coefficients are log hazard ratios.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CoxFit {

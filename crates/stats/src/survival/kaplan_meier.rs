@@ -17,6 +17,8 @@ pub enum ConfType {
     LogLog,
 }
 
+crate::spelling::spelled!(ConfType, "confidence interval type", ["log" => ConfType::Log, "log-log" => ConfType::LogLog]);
+
 /// One Kaplan–Meier curve (one group).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KmCurve {

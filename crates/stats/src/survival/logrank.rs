@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::risk_set::{merge_near_ties, risk_order};
 use super::{check_surv, ChiTest};
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, Result, Row, StatsError};
 use crate::linalg::{chol_solve, cholesky};
 
 /// Log-rank test result.
@@ -31,7 +31,7 @@ pub fn logrank(time: &[f64], status: &[f64], group: &[f64], strata: Option<&[f64
         return Err(StatsError::InvalidValue {
             analysis: analysis.into(),
             column: "group".into(),
-            row: i + 1,
+            row: Row::Index(i),
             value: groups[i],
             expected: "expected a finite group code".into(),
         });

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::dist::pchisq_upper;
-use crate::error::{invalid, Result, StatsError};
+use crate::error::{invalid, Result, Row, StatsError};
 
 pub mod concordance;
 pub mod cox;
@@ -50,13 +50,18 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: "time".into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: *t,
                 expected: "expected a finite time; remove missing values first (listwise deletion)".into(),
             });
         }
         if *t < 0.0 {
-            return Err(StatsError::NegativeTime { analysis: analysis.into(), row: i + 1, value: *t });
+            return Err(StatsError::NegativeTime {
+                analysis: analysis.into(),
+                column: "time".into(),
+                row: Row::Index(i),
+                value: *t,
+            });
         }
     }
     for (i, s) in status.iter().enumerate() {
@@ -64,7 +69,7 @@ pub(crate) fn check_surv(analysis: &str, time: &[f64], status: &[f64]) -> Result
             return Err(StatsError::InvalidValue {
                 analysis: analysis.into(),
                 column: "status".into(),
-                row: i + 1,
+                row: Row::Index(i),
                 value: *s,
                 expected: "expected 1 (event) or 0 (censored)".into(),
             });
