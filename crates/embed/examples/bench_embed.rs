@@ -1,5 +1,6 @@
 //! Embedding-throughput benchmark (not a test). Takes real text from the
-//! Synthea notes (base64 DocumentReference attachments): the first
+//! Synthea notes (base64 DocumentReference attachments, read by
+//! `evident_testdata`; `--notes` defaults to the shared sample): the first
 //! `--sentences` sentences (split by `evident_model::text::split_sentences`)
 //! and the first `--sections` sections (`split_sections`), writes both sets
 //! to `--texts-out` so `scripts/bench_embed.py` can time
@@ -10,17 +11,14 @@
 //!
 //! cargo run --release -p evident-embed --example bench_embed -- --texts-out /tmp/bench_texts.json
 
-use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use base64::Engine;
 use evident_embed::{EmbedderConfig, LongTextPolicy, MiniLmEmbedder};
 use evident_model::text::{split_sections, split_sentences};
 
 fn main() {
-    let mut notes =
-        PathBuf::from("../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson");
+    let mut notes = evident_testdata::synthea_sample_notes_file();
     let mut n_sentences = 2000usize;
     let mut n_sections = 300usize;
     let mut texts_out: Option<PathBuf> = None;
@@ -44,22 +42,17 @@ fn main() {
 
     let mut sentences = Vec::new();
     let mut sections = Vec::new();
-    let file = std::fs::File::open(&notes).unwrap_or_else(|e| panic!("{}: {e}", notes.display()));
-    for line in std::io::BufReader::new(file).lines() {
-        let value: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        for content in value["content"].as_array().into_iter().flatten() {
-            let Some(data) = content["attachment"]["data"].as_str() else { continue };
-            let text = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap();
-            for s in split_sentences(&text) {
-                let t = text[s.start..s.end].trim();
-                if sentences.len() < n_sentences && t.split_whitespace().count() >= 3 {
-                    sentences.push(t.to_string());
-                }
+    for note in evident_testdata::synthea_notes(&notes) {
+        let text = note.text;
+        for s in split_sentences(&text) {
+            let t = text[s.start..s.end].trim();
+            if sentences.len() < n_sentences && t.split_whitespace().count() >= 3 {
+                sentences.push(t.to_string());
             }
-            for s in split_sections(&text) {
-                if sections.len() < n_sections {
-                    sections.push(text[s.start..s.end].to_string());
-                }
+        }
+        for s in split_sections(&text) {
+            if sections.len() < n_sections {
+                sections.push(text[s.start..s.end].to_string());
             }
         }
         if sentences.len() >= n_sentences && sections.len() >= n_sections {

@@ -4,10 +4,6 @@
 //! trimmed and non-empty, and sections covering all non-blank text within
 //! the 50/350-word limits.
 
-use std::io::BufRead;
-use std::path::PathBuf;
-
-use base64::Engine;
 use evident_model::text::{html_to_text, split_sections, split_sentences};
 use proptest::prelude::*;
 
@@ -129,22 +125,9 @@ proptest! {
     }
 }
 
+/// The text of every note in the shared Synthea sample, in file order.
 fn synthea_notes() -> Vec<String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson");
-    let file = std::fs::File::open(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; these tests need ../shared/data beside the checkout", path.display()));
-    let mut notes = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let line = line.expect("read line");
-        let doc: serde_json::Value = serde_json::from_str(&line).expect("DocumentReference json");
-        for content in doc["content"].as_array().expect("content") {
-            let data = content["attachment"]["data"].as_str().expect("attachment data");
-            let bytes = base64::engine::general_purpose::STANDARD.decode(data).expect("base64");
-            notes.push(String::from_utf8(bytes).expect("utf-8 note"));
-        }
-    }
-    notes
+    evident_testdata::synthea_sample_notes().into_iter().map(|note| note.text).collect()
 }
 
 #[test]

@@ -13,15 +13,16 @@
 //! `--corpus-out` so `scripts/bench_bm25.py` can time rank_bm25 on the same
 //! texts. Prints one JSON object on stdout.
 //!
+//! `--notes` defaults to the shared Synthea sample
+//! (`evident_testdata::synthea_sample_notes_file`).
+//!
 //! cargo run --release -p evident-retrieve --example bench_bm25 -- \
-//!     --notes ../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson \
 //!     --db /tmp/bench_bm25.db --sizes 10000,100000,1000000 --corpus-out /tmp/bench_sections.jsonl
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use base64::Engine;
 use evident_model::text::split_sections;
 use evident_model::{DocKind, Document, Patient};
 use evident_store::{SectionFilter, Store};
@@ -70,9 +71,7 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
-        notes: PathBuf::from(
-            "../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson",
-        ),
+        notes: evident_testdata::synthea_sample_notes_file(),
         db: PathBuf::from("/tmp/evident_bench_bm25.db"),
         sizes: vec![10_000, 100_000, 1_000_000],
         corpus_out: None,
@@ -94,20 +93,8 @@ fn parse_args() -> Args {
 }
 
 /// (patient id, note text) for every base64 text attachment.
-fn read_notes(path: &PathBuf) -> Vec<(String, String)> {
-    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut out = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let value: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        let patient = value["subject"]["reference"].as_str().unwrap_or("Patient/unknown").replace("Patient/", "");
-        for content in value["content"].as_array().into_iter().flatten() {
-            if let Some(data) = content["attachment"]["data"].as_str() {
-                let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
-                out.push((patient.clone(), String::from_utf8(bytes).unwrap()));
-            }
-        }
-    }
-    out
+fn read_notes(path: &std::path::Path) -> Vec<(String, String)> {
+    evident_testdata::synthea_notes(path).into_iter().map(|note| (note.patient_id, note.text)).collect()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

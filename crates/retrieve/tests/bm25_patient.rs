@@ -5,15 +5,11 @@
 //! over a store that holds only that patient's (filtered) documents.
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 
-use base64::Engine;
 use chrono::NaiveDate;
 use evident_model::text::split_sections;
 use evident_model::{DocKind, Document, Patient};
 use evident_store::{ScoredSection, SectionFilter, Store};
-
-const NOTES: &str = "../../../shared/data/synthea/sample-bulk-fhir-datasets-10-patients/DocumentReference.000.ndjson";
 
 const QUERIES: &[&str] = &[
     "chest pain",
@@ -48,29 +44,22 @@ struct Note {
     text: String,
 }
 
+/// The sample's notes with made-up ids (`n0`, `n1`, ...) and dates spread
+/// over 2000-2019, both derived from the note's place in the file.
 fn notes() -> Vec<Note> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(NOTES);
-    let file =
-        std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}; the shared data is required", path.display()));
-    let mut out = Vec::new();
-    for line in std::io::BufReader::new(file).lines() {
-        let value: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        let patient = value["subject"]["reference"].as_str().unwrap().replace("Patient/", "");
-        for content in value["content"].as_array().into_iter().flatten() {
-            if let Some(data) = content["attachment"]["data"].as_str() {
-                let i = out.len();
-                out.push(Note {
-                    patient: patient.clone(),
-                    id: format!("n{i}"),
-                    date: NaiveDate::from_ymd_opt(2000 + (i % 20) as i32, 1 + (i % 12) as u32, 1)
-                        .unwrap()
-                        .and_hms_opt(0, 0, 0)
-                        .unwrap(),
-                    text: String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap(),
-                });
-            }
-        }
-    }
+    let out: Vec<Note> = evident_testdata::synthea_sample_notes()
+        .into_iter()
+        .enumerate()
+        .map(|(i, note)| Note {
+            patient: note.patient_id,
+            id: format!("n{i}"),
+            date: NaiveDate::from_ymd_opt(2000 + (i % 20) as i32, 1 + (i % 12) as u32, 1)
+                .unwrap()
+                .and_hms_opt(0, 0, 0)
+                .unwrap(),
+            text: note.text,
+        })
+        .collect();
     assert_eq!(out.len(), 1215, "the Synthea sample has 1,215 notes");
     out
 }
