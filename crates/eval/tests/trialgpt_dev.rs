@@ -1,11 +1,13 @@
 //! The GPT-4 reference row on the TrialGPT development annotations: GPT-4's
 //! labels and sentence ids scored against the physicians with the same
 //! metric code Evident's strategies use. Reads ../shared/data and fails if
-//! it is missing. Prints the figures recorded in docs/evaluation.md.
+//! it is missing. Prints the figures recorded in docs/evaluation.md and
+//! checks each one to the precision the document quotes it.
 
 use std::path::Path;
 
-use evident_eval::{load_annotations, report_row, trialgpt::note_document_id};
+use evident_eval::run::{pairs, Pair};
+use evident_eval::{load_annotations, report_row, trialgpt::note_document_id, ReportRow};
 use evident_match::{Assessment, Confidence, CriterionResult, Outcome, SentenceRef};
 
 fn rows() -> Vec<evident_eval::AnnotationRow> {
@@ -30,6 +32,38 @@ fn dev_split_shape() {
     assert_eq!(without_text, [883]);
 }
 
+/// `value` printed to three decimals, as docs/evaluation.md quotes it.
+#[track_caller]
+fn assert_quoted(value: f64, quoted: &str, what: &str) {
+    assert_eq!(format!("{value:.3}"), quoted, "{what}: {value} does not print as the quoted {quoted}");
+}
+
+/// A results-table row of docs/evaluation.md after the predictor's name:
+/// rows, accuracy, collapsed accuracy and kappa with their intervals,
+/// collapsed kappa, evidence P / R / F1 (F1 interval), failures.
+fn table_cells(row: &ReportRow) -> String {
+    let m = &row.metrics;
+    let interval = |i: &evident_eval::Interval| format!("{:.3} ({:.3}-{:.3})", i.estimate, i.low, i.high);
+    format!(
+        "| {} | {} | {} | {} | {:.3} | {:.3} / {:.3} / {:.3} ({:.3}-{:.3}) | {} |",
+        m.rows,
+        interval(&row.accuracy),
+        interval(&row.accuracy_collapsed),
+        interval(&row.kappa),
+        m.kappa_collapsed,
+        m.evidence_precision,
+        m.evidence_recall,
+        m.evidence_f1,
+        row.evidence_f1.low,
+        row.evidence_f1.high,
+        m.failed
+    )
+}
+
+/// Every figure docs/evaluation.md quotes for GPT-4 on the 539 rows of the
+/// development split (the results table, the per-class line and the
+/// evidence counts in its notes). A change to the metric or bootstrap code
+/// that moves any of them fails here, and the document must be updated.
 #[test]
 fn gpt4_reference_row() {
     let rows = rows();
@@ -40,10 +74,69 @@ fn gpt4_reference_row() {
     // Cross-check accuracy by direct string comparison of the raw labels.
     let agree = rows.iter().filter(|r| r.gpt4_eligibility == r.expert_eligibility).count();
     assert_eq!(m.accuracy, agree as f64 / rows.len() as f64);
-    assert_eq!(m.failed, 0);
-    assert!(row.accuracy.low <= m.accuracy && m.accuracy <= row.accuracy.high);
+    assert_eq!(row.accuracy.estimate, m.accuracy);
     // Deterministic: the same figures on a second run.
     assert_eq!(report_row(&predictions), row);
+
+    assert_eq!(
+        table_cells(&row),
+        "| 539 | 0.896 (0.846-0.935) | 0.935 (0.904-0.960) | 0.842 (0.768-0.902) | 0.887 | 1.000 / 0.814 / 0.898 (0.852-0.943) | 0 |"
+    );
+
+    // Per class, precision / recall / F1 (support).
+    let per_class = [
+        ("included", ["1.000", "0.926", "0.962"], 81),
+        ("not included", ["0.714", "0.833", "0.769"], 12),
+        ("excluded", ["0.600", "1.000", "0.750"], 6),
+        ("not excluded", ["0.963", "0.882", "0.921"], 263),
+        ("not enough information", ["0.888", "0.888", "0.888"], 143),
+        ("not applicable", ["0.589", "0.971", "0.733"], 34),
+    ];
+    let classes: Vec<&str> = m.per_class.keys().map(String::as_str).collect();
+    let mut quoted_classes: Vec<&str> = per_class.iter().map(|c| c.0).collect();
+    quoted_classes.sort();
+    assert_eq!(classes, quoted_classes, "the document quotes every class");
+    for (class, [precision, recall, f1], support) in per_class {
+        let c = &m.per_class[class];
+        assert_quoted(c.precision, precision, &format!("{class} precision"));
+        assert_quoted(c.recall, recall, &format!("{class} recall"));
+        assert_quoted(c.f1, f1, &format!("{class} F1"));
+        assert_eq!(c.support, support, "{class} support");
+    }
+
+    // "276 cited, 339 gold": every cited sentence is among the physician's.
+    let cited: usize = rows.iter().map(|r| r.gpt4_sentence_ids().len()).sum();
+    let gold: usize = rows.iter().map(|r| r.expert_sentence_ids().len()).sum();
+    let cited_in_gold: usize =
+        rows.iter().map(|r| r.gpt4_sentence_ids().intersection(&r.expert_sentence_ids()).count()).sum();
+    assert_eq!((cited, gold, cited_in_gold), (276, 339, 276));
+}
+
+/// GPT-4's row on the rows Evident's methods answered, as
+/// docs/evaluation.md quotes it beside them: the whole split less the row
+/// without criterion text (538 rows), and the first 18 patients (363 rows,
+/// the ACAN comparison). Rows are chosen as `evident eval trialgpt` does.
+#[test]
+fn gpt4_rows_beside_the_methods() {
+    let pairs = pairs(&rows());
+    let gpt4_row = |pairs: &[Pair]| {
+        report_row(&pairs.iter().flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction())).collect::<Vec<_>>())
+    };
+    assert_eq!(
+        table_cells(&gpt4_row(&pairs)),
+        "| 538 | 0.896 (0.846-0.935) | 0.935 (0.904-0.960) | 0.842 (0.767-0.902) | 0.887 | 1.000 / 0.814 / 0.898 (0.852-0.943) | 0 |"
+    );
+    let mut first_18: Vec<&str> = Vec::new();
+    for p in &pairs {
+        if !first_18.contains(&p.topic.as_str()) && first_18.len() < 18 {
+            first_18.push(&p.topic);
+        }
+    }
+    let on_first_18: Vec<Pair> = pairs.iter().filter(|p| first_18.contains(&p.topic.as_str())).cloned().collect();
+    assert_eq!(
+        table_cells(&gpt4_row(&on_first_18)),
+        "| 363 | 0.876 (0.815-0.924) | 0.920 (0.879-0.953) | 0.810 (0.719-0.883) | 0.864 | 1.000 / 0.782 / 0.877 (0.810-0.936) | 0 |"
+    );
 }
 
 #[test]
