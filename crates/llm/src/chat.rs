@@ -1,8 +1,10 @@
 //! The `ChatModel` capability: a canonical request in, an answer out.
+//! Nothing else: caching, accounting and recording live in wrappers
+//! (crate `evident-recorder`), pipeline failures go to an explicit
+//! [`crate::PipelineFailureLog`].
 
 use crate::error::LlmError;
 use crate::request::{ChatRequest, ChatResponse};
-use crate::structured::PipelineFailure;
 
 /// A chat model. Blocking; callers get concurrency from threads, and each
 /// provider bounds how many requests it runs at once.
@@ -12,10 +14,6 @@ pub trait ChatModel: Send + Sync {
 
     /// Answers one request.
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
-
-    /// Called by [`crate::chat_json`] when an answer stayed invalid after the
-    /// last repair attempt. Recording wrappers store it; others ignore it.
-    fn record_pipeline_failure(&self, _failure: &PipelineFailure) {}
 }
 
 impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
@@ -24,8 +22,5 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         (**self).chat(request)
-    }
-    fn record_pipeline_failure(&self, failure: &PipelineFailure) {
-        (**self).record_pipeline_failure(failure)
     }
 }

@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
+use crate::price::{Price, PriceTable};
 use crate::providers::openai_compat::{OpenAiChatModel, OpenAiConfig};
-use crate::recorder::{Price, PriceTable};
 use crate::structured::RepairPolicy;
 
 /// `[llm]`.
@@ -144,7 +144,7 @@ impl LlmConfig {
         }
     }
 
-    /// A chat model at an OpenAI-compatible `endpoint` (`--endpoint URL`).
+    /// A chat model at an OpenAI-compatible `endpoint` URL.
     pub fn open_endpoint(
         &self,
         endpoint: &str,
@@ -190,7 +190,7 @@ impl LlmConfig {
     ) -> Result<Arc<dyn ChatModel>, LlmError> {
         Err(LlmError::Unavailable(format!(
             "{name_or_path}: this evident was built without the embedded llama.cpp model (feature `llama`); \
-             configure an OpenAI-compatible endpoint under [llm.models] or pass --endpoint URL"
+             configure an OpenAI-compatible endpoint under [llm.models] or open one by its URL"
         )))
     }
 }

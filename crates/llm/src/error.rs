@@ -17,7 +17,7 @@ pub enum LlmError {
     #[error("prompt of {prompt_tokens} tokens does not fit the context of {context_size} tokens; raise context_size or shorten the prompt")]
     ContextOverflow { prompt_tokens: u32, context_size: u32 },
     /// Patient text was about to leave the machine.
-    #[error("refusing to send patient text to non-loopback endpoint {endpoint}; set allow_remote = true in [llm] or pass --allow-remote if this is intended")]
+    #[error("refusing to send patient text to non-loopback endpoint {endpoint}; allow remote endpoints for patient text (allow_remote = true in [llm]) if this is intended")]
     PrivacyRefused { endpoint: String },
     /// The model is not installed or not configured.
     #[error("model not available: {0}")]
@@ -28,7 +28,8 @@ pub enum LlmError {
     /// The backend failed in a way retrying will not fix.
     #[error("model backend failed: {0}")]
     Backend(String),
-    /// The audit store failed; the call was not recorded.
+    /// The audit trail (crate `evident-recorder`) failed; the call was not
+    /// recorded.
     #[error("model-call store: {0}")]
     Store(String),
 }

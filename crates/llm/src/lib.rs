@@ -3,21 +3,24 @@
 //! providers translate that request for one kind of backend: an
 //! OpenAI-compatible server ([`providers::openai_compat`]) or the embedded
 //! llama.cpp model (`providers::llama`, feature `llama`). Around them:
-//! structured output with repair ([`chat_json`]), the privacy guard
-//! ([`privacy`]), the model cache and accounting ([`recorder`]), the model
-//! registry and `pull` ([`models`]), typed `[llm]` configuration
-//! ([`config`]), prompt templates ([`prompts`]) and an OpenAI-compatible
-//! HTTP server over local models ([`serve`]).
+//! structured output with repair ([`chat_json`]) and the log its pipeline
+//! failures go to ([`PipelineFailureLog`]), the privacy guard
+//! ([`privacy`]), prices ([`Price`]), the model registry and `pull`
+//! ([`models`]), typed `[llm]` configuration ([`config`]), prompt templates
+//! ([`prompts`]) and an OpenAI-compatible HTTP server over local models
+//! ([`serve`]). This crate does not depend on the store: the model cache
+//! and the audit trail are crate `evident-recorder`.
 
 mod chat;
 pub mod config;
 mod embed;
 mod error;
 pub mod models;
+mod pipeline_failure;
+mod price;
 pub mod privacy;
 pub mod prompts;
 pub mod providers;
-pub mod recorder;
 mod request;
 pub mod serve;
 mod structured;
@@ -26,7 +29,8 @@ pub use chat::ChatModel;
 pub use config::{LlmConfig, ModelConfig};
 pub use embed::{EmbedError, Embedder};
 pub use error::LlmError;
+pub use pipeline_failure::{NoPipelineFailureLog, PipelineFailure, PipelineFailureLog};
+pub use price::{Price, PriceTable};
 pub use prompts::{PromptError, Prompts};
-pub use recorder::{export_trace, Price, RecordingModel, SharedStore};
 pub use request::{ChatRequest, ChatResponse, FinishReason, Message, Role};
-pub use structured::{chat_json, PipelineFailure, RepairPolicy, SchemaValidator, StructuredOutcome};
+pub use structured::{chat_json, RepairPolicy, SchemaValidator, StructuredModel, StructuredOutcome};

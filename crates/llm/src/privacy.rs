@@ -63,6 +63,9 @@ mod tests {
         assert!(check_destination("https://api.openai.com/v1", true, true).is_ok());
         let err = check_destination("https://api.openai.com/v1", true, false).unwrap_err();
         assert!(matches!(err, LlmError::PrivacyRefused { .. }));
-        assert!(err.to_string().contains("--allow-remote"));
+        let message = err.to_string();
+        assert!(message.contains("https://api.openai.com/v1"), "names the endpoint: {message}");
+        assert!(message.contains("allow_remote = true in [llm]"), "says how to allow it: {message}");
+        assert!(!message.contains("--"), "a library error cites no command-line flag: {message}");
     }
 }

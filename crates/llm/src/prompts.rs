@@ -114,6 +114,17 @@ mod tests {
     }
 
     #[test]
+    fn an_override_that_cannot_be_read_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("repair.prompt.md");
+        // Latin-1 "é": the file exists but is not UTF-8 text.
+        std::fs::write(&path, b"r\xe9parer {{ errors }}").unwrap();
+        let err = Prompts::builtin(Some(dir.path())).render("repair.prompt.md", json!({"errors": []})).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains(&format!("cannot read {}", path.display())), "{message}");
+    }
+
+    #[test]
     fn unknown_template_is_an_error_naming_it() {
         let prompts = Prompts::builtin(None);
         let err = prompts.render("nope.prompt.md", json!({})).unwrap_err();

@@ -1,13 +1,16 @@
 //! Structured output: every answer that should be JSON is validated against
 //! its schema; an invalid answer gets a repair prompt; after the last attempt
-//! the call ends as a [`PipelineFailure`] that keeps the raw text. Nothing is
-//! coerced: a value is returned only if it validates as given.
+//! the call ends as a [`PipelineFailure`] that keeps the raw text and is
+//! recorded in the [`PipelineFailureLog`] the call was given (a
+//! [`StructuredModel`] pairs a model with its log). Nothing is coerced: a
+//! value is returned only if it validates as given.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
+use crate::pipeline_failure::{NoPipelineFailureLog, PipelineFailure, PipelineFailureLog};
 use crate::prompts::Prompts;
 use crate::request::{ChatRequest, Message};
 
@@ -22,19 +25,6 @@ impl Default for RepairPolicy {
     fn default() -> Self {
         RepairPolicy { repair_attempts: 2 }
     }
-}
-
-/// A call whose answer never validated. Recorded, never coerced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PipelineFailure {
-    pub model: String,
-    /// The last answer, exactly as the model wrote it.
-    pub raw_text: String,
-    /// What was wrong with the last answer.
-    pub errors: Vec<String>,
-    /// Answers requested in all (first + repairs).
-    pub attempts: u32,
-    pub request: ChatRequest,
 }
 
 /// The result of a structured call.
@@ -100,25 +90,73 @@ fn strip_code_fence(text: &str) -> &str {
     }
 }
 
+/// A chat model and the log its pipeline failures go to: what a
+/// structured call needs. Built from a model that is its own log (the
+/// recorder's `RecordingModel`, whose failures land in its model run) with
+/// [`StructuredModel::recorded`] or `From`, from two parts with
+/// [`StructuredModel::new`], or, where no audit trail is kept, with
+/// [`StructuredModel::unrecorded`]. A plain `ChatModel` does not convert:
+/// dropping failures is always written out.
+#[derive(Clone, Copy)]
+pub struct StructuredModel<'a> {
+    pub chat: &'a dyn ChatModel,
+    pub failures: &'a dyn PipelineFailureLog,
+}
+
+impl<'a> StructuredModel<'a> {
+    pub fn new(chat: &'a dyn ChatModel, failures: &'a dyn PipelineFailureLog) -> Self {
+        StructuredModel { chat, failures }
+    }
+
+    /// A model that records its own pipeline failures.
+    pub fn recorded<M: ChatModel + PipelineFailureLog>(model: &'a M) -> Self {
+        StructuredModel { chat: model, failures: model }
+    }
+
+    /// A model whose pipeline failures are only returned, recorded nowhere.
+    pub fn unrecorded(chat: &'a dyn ChatModel) -> Self {
+        StructuredModel { chat, failures: &NoPipelineFailureLog }
+    }
+
+    pub fn model_id(&self) -> &'a str {
+        self.chat.model_id()
+    }
+}
+
+impl<'a, M: ChatModel + PipelineFailureLog> From<&'a M> for StructuredModel<'a> {
+    fn from(model: &'a M) -> Self {
+        StructuredModel::recorded(model)
+    }
+}
+
+impl std::fmt::Debug for StructuredModel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructuredModel").field("model_id", &self.chat.model_id()).finish_non_exhaustive()
+    }
+}
+
 /// Asks `model` for JSON valid against `schema` (also set on the request so
 /// providers can constrain decoding), repairing up to the policy's limit.
 /// A transport error is returned as `Err`; an answer that stays invalid is
-/// `Ok(PipelineFailure)` and is handed to `model.record_pipeline_failure`.
-pub fn chat_json(
-    model: &dyn ChatModel,
+/// `Ok(PipelineFailure)` after it has been recorded in `model.failures`
+/// (a failure to record it is an `Err`).
+pub fn chat_json<'m>(
+    model: impl Into<StructuredModel<'m>>,
     request: &ChatRequest,
     schema: &Value,
     policy: RepairPolicy,
     prompts: &Prompts,
 ) -> Result<StructuredOutcome, LlmError> {
+    let model: StructuredModel<'m> = model.into();
     let validator = SchemaValidator::new(schema)?;
-    let schema_text = serde_json::to_string_pretty(schema).unwrap_or_default();
+    let schema_text = serde_json::to_string_pretty(schema)
+        .map_err(|e| LlmError::InvalidSchema(format!("cannot be written out for the repair prompt: {e}")))?;
     let mut request = request.clone();
     request.json_schema = Some(schema.clone());
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let response = model.chat(&request)?;
+        let response = model.chat.chat(&request)?;
         match validator.check(&response.text) {
             Ok(value) => return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts }),
             Err(mut errors) => {
@@ -138,7 +176,7 @@ pub fn chat_json(
                         attempts,
                         request,
                     };
-                    model.record_pipeline_failure(&failure);
+                    model.failures.record_pipeline_failure(&failure)?;
                     return Ok(StructuredOutcome::PipelineFailure(failure));
                 }
                 let repair = prompts
@@ -197,8 +235,12 @@ mod tests {
                 reused_prompt_tokens: 0,
             })
         }
-        fn record_pipeline_failure(&self, failure: &PipelineFailure) {
+    }
+
+    impl PipelineFailureLog for Scripted {
+        fn record_pipeline_failure(&self, failure: &PipelineFailure) -> Result<(), LlmError> {
             self.failures.lock().unwrap().push(failure.clone());
+            Ok(())
         }
     }
 
@@ -271,6 +313,50 @@ mod tests {
         assert_eq!(failure.attempts, 3);
         assert!(!failure.errors.is_empty());
         assert_eq!(model.failures.lock().unwrap().len(), 1);
+    }
+
+    /// A log that refuses every failure, as a store that cannot be written.
+    struct FullDisk;
+
+    impl PipelineFailureLog for FullDisk {
+        fn record_pipeline_failure(&self, _failure: &PipelineFailure) -> Result<(), LlmError> {
+            Err(LlmError::Store("disk full".into()))
+        }
+    }
+
+    #[test]
+    fn a_failure_goes_to_the_log_paired_with_the_model_and_nowhere_else() {
+        let model = Scripted::new(&["nope"]);
+        let log = Scripted::new(&[]);
+        let request = ChatRequest::new(vec![Message::user("How old?")]);
+        let policy = RepairPolicy { repair_attempts: 0 };
+        let prompts = Prompts::builtin(None);
+        let outcome = chat_json(StructuredModel::new(&model, &log), &request, &schema(), policy, &prompts).unwrap();
+        assert!(matches!(outcome, StructuredOutcome::PipelineFailure(_)));
+        assert_eq!(log.failures.lock().unwrap()[0].raw_text, "nope");
+        assert!(model.failures.lock().unwrap().is_empty());
+
+        let unrecorded = Scripted::new(&["still nope"]);
+        let outcome =
+            chat_json(StructuredModel::unrecorded(&unrecorded), &request, &schema(), policy, &prompts).unwrap();
+        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
+        assert_eq!(failure.raw_text, "still nope");
+        assert!(unrecorded.failures.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failure_the_log_cannot_record_fails_the_call() {
+        let model = Scripted::new(&["nope"]);
+        let request = ChatRequest::new(vec![Message::user("How old?")]);
+        let err = chat_json(
+            StructuredModel::new(&model, &FullDisk),
+            &request,
+            &schema(),
+            RepairPolicy { repair_attempts: 0 },
+            &Prompts::builtin(None),
+        )
+        .unwrap_err();
+        assert!(matches!(&err, LlmError::Store(m) if m == "disk full"), "{err}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use evident_llm::{ChatModel, Embedder};
+use evident_llm::{Embedder, StructuredModel};
 use evident_retrieve::{Mode, Retriever, RetrieverConfig};
 use evident_store::{NewMatchResult, SectionFilter, Store};
 use serde::Serialize;
@@ -101,10 +101,12 @@ pub struct BatchConfig {
 }
 
 /// The models of a run. `augmenting` writes criteria augmentations (not
-/// patient data, so it may be a different, remote model).
+/// patient data, so it may be a different, remote model). Each comes with
+/// the log its pipeline failures go to (`StructuredModel::recorded` of a
+/// `RecordingModel`: the run that model records its calls in).
 pub struct Models<'a> {
-    pub matching: &'a dyn ChatModel,
-    pub augmenting: &'a dyn ChatModel,
+    pub matching: StructuredModel<'a>,
+    pub augmenting: StructuredModel<'a>,
     pub embedder: Option<&'a dyn Embedder>,
     /// The model run (audit trail) the calls of this invocation go to.
     pub model_run_id: String,
@@ -137,6 +139,21 @@ pub enum BatchError {
     UnknownPatient(String),
     #[error("stored result of run {run_id} is not readable: {message}")]
     Corrupt { run_id: String, message: String },
+    /// A prompt override that exists but cannot be read: the run would
+    /// otherwise be named (and its prompts rendered) as if it were absent.
+    #[error("{}: this prompt override cannot be read ({source}); make it a readable UTF-8 file or remove it", path.display())]
+    PromptOverride {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A value that names a run could not be written as JSON to be hashed.
+    #[error("cannot write {what} as JSON to hash it: {source}")]
+    Hash {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// What one invocation did.
@@ -152,29 +169,46 @@ pub struct BatchOutcome {
     pub patients: usize,
 }
 
-/// sha256 (hex) of a value's canonical JSON.
-pub fn json_hash(value: &impl Serialize) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    hex::encode(Sha256::digest(&bytes))
+/// sha256 (hex) of a value's canonical JSON. A value that cannot be
+/// written is an error, never the hash of nothing (which every such value
+/// would share).
+pub fn json_hash(value: &impl Serialize) -> Result<String, serde_json::Error> {
+    let bytes = serde_json::to_vec(value)?;
+    Ok(hex::encode(Sha256::digest(&bytes)))
 }
 
 /// sha256 of every prompt template a run may render: the built-in ones
 /// and, where an override directory has a file of the same name, that
 /// file's contents. A changed prompt makes a new run, never a mixed one.
-pub fn prompts_fingerprint(prompt_dir: Option<&std::path::Path>) -> String {
+/// An override file that exists but cannot be read is an error naming it
+/// (fingerprinting the built-in instead would name the run after a prompt
+/// it does not use).
+pub fn prompts_fingerprint(prompt_dir: Option<&std::path::Path>) -> Result<String, BatchError> {
     let mut hasher = Sha256::new();
     let builtins = crate::zero_shot::MATCH_PROMPTS
         .iter()
         .chain(crate::makar::MAKAR_PROMPTS)
         .chain(evident_llm::prompts::BUILTIN_PROMPTS);
     for (name, source) in builtins {
-        let overridden = prompt_dir.and_then(|d| std::fs::read_to_string(d.join(name)).ok());
+        let overridden = match prompt_dir {
+            Some(dir) => read_prompt_override(&dir.join(name))?,
+            None => None,
+        };
         hasher.update(name.as_bytes());
         hasher.update([0u8]);
         hasher.update(overridden.as_deref().unwrap_or(source).as_bytes());
         hasher.update([0u8]);
     }
-    hex::encode(hasher.finalize())
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// The text of the override at `path`; `None` when there is none.
+fn read_prompt_override(path: &std::path::Path) -> Result<Option<String>, BatchError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(BatchError::PromptOverride { path: path.to_path_buf(), source }),
+    }
 }
 
 /// The definition that names a run; hashing it gives the run id.
@@ -183,9 +217,9 @@ pub fn run_definition(
     config: &BatchConfig,
     models: &Models,
     prompt_dir: Option<&std::path::Path>,
-) -> Value {
-    json!({
-        "prompts": prompts_fingerprint(prompt_dir),
+) -> Result<Value, BatchError> {
+    Ok(json!({
+        "prompts": prompts_fingerprint(prompt_dir)?,
         "criteria": set,
         "method": config.method.as_str(),
         "retrieval": config.retrieval,
@@ -193,14 +227,18 @@ pub fn run_definition(
         "augmenting_model": config.method.augments().then(|| models.augmenting.model_id()),
         "max_critic_rounds": config.method.augments().then_some(config.makar.max_critic_rounds),
         "evident": env!("CARGO_PKG_VERSION"),
-    })
+    }))
 }
 
 /// The run id: the given name, or `<trial>-<method>-<first 10 hex of the definition hash>`.
-pub fn run_id(set: &CriteriaSet, config: &BatchConfig, definition: &Value) -> String {
+pub fn run_id(set: &CriteriaSet, config: &BatchConfig, definition: &Value) -> Result<String, BatchError> {
     match &config.run_name {
-        Some(name) => name.clone(),
-        None => format!("{}-{}-{}", set.trial_id, config.method.as_str(), &json_hash(definition)[..10]),
+        Some(name) => Ok(name.clone()),
+        None => {
+            let hash =
+                json_hash(definition).map_err(|source| BatchError::Hash { what: "the run definition", source })?;
+            Ok(format!("{}-{}-{}", set.trial_id, config.method.as_str(), &hash[..10]))
+        }
     }
 }
 
@@ -213,7 +251,7 @@ pub fn augmentations(
     augmenting_model: &str,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Vec<Augmentation>, BatchError> {
-    let hash = json_hash(set);
+    let hash = json_hash(set).map_err(|source| BatchError::Hash { what: "the criteria set", source })?;
     let mut out = Vec::new();
     for (i, criterion) in set.criteria.iter().enumerate() {
         progress(Progress::Augmenting { criterion: i + 1, of: set.criteria.len() });
@@ -267,8 +305,8 @@ pub fn run_batch(
     prompt_dir: Option<&std::path::Path>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BatchOutcome, BatchError> {
-    let definition = run_definition(set, config, models, prompt_dir);
-    let run_id = run_id(set, config, &definition);
+    let definition = run_definition(set, config, models, prompt_dir)?;
+    let run_id = run_id(set, config, &definition)?;
     let resumed = lock(store).begin_match_run(
         &run_id,
         &set.trial_id,
@@ -531,4 +569,29 @@ pub fn stored_results(store: &Store, run_id: &str) -> Result<Vec<StoredPatientRe
         entry.stored.push(result);
     }
     Ok(by_patient.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompt_override_changes_the_fingerprint_and_a_missing_one_does_not() {
+        let builtin = prompts_fingerprint(None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(prompts_fingerprint(Some(dir.path())).unwrap(), builtin, "an empty override directory");
+        std::fs::write(dir.path().join("repair.prompt.md"), "fix: {{ errors | length }}").unwrap();
+        assert_ne!(prompts_fingerprint(Some(dir.path())).unwrap(), builtin);
+    }
+
+    #[test]
+    fn an_override_that_cannot_be_read_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("repair.prompt.md");
+        // Latin-1 "é": the file exists but is not UTF-8 text.
+        std::fs::write(&path, b"r\xe9parer {{ errors }}").unwrap();
+        let err = prompts_fingerprint(Some(dir.path())).unwrap_err();
+        assert!(matches!(&err, BatchError::PromptOverride { path: p, .. } if p == &path), "{err}");
+        assert!(err.to_string().starts_with(&format!("{}: this prompt override cannot be read", path.display())));
+    }
 }

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use chrono::NaiveDateTime;
 use evident_llm::{
-    chat_json, ChatModel, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredOutcome,
+    chat_json, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredModel, StructuredOutcome,
 };
 use evident_store::Store;
 use serde::Serialize;
@@ -207,7 +207,7 @@ pub struct RenderedPrompt {
 }
 
 pub struct ZeroShotMatcher<'a> {
-    model: &'a dyn ChatModel,
+    model: StructuredModel<'a>,
     prompts: Prompts,
     config: ZeroShotConfig,
 }
@@ -252,8 +252,14 @@ pub fn all_criteria_schema(criteria: &[&Criterion], max_id: Option<i64>) -> Valu
 }
 
 impl<'a> ZeroShotMatcher<'a> {
-    pub fn new(model: &'a dyn ChatModel, config: ZeroShotConfig, prompt_override_dir: Option<&Path>) -> Self {
-        ZeroShotMatcher { model, prompts: match_prompts(prompt_override_dir), config }
+    /// A matcher asking `model`; its pipeline failures go to the model's
+    /// log (a `RecordingModel` records them in its run).
+    pub fn new(
+        model: impl Into<StructuredModel<'a>>,
+        config: ZeroShotConfig,
+        prompt_override_dir: Option<&Path>,
+    ) -> Self {
+        ZeroShotMatcher { model: model.into(), prompts: match_prompts(prompt_override_dir), config }
     }
 
     pub fn config(&self) -> &ZeroShotConfig {

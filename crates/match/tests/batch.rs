@@ -10,7 +10,7 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, BatchError, Method, Models, Progress, RetrievalSettings};
 use evident_match::makar::{MakarConfig, Variant};
 use evident_match::report::{to_csv, to_html, trial_report};
@@ -127,6 +127,7 @@ fn run(
 ) -> Result<evident_match::batch::BatchOutcome, BatchError> {
     let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
     let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
+    let model = StructuredModel::unrecorded(model);
     let models =
         Models { matching: model, augmenting: model, embedder: None, model_run_id, knowledge: None, online: None };
     let patients: Vec<String> = PATIENTS.iter().map(|(p, _)| p.to_string()).collect();

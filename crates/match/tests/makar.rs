@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, RepairPolicy};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, RepairPolicy, StructuredModel};
 use evident_match::makar::{
     Augmentation, KnowledgeSource, LocalKnowledgeBase, MakarConfig, MakarMatcher, OnlineSearch, RoundJudge, Route,
     SupervisionVerdict, Variant,
@@ -324,6 +324,31 @@ fn a_matching_answer_that_never_validates_is_a_failed_decision() {
 }
 
 #[test]
+fn each_pipeline_failure_is_logged_against_the_model_that_gave_the_answer() {
+    // The criteria model's router answer and the patient model's matching
+    // answer never validate (no repair): each failure goes to its own
+    // model's log, as each recording model stores it in its own run.
+    let augmenter = Scripted::new(&s(&[
+        "no route".to_string(),
+        augmented(HBA1C, "HbA1c is the average blood glucose of 2-3 months."),
+        critic(true, "fine"),
+    ]));
+    let patient_model = Scripted::new(&s(&[reasoning("r"), "probably eligible".to_string()]));
+    let config = MakarConfig { repair: RepairPolicy { repair_attempts: 0 }, ..config(Variant::Full) };
+    let matcher = MakarMatcher::new(&patient_model, &augmenter, config, None);
+    let aug = matcher.augment_criterion(&hba1c()).unwrap();
+    assert_eq!(aug.route, Route::SelfAugment, "a router failure falls back to self-augment");
+    let notes = notes();
+    let refs: Vec<&NoteText> = notes.iter().collect();
+    let out = matcher.match_criterion(&hba1c(), Some(&aug), &refs).unwrap();
+    assert_eq!(out.result.label(), "failed");
+    assert!(augmenter.exhausted() && patient_model.exhausted());
+    let raw_texts = |m: &Scripted| m.failures().into_iter().map(|f| f.raw_text).collect::<Vec<_>>();
+    assert_eq!(raw_texts(&augmenter), ["no route"]);
+    assert_eq!(raw_texts(&patient_model), ["probably eligible"]);
+}
+
+#[test]
 fn an_exclusion_the_patient_meets_excludes_them_in_makar_reason() {
     let aug = accepted_augmentation();
     let model = Scripted::new(&s(&[
@@ -601,7 +626,8 @@ fn one_matcher_serves_many_threads() {
         }
     }
     let model = ByTask;
-    let matcher = MakarMatcher::new(&model, &model, config(Variant::Reason), None);
+    let model = StructuredModel::unrecorded(&model);
+    let matcher = MakarMatcher::new(model, model, config(Variant::Reason), None);
     let notes = notes();
     let refs: Vec<&NoteText> = notes.iter().collect();
     let outcomes: Vec<_> = std::thread::scope(|scope| {

@@ -182,6 +182,10 @@ fn malformed_answer_is_repaired_then_becomes_a_failed_decision() {
     assert!(f.raw_text.contains("maybe"));
     assert!(!f.errors.is_empty());
     assert_eq!(m.results[1].label(), "failed");
+    // Logged once, with the model's last answer (a recording model stores it in its run).
+    let logged = model.failures();
+    assert_eq!(logged.len(), 1);
+    assert_eq!((logged[0].raw_text.as_str(), logged[0].attempts), (answer("maybe", &[]).as_str(), 3));
     let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
     let v = trial_verdict(&set, &m.results);
     assert_eq!((v.eligibility, v.counts.failed), (Eligibility::NeedsReview, 1));

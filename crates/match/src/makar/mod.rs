@@ -31,11 +31,12 @@ pub mod reason;
 
 use std::path::Path;
 
-use evident_llm::{ChatModel, Prompts, RepairPolicy};
+use evident_llm::{Prompts, RepairPolicy, StructuredModel};
 use serde::{Deserialize, Serialize};
 
 pub use augment::{Augmentation, CriticRound, RoundJudge, Route};
-pub use knowledge::{IndexReport, KnowledgeSource, LocalKnowledgeBase, Passage, KNOWLEDGE_PATIENT_ID};
+pub use evident_store::KnowledgeHit;
+pub use knowledge::{IndexReport, KnowledgeSource, LocalKnowledgeBase, Passage};
 pub use online::OnlineSearch;
 pub use reason::{MakarOutcome, MakarTrace, Reasoning, ReasoningConcept, SupervisionVerdict};
 
@@ -140,8 +141,8 @@ impl Default for MakarConfig {
 /// The MAKAR workflow for one trial's criteria. Holds no per-patient state:
 /// one matcher can serve many threads (`&self` everywhere).
 pub struct MakarMatcher<'a> {
-    match_model: &'a dyn ChatModel,
-    augment_model: &'a dyn ChatModel,
+    match_model: StructuredModel<'a>,
+    augment_model: StructuredModel<'a>,
     knowledge: Option<&'a dyn KnowledgeSource>,
     online: Option<&'a OnlineSearch>,
     prompts: Prompts,
@@ -153,16 +154,17 @@ impl<'a> MakarMatcher<'a> {
     /// `match_model` sees patient records (reasoning, matching, supervision
     /// and MAKAR-Aug's zero-shot matching); `augment_model` sees only
     /// criteria (router, augmentation agents, critic) and may be the same
-    /// model or a stronger remote one.
+    /// model or a stronger remote one. Each model's pipeline failures go to
+    /// its own log (a `RecordingModel` records them in its run).
     pub fn new(
-        match_model: &'a dyn ChatModel,
-        augment_model: &'a dyn ChatModel,
+        match_model: impl Into<StructuredModel<'a>>,
+        augment_model: impl Into<StructuredModel<'a>>,
         config: MakarConfig,
         prompt_override_dir: Option<&Path>,
     ) -> Self {
         MakarMatcher {
-            match_model,
-            augment_model,
+            match_model: match_model.into(),
+            augment_model: augment_model.into(),
             knowledge: None,
             online: None,
             prompts: makar_prompts(prompt_override_dir),

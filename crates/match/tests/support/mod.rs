@@ -1,11 +1,13 @@
 //! The scripted fake model the matcher tests share: it replays answers in
-//! order and records every request. Unit tests of control flow only; every
-//! workflow also has a test against a real model (crates/cli/tests).
+//! order, records every request, and is its own pipeline-failure log (as a
+//! recording model is), so tests can check which model a failure was
+//! logged against. Unit tests of control flow only; every workflow also has
+//! a test against a real model (crates/cli/tests).
 #![allow(dead_code)]
 
 use std::sync::Mutex;
 
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, PipelineFailure, PipelineFailureLog};
 
 /// A response as a model would give it, with the given text.
 pub fn response(text: String, prompt_tokens: u32, completion_tokens: u32, model: &str) -> ChatResponse {
@@ -20,10 +22,12 @@ pub fn response(text: String, prompt_tokens: u32, completion_tokens: u32, model:
     }
 }
 
-/// Replays scripted answers in order and records every request.
+/// Replays scripted answers in order, records every request and every
+/// pipeline failure logged against it.
 pub struct Scripted {
     answers: Mutex<Vec<String>>,
     seen: Mutex<Vec<ChatRequest>>,
+    failures: Mutex<Vec<PipelineFailure>>,
 }
 
 impl Scripted {
@@ -31,6 +35,7 @@ impl Scripted {
         Scripted {
             answers: Mutex::new(answers.iter().rev().map(|s| s.as_ref().to_string()).collect()),
             seen: Mutex::new(vec![]),
+            failures: Mutex::new(vec![]),
         }
     }
     pub fn requests(&self) -> Vec<ChatRequest> {
@@ -38,6 +43,10 @@ impl Scripted {
     }
     pub fn exhausted(&self) -> bool {
         self.answers.lock().unwrap().is_empty()
+    }
+    /// The pipeline failures logged against this model, in order.
+    pub fn failures(&self) -> Vec<PipelineFailure> {
+        self.failures.lock().unwrap().clone()
     }
 }
 
@@ -49,5 +58,12 @@ impl ChatModel for Scripted {
         self.seen.lock().unwrap().push(request.clone());
         let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
         Ok(response(text, 0, 0, "scripted"))
+    }
+}
+
+impl PipelineFailureLog for Scripted {
+    fn record_pipeline_failure(&self, failure: &PipelineFailure) -> Result<(), LlmError> {
+        self.failures.lock().unwrap().push(failure.clone());
+        Ok(())
     }
 }
