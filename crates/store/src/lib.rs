@@ -1,10 +1,13 @@
 //! The Evident store: one SQLite file (WAL mode, foreign keys on, bundled
 //! SQLite with FTS5) holding patients, documents, their sections (indexed
 //! for BM25 with porter stemming) and sentences, lab observations,
-//! evaluation labels and section embeddings. Writes go through a [`Writer`],
-//! one transaction, so an ingest either lands whole or not at all.
+//! evaluation labels, section embeddings, model calls, match runs, and the
+//! knowledge base's reference documents in tables of their own. Writes go
+//! through a [`Writer`], one transaction, so an ingest either lands whole
+//! or not at all.
 
 mod calls;
+mod knowledge;
 mod matches;
 mod migrate;
 mod read;
@@ -16,6 +19,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
+pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
 pub use search::{Bm25Index, ScoredSection, SectionFilter, SectionRecord};

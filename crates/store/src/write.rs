@@ -21,7 +21,7 @@ pub enum PutOutcome {
 }
 
 pub struct Writer<'c> {
-    tx: Transaction<'c>,
+    pub(crate) tx: Transaction<'c>,
 }
 
 impl<'c> Writer<'c> {
@@ -178,7 +178,7 @@ impl<'c> Writer<'c> {
     }
 }
 
-fn check_span(text: &str, start: usize, end: usize) -> Result<(), &'static str> {
+pub(crate) fn check_span(text: &str, start: usize, end: usize) -> Result<(), &'static str> {
     if start > end || end > text.len() {
         return Err("is outside the text");
     }
