@@ -1,31 +1,25 @@
 //! The knowledge MAKAR's retrieval agent augments criteria from: the
 //! [`KnowledgeSource`] capability and [`LocalKnowledgeBase`], a separate
-//! Evident store file indexed from `.md`/`.txt` documents the user chooses
-//! and searched with the same retrieval code as patient records
-//! (`evident_retrieve`, BM25 over the store's FTS5 index).
+//! Evident store file indexed from `.md`/`.txt` documents the user chooses.
+//! The documents and their sections live in the store's knowledge tables
+//! (`evident_store`'s `knowledge` module), apart from patient records, and
+//! are searched by BM25 with the same FTS5 tokenizer as patient sections.
 //!
-//! All documents belong to one pseudo-patient, [`KNOWLEDGE_PATIENT_ID`], so
-//! the knowledge base is an ordinary store (sections, sentences) and a
-//! patient store can never be searched by mistake: a file without that
-//! pseudo-patient is refused. Indexing is all or nothing: every bad input is
-//! reported and nothing is written unless all inputs are good. Re-indexing
-//! an unchanged file is a no-op; a changed file replaces its old version.
+//! A store that holds no knowledge documents (a patient store, or a file
+//! nothing was indexed into) is refused for searching, so a patient store
+//! is never searched by mistake. Indexing is all or nothing: every bad
+//! input is reported and nothing is written unless all inputs are good.
+//! Re-indexing an unchanged file is a no-op; a changed file replaces its
+//! old version.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use evident_model::text::{split_sections, split_sentences};
-use evident_model::{DocKind, Document, Patient};
-use evident_retrieve::{Hit, Retriever, RetrieverConfig};
-use evident_store::{PutOutcome, SectionFilter, Store};
+use evident_model::text::split_sections;
+use evident_store::{KnowledgeDocument, KnowledgeHit, PutOutcome, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::zero_shot::MatchError;
-
-/// The pseudo-patient that owns every knowledge-base document.
-pub const KNOWLEDGE_PATIENT_ID: &str = "knowledge-base";
-/// The `source` of knowledge-base documents.
-const KNOWLEDGE_SOURCE: &str = "kb";
 
 /// A piece of reference text an augmentation agent was given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,12 +73,7 @@ impl LocalKnowledgeBase {
             )));
         }
         let kb = LocalKnowledgeBase::open_or_create(path)?;
-        let has_patient = kb
-            .lock()
-            .patient(KNOWLEDGE_PATIENT_ID)
-            .map_err(|e| MatchError::Knowledge(format!("{origin}: cannot read: {e}")))?
-            .is_some();
-        if !has_patient {
+        if kb.document_ids()?.is_empty() {
             return Err(MatchError::Knowledge(format!(
                 "{origin}: holds no knowledge base (nothing indexed by `evident kb index`); is this a patient store?"
             )));
@@ -114,19 +103,10 @@ impl LocalKnowledgeBase {
         let origin = &self.origin;
         let fail = |e: evident_store::StoreError| MatchError::Knowledge(format!("{origin}: cannot write: {e}"));
         let writer = store.writer().map_err(fail)?;
-        writer
-            .upsert_patient(&Patient {
-                id: KNOWLEDGE_PATIENT_ID.into(),
-                source: KNOWLEDGE_SOURCE.into(),
-                birth_date: None,
-                sex: None,
-                display_name: Some("Knowledge base".into()),
-            })
-            .map_err(fail)?;
         let mut report = IndexReport::default();
         for (path, doc) in documents {
             let outcome = writer
-                .put_document(&doc, &split_sections(&doc.text), &split_sentences(&doc.text))
+                .put_knowledge_document(&doc, &split_sections(&doc.text))
                 .map_err(|e| MatchError::Knowledge(format!("{}: cannot index: {e}", path.display())))?;
             match outcome {
                 PutOutcome::Inserted => report.inserted += 1,
@@ -142,17 +122,14 @@ impl LocalKnowledgeBase {
     /// The ids of the indexed documents.
     pub fn document_ids(&self) -> Result<Vec<String>, MatchError> {
         let store = self.lock();
-        let docs = store
-            .documents(KNOWLEDGE_PATIENT_ID)
-            .map_err(|e| MatchError::Knowledge(format!("{}: cannot read: {e}", self.origin)))?;
-        Ok(docs.into_iter().map(|d| d.id).collect())
+        store.knowledge_document_ids().map_err(|e| MatchError::Knowledge(format!("{}: cannot read: {e}", self.origin)))
     }
 
     /// The best `k` sections for `query` by BM25, with scores and spans.
-    pub fn search_hits(&self, query: &str, k: usize) -> Result<Vec<Hit>, MatchError> {
+    pub fn search_hits(&self, query: &str, k: usize) -> Result<Vec<KnowledgeHit>, MatchError> {
         let store = self.lock();
-        Retriever::new(&store, RetrieverConfig::default())
-            .search(query, &SectionFilter::patient(KNOWLEDGE_PATIENT_ID), k)
+        store
+            .search_knowledge(query, k)
             .map_err(|e| MatchError::Knowledge(format!("{}: search for {query:?} failed: {e}", self.origin)))
     }
 }
@@ -203,7 +180,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, problems: &mut Vec<String>) {
 }
 
 /// Reads every input into a document, or returns all problems at once.
-fn read_documents(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Document)>, MatchError> {
+fn read_documents(paths: &[PathBuf]) -> Result<Vec<(PathBuf, KnowledgeDocument)>, MatchError> {
     let mut problems = Vec::new();
     let mut files: Vec<(PathBuf, String)> = Vec::new();
     if paths.is_empty() {
@@ -278,19 +255,8 @@ fn read_documents(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Document)>, MatchEr
             .and_then(|l| l.strip_prefix("# "))
             .map(str::to_string)
             .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
-        documents.push((
-            path,
-            Document {
-                id: id.clone(),
-                patient_id: KNOWLEDGE_PATIENT_ID.into(),
-                kind: DocKind::Other,
-                date: None,
-                title,
-                source: KNOWLEDGE_SOURCE.into(),
-                source_id: id,
-                text,
-            },
-        ));
+        let document = KnowledgeDocument { id, path: Some(path.display().to_string()), title, text };
+        documents.push((path, document));
     }
     if problems.is_empty() {
         Ok(documents)
