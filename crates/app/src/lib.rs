@@ -1,7 +1,38 @@
 //! The application layer: what the `evident` binary (and, next, the
 //! server) calls. A [`Session`] is opened over one store and one
-//! configuration; the jobs are functions over it that return typed,
-//! serialisable results. Jobs never print, never read argv and never pick
-//! exit codes: progress goes through callbacks, and output is the caller's.
+//! configuration; the jobs are functions over it that return typed results
+//! (`Serialize`, and `Display` where a text rendering is wanted). Jobs
+//! never print, never read argv and never pick exit codes: progress goes
+//! to a [`ProgressSink`], and output is the caller's.
+//!
+//! - [`records`]: ingest, patients, show, labs.
+//! - [`search`]: search one patient's record; embed sections.
+//! - [`screening`]: screen patients against trials and write the report.
+//! - [`evaluation`]: TrialGPT's annotations and the n2c2 2018 metric.
+//! - [`knowledge`]: MAKAR's local knowledge base.
+//! - [`llm`]: ask a model, serve the local models, the model registry.
+//! - [`runs`]: what model runs cost, and their traces.
+//! - [`stats`]: one estimator on a CSV table.
+//!
+//! Every model is built in [`models`]: the recorder, the cache and the
+//! privacy guard are applied there, whichever job asks.
 
+mod config;
+mod error;
+pub mod evaluation;
+pub mod knowledge;
+pub mod llm;
+mod models;
+mod progress;
+pub mod records;
+pub mod runs;
+pub mod screening;
+pub mod search;
+mod session;
 pub mod stats;
+
+pub use config::{Config, RetrievalConfig};
+pub use error::{AppError, Result};
+pub use models::{EmbedderChoice, ModelChoice};
+pub use progress::{ProgressEvent, ProgressSink, Silent};
+pub use session::{Session, SharedStore};

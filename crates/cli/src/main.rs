@@ -1,11 +1,13 @@
-//! The `evident` binary: parses argv, loads the optional `evident.toml`,
-//! dispatches to one command module, and turns the outcome into an exit
-//! code (0 ok, 1 nothing found, 2 error). Commands only wire library crates
-//! together; they hold no domain logic of their own.
+//! The `evident` binary: parses argv, opens an `evident_app::Session`
+//! (store path and `evident.toml`), dispatches to one command module, and
+//! turns the result into an exit code (0 ok, 1 nothing found, 2 error).
+//! Command modules only parse, call one `evident_app` job and print; they
+//! hold no domain logic of their own.
 
+mod args;
 mod commands;
-mod config;
 mod output;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,27 +52,39 @@ pub enum Command {
     /// Model-call runs: calls, tokens, cost, latency, failures.
     Runs(commands::runs::Args),
     /// Screen patients against trials (zero-shot or MAKAR) and write the report.
-    Match(commands::match_cmd::Args),
+    Match(commands::match_trials::Args),
     /// Score screening methods against expert labels (TrialGPT annotations, n2c2 2018).
-    Eval(commands::eval_cmd::Args),
+    Eval(commands::eval::Args),
     /// Statistics for observational studies.
     Stats(commands::stats::Args),
     /// The local knowledge base that MAKAR's retrieval agent searches.
     Kb(commands::kb::Args),
 }
 
-/// What a successful command found. Errors are reported separately.
+/// The exit status of a command that succeeded: whether it found
+/// anything. Errors are reported separately (exit code 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Exit {
     Found,
     NothingFound,
+}
+
+impl Exit {
+    /// `Found` when `found`, else `NothingFound`.
+    pub fn found_if(found: bool) -> Exit {
+        if found {
+            Exit::Found
+        } else {
+            Exit::NothingFound
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match commands::run(&cli) {
-        Ok(Outcome::Found) => ExitCode::from(0),
-        Ok(Outcome::NothingFound) => ExitCode::from(1),
+        Ok(Exit::Found) => ExitCode::from(0),
+        Ok(Exit::NothingFound) => ExitCode::from(1),
         Err(err) => {
             output::print_error(&err, cli.json);
             ExitCode::from(2)

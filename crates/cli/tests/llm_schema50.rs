@@ -6,7 +6,7 @@
 #[path = "llm_support.rs"]
 mod support;
 
-use evident_llm::{chat_json, ChatRequest, LlmConfig, Message, Prompts, StructuredOutcome};
+use evident_llm::{chat_json, ChatRequest, LlmConfig, Message, Prompts, StructuredModel, StructuredOutcome};
 use serde_json::{json, Value};
 
 const NOTES: [&str; 10] = [
@@ -81,7 +81,9 @@ fn fifty_of_fifty_clinical_prompts_are_schema_valid() {
                 )
                 .unwrap();
             let request = ChatRequest::new(vec![Message::user(text)]).with_max_tokens(160);
-            match chat_json(&*model, &request, &schema, config.repair_policy(), &prompts).unwrap() {
+            match chat_json(StructuredModel::unrecorded(&*model), &request, &schema, config.repair_policy(), &prompts)
+                .unwrap()
+            {
                 StructuredOutcome::Valid { attempts, .. } => repaired += usize::from(attempts > 1),
                 StructuredOutcome::PipelineFailure(f) => {
                     failures.push(format!("{question}: {:?} -> {}", f.errors, f.raw_text))

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use evident_ingest::{Format, IngestReport, Progress, Unit};
-use indicatif::{ProgressBar, ProgressStyle};
+use evident_app::records::IngestRequest;
+use evident_ingest::Format;
 
 use crate::commands::Context;
-use crate::Outcome;
+use crate::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -23,90 +23,17 @@ pub struct Args {
     pub dry_run: bool,
 }
 
-struct Bar(ProgressBar);
-
-impl Progress for Bar {
-    fn start_unit(&self, unit: &Unit, index: usize, total: usize) {
-        let name = unit.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        self.0.set_prefix(format!("[{}/{total}] {name}", index + 1));
-        self.0.set_position(0);
-        self.0.set_length(0);
-    }
-    fn documents_written(&self, done: usize, total: usize) {
-        self.0.set_length(total as u64);
-        self.0.set_position(done as u64);
-    }
-}
-
-pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
-    let units = evident_ingest::plan(&args.paths, args.format)?;
-    let mut store = ctx.open_store()?;
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} documents {elapsed}").expect("valid template"),
-    );
-    let report = evident_ingest::ingest(&mut store, &units, args.dry_run, &Bar(bar.clone()))?;
-    bar.finish_and_clear();
-    if ctx.json() {
-        crate::output::print_json(&report)?;
-    } else {
-        print_summary(&report);
-    }
-    let problems: Vec<_> = report.problems().collect();
-    if !problems.is_empty() {
-        if !ctx.json() {
-            for p in &problems {
-                eprintln!("error: {p}");
+pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
+    let request = IngestRequest { paths: args.paths.clone(), format: args.format, dry_run: args.dry_run };
+    let ingested = evident_app::records::ingest(&ctx.session, &request, &ctx.bars())?;
+    ctx.print(&ingested)?;
+    if let Some(refusal) = ingested.refusal() {
+        if !ctx.json {
+            for problem in ingested.report.problems() {
+                eprintln!("error: {problem}");
             }
         }
-        let files = report.units.iter().filter(|u| !u.problems.is_empty()).count();
-        anyhow::bail!(
-            "{} problem(s) in {files} file(s); those files were not ingested and the store is unchanged for them",
-            problems.len()
-        );
+        anyhow::bail!(refusal);
     }
-    let anything = report.units.iter().any(|u| {
-        u.patients
-            + u.documents_inserted
-            + u.documents_replaced
-            + u.documents_unchanged
-            + u.labs_written
-            + u.labs_unchanged
-            > 0
-    });
-    Ok(if anything { Outcome::Found } else { Outcome::NothingFound })
-}
-
-fn print_summary(report: &IngestReport) {
-    let verb = if report.dry_run { "would write" } else { "wrote" };
-    let mut unmapped_total = std::collections::BTreeMap::<&str, usize>::new();
-    for u in &report.units {
-        let status = if !u.problems.is_empty() {
-            format!("NOT INGESTED ({} problem(s))", u.problems.len())
-        } else {
-            format!(
-                "{verb} {} patient(s), {} new / {} changed / {} unchanged document(s), {} lab value(s) ({} unchanged, {} unmapped)",
-                u.patients, u.documents_inserted, u.documents_replaced, u.documents_unchanged, u.labs_written, u.labs_unchanged, u.labs_unmapped
-            )
-        };
-        println!("{}: {status}", u.path.display());
-        for (reason, n) in &u.skipped {
-            println!("  skipped {n} {reason}");
-        }
-        for (name, n) in &u.unmapped_lab_names {
-            *unmapped_total.entry(name).or_default() += n;
-        }
-    }
-    if !unmapped_total.is_empty() {
-        let rows: usize = unmapped_total.values().sum();
-        println!(
-            "lab names not mapped to a concept: {} name(s), {rows} value(s); most frequent:",
-            unmapped_total.len()
-        );
-        let mut names: Vec<_> = unmapped_total.into_iter().collect();
-        names.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        for (name, n) in names.iter().take(10) {
-            println!("  {n:>7}  {name}");
-        }
-    }
+    Ok(Exit::found_if(ingested.found_anything()))
 }

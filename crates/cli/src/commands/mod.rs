@@ -1,13 +1,15 @@
 //! One module per subcommand. Each defines its `Args` and a `run` that
-//! returns an [`Outcome`](crate::Outcome) or an error for the user.
+//! calls one `evident_app` job, prints its result and returns an
+//! [`Exit`](crate::Exit). No command module imports from another; what
+//! several share lives in `crate::args`.
 
 pub mod embed;
-pub mod eval_cmd;
+pub mod eval;
 pub mod ingest;
 pub mod kb;
 pub mod labs;
 pub mod llm;
-pub mod match_cmd;
+pub mod match_trials;
 pub mod models;
 pub mod patients;
 pub mod runs;
@@ -15,11 +17,14 @@ pub mod search;
 pub mod show;
 pub mod stats;
 
-use crate::{Cli, Command, Outcome};
+use evident_app::Session;
 
-pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
-    let config = crate::config::Config::load(&cli.config)?;
-    let ctx = Context { cli, config };
+use crate::progress::Bars;
+use crate::{Cli, Command, Exit};
+
+pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
+    let session = Session::open(&cli.db, &cli.config)?;
+    let ctx = Context { session, json: cli.json };
     match &cli.command {
         Command::Ingest(args) => ingest::run(&ctx, args),
         Command::Patients(args) => patients::run(&ctx, args),
@@ -32,25 +37,26 @@ pub fn run(cli: &Cli) -> anyhow::Result<Outcome> {
         Command::Runs(args) => runs::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
         Command::Kb(args) => kb::run(&ctx, args),
-        Command::Match(args) => match_cmd::run(&ctx, args),
-        Command::Eval(args) => eval_cmd::run(&ctx, args),
+        Command::Match(args) => match_trials::run(&ctx, args),
+        Command::Eval(args) => eval::run(&ctx, args),
     }
 }
 
-/// What every command may use: the parsed global flags and the config.
-pub struct Context<'a> {
-    pub cli: &'a Cli,
-    pub config: crate::config::Config,
+/// What every command may use: the session and the output mode.
+pub struct Context {
+    pub session: Session,
+    /// `--json`: machine-readable output, no progress bars.
+    pub json: bool,
 }
 
-impl Context<'_> {
-    pub fn json(&self) -> bool {
-        self.cli.json
+impl Context {
+    /// Progress bars for a job (hidden with `--json`).
+    pub fn bars(&self) -> Bars {
+        Bars::new(self.json)
     }
 
-    /// Opens (creating and migrating if needed) the store named by `--db`.
-    pub fn open_store(&self) -> anyhow::Result<evident_store::Store> {
-        let path = &self.cli.db;
-        evident_store::Store::open(path).map_err(|e| anyhow::anyhow!("cannot open store {}: {e}", path.display()))
+    /// Prints a job's result as text or JSON.
+    pub fn print<T: serde::Serialize + std::fmt::Display>(&self, value: &T) -> anyhow::Result<()> {
+        crate::output::print(value, self.json)
     }
 }

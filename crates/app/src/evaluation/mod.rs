@@ -1,0 +1,12 @@
+//! The evaluations: a screening method scored against the physicians'
+//! criterion-level labels of TrialGPT ([`trialgpt`]), and the n2c2 2018
+//! Track 1 metric ([`n2c2`]). Both screen through the same
+//! [`Screening`](crate::screening::Screening) as the match job, so every
+//! decision is stored and an interrupted evaluation resumes.
+
+pub mod n2c2;
+pub mod trialgpt;
+mod trialgpt_markdown;
+
+pub use n2c2::{evaluate_n2c2, N2c2Evaluation, N2c2Request};
+pub use trialgpt::{evaluate_trialgpt, TrialgptEvaluation, TrialgptRequest};

@@ -1,0 +1,264 @@
+//! TrialGPT's criterion-level annotations: run a method on the annotated
+//! patient-trial pairs and score it against the physicians with the
+//! metrics of `evident_eval` (accuracy in TrialGPT's labels and collapsed,
+//! per-class P/R/F1, Cohen's kappa, evidence-sentence P/R/F1, 95%
+//! bootstrap intervals over patients), beside GPT-4's answers on the same
+//! rows; trial-level eligibility against the SIGIR relevance labels; and
+//! the calls, tokens, time and pipeline failures of the runs that made the
+//! evaluated decisions. Writes `eval.json` and `eval.md`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
+use evident_eval::{compare, load_annotations, report_row, Prediction};
+use evident_match::batch::{stored_results, Method, RetrievalSettings};
+use evident_match::report::patient_level;
+use evident_match::{trial_verdict, Eligibility};
+use serde::Serialize;
+use serde_json::json;
+
+use super::trialgpt_markdown::{comparison_markdown, markdown};
+use crate::error::{input_error, AppError, Result};
+use crate::progress::ProgressSink;
+use crate::screening::{stopped, Screening, ScreeningOptions};
+use crate::session::{lock, Session};
+
+/// One TrialGPT evaluation.
+#[derive(Debug, Clone)]
+pub struct TrialgptRequest {
+    /// The annotation file (e.g. criterion_annotations_dev.json).
+    pub annotations: PathBuf,
+    /// SIGIR relevance labels (query-id, corpus-id, score); default:
+    /// `dataset/sigir/qrels/test.tsv` beside the annotation file, when present.
+    pub qrels: Option<PathBuf>,
+    /// Only the first N annotated patients (in file order).
+    pub limit_patients: Option<usize>,
+    /// Only these annotated patients (topic ids).
+    pub topics: Vec<String>,
+    /// Where eval.json and eval.md go.
+    pub out: PathBuf,
+    /// Also run this method with the same settings and report the paired
+    /// difference.
+    pub baseline: Option<Method>,
+    pub options: ScreeningOptions,
+}
+
+/// What an evaluation found: `eval.json`'s content, and `eval.md`.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct TrialgptEvaluation {
+    pub result: serde_json::Value,
+    #[serde(skip)]
+    pub markdown: String,
+    #[serde(skip)]
+    pub written: [PathBuf; 2],
+}
+
+impl fmt::Display for TrialgptEvaluation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.markdown)?;
+        writeln!(f, "written: {} and {}", self.written[0].display(), self.written[1].display())
+    }
+}
+
+/// One method's answers on the annotated pairs.
+pub(super) struct MethodEval {
+    pub method: &'static str,
+    pub retrieval: RetrievalSettings,
+    pub predictions: Vec<Prediction>,
+    /// (predicted eligibility, SIGIR relevance label) per labelled pair.
+    pub trial_items: Vec<(Eligibility, i64)>,
+    /// What `model_runs` cost together.
+    pub usage: evident_store::ModelRunSummary,
+    /// The model runs that made the evaluated pairs' decisions.
+    pub model_runs: Vec<String>,
+    pub run_ids: Vec<String>,
+}
+
+type Qrels = BTreeMap<(String, String), i64>;
+
+/// The annotated topics in file order, narrowed as the request asks.
+fn chosen_topics(request: &TrialgptRequest, all_pairs: &[Pair]) -> Result<Vec<String>> {
+    let mut topics: Vec<String> = Vec::new();
+    for p in all_pairs {
+        if !topics.contains(&p.topic) {
+            topics.push(p.topic.clone());
+        }
+    }
+    if let Some(n) = request.limit_patients {
+        topics.truncate(n);
+    }
+    if !request.topics.is_empty() {
+        if let Some(missing) = request.topics.iter().find(|t| !topics.contains(t)) {
+            input_error!("topic {missing} has no annotated row in {}", request.annotations.display());
+        }
+        topics.retain(|t| request.topics.contains(t));
+    }
+    Ok(topics)
+}
+
+fn qrels_path(request: &TrialgptRequest) -> Option<PathBuf> {
+    request.qrels.clone().or_else(|| {
+        let default = request.annotations.parent()?.join("dataset/sigir/qrels/test.tsv");
+        default.is_file().then_some(default)
+    })
+}
+
+pub fn evaluate_trialgpt(
+    session: &Session,
+    request: &TrialgptRequest,
+    progress: &dyn ProgressSink,
+) -> Result<TrialgptEvaluation> {
+    let started = Instant::now();
+    let rows = load_annotations(&request.annotations)?;
+    let mut all_pairs = pairs(&rows);
+    let topics = chosen_topics(request, &all_pairs)?;
+    all_pairs.retain(|p| topics.contains(&p.topic));
+    let qrels_path = qrels_path(request);
+    let qrels = qrels_path.as_deref().map(load_qrels).transpose()?;
+
+    session.with_store(|store| {
+        store_notes(store, &rows).map_err(|e| AppError::Input(format!("{}: {e}", request.annotations.display())))
+    })?;
+    let ours = evaluate(session, &request.options, &all_pairs, qrels.as_ref(), progress)?;
+    let baseline = match request.baseline {
+        Some(method) => {
+            let options = ScreeningOptions { method, ..request.options.clone() };
+            Some(evaluate(session, &options, &all_pairs, qrels.as_ref(), progress)?)
+        }
+        None => None,
+    };
+
+    let gpt4: Vec<Prediction> = all_pairs.iter().flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction())).collect();
+    let (expert_items, gpt4_items): (Vec<_>, Vec<_>) = all_pairs
+        .iter()
+        .filter_map(|pair| {
+            let label = qrels.as_ref()?.get(&(pair.topic.clone(), pair.set.trial_id.clone()))?;
+            let expert = trial_verdict(&pair.set, &labelled_results(pair, false)).eligibility;
+            let gpt4 = trial_verdict(&pair.set, &labelled_results(pair, true)).eligibility;
+            Some(((expert, *label), (gpt4, *label)))
+        })
+        .unzip();
+    let ours_row = report_row(&ours.predictions);
+    let gpt4_row = report_row(&gpt4);
+    let baseline_row = baseline.as_ref().map(|b| report_row(&b.predictions));
+    let comparison = baseline.as_ref().map(|b| compare(&ours.predictions, &b.predictions));
+    let trial = qrels.as_ref().map(|_| {
+        json!({
+            "qrels": qrels_path,
+            "method": trial_level(&ours.trial_items),
+            "baseline": baseline.as_ref().map(|b| trial_level(&b.trial_items)),
+            "physician_labels": trial_level(&expert_items),
+            "gpt4_labels": trial_level(&gpt4_items),
+        })
+    });
+    let result = json!({
+        "annotations": request.annotations,
+        "method": ours.method,
+        "retrieval": ours.retrieval,
+        "patients": topics.len(),
+        "pairs": all_pairs.len(),
+        "rows": ours.predictions.len(),
+        "method_row": ours_row,
+        "gpt4_row": gpt4_row,
+        "baseline": baseline.as_ref().map(|b| json!({
+            "method": b.method,
+            "row": baseline_row,
+            "usage": b.usage,
+            "model_runs": b.model_runs,
+            "runs": b.run_ids,
+            "difference": comparison,
+        })),
+        "trial_level": trial,
+        "usage": ours.usage,
+        "model_runs": ours.model_runs,
+        "wall_seconds_this_invocation": started.elapsed().as_secs_f64(),
+        "runs": ours.run_ids,
+    });
+    let mut md = markdown(&ours, &ours_row, &gpt4_row, &expert_items, &gpt4_items, topics.len());
+    if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
+        md.push_str(&comparison_markdown(&ours, b, b_row, c));
+    }
+    let written = write_outputs(&request.out, &result, &md)?;
+    Ok(TrialgptEvaluation { result, markdown: md, written })
+}
+
+fn write_outputs(out: &Path, result: &serde_json::Value, md: &str) -> Result<[PathBuf; 2]> {
+    std::fs::create_dir_all(out).map_err(|e| AppError::file(out, e))?;
+    let (json_path, md_path) = (out.join("eval.json"), out.join("eval.md"));
+    std::fs::write(&json_path, serde_json::to_string_pretty(result)?).map_err(|e| AppError::file(&json_path, e))?;
+    std::fs::write(&md_path, md).map_err(|e| AppError::file(&md_path, e))?;
+    Ok([md_path, json_path])
+}
+
+/// Screens every pair with one method (resuming stored decisions), each
+/// pair in a model run of its own, and reads its answers back.
+fn evaluate(
+    session: &Session,
+    options: &ScreeningOptions,
+    all_pairs: &[Pair],
+    qrels: Option<&Qrels>,
+    progress: &dyn ProgressSink,
+) -> Result<MethodEval> {
+    let patients: Vec<String> = all_pairs.iter().map(|p| p.patient_id.clone()).collect();
+    let strategy = options.method.as_str();
+    let label = format!("eval trialgpt {strategy}");
+    let screening = Screening::open(session, options, &patients, &label, progress)?;
+    let mut run_ids = Vec::new();
+    for (i, pair) in all_pairs.iter().enumerate() {
+        let shown = format!("{strategy} {} x {} ({}/{})", pair.topic, pair.set.trial_id, i + 1, all_pairs.len());
+        // A model run per pair: the usage below counts the pairs evaluated
+        // and no others screened in the same invocation.
+        let pair_label = format!("{label}: {} x {}", pair.topic, pair.set.trial_id);
+        let patient = std::slice::from_ref(&pair.patient_id);
+        match screening.screen_in_own_run(&pair.set, patient, &pair_label, &shown, progress) {
+            Ok(o) => run_ids.push(o.run_id),
+            Err(e) => {
+                screening.finish()?;
+                let what = format!("evaluation of {strategy} at {} x {}", pair.topic, pair.set.trial_id);
+                return Err(stopped(&what, e));
+            }
+        }
+    }
+    screening.finish()?;
+
+    let st = lock(screening.store());
+    let mut predictions_out: Vec<Prediction> = Vec::new();
+    let mut trial_items = Vec::new();
+    let mut model_runs: Vec<String> = Vec::new();
+    for (pair, run_id) in all_pairs.iter().zip(&run_ids) {
+        let stored: Vec<_> = stored_results(&st, run_id)?
+            .into_iter()
+            .filter(|p| p.patient_id == pair.patient_id)
+            .flat_map(|p| p.stored)
+            .collect();
+        let results = patient_level(&pair.set, screening.method, &stored);
+        predictions_out.extend(predictions(pair, &results));
+        if let Some(label) = qrels.and_then(|q| q.get(&(pair.topic.clone(), pair.set.trial_id.clone()))) {
+            trial_items.push((trial_verdict(&pair.set, &results).eligibility, *label));
+        }
+        // The model runs that made the evaluated pairs' decisions
+        // (decisions resumed from earlier invocations name theirs).
+        for row in st.match_results(run_id)? {
+            if let (true, Some(m)) = (row.patient_id == pair.patient_id, row.model_run_id) {
+                if !model_runs.contains(&m) {
+                    model_runs.push(m);
+                }
+            }
+        }
+    }
+    let ids: Vec<&str> = model_runs.iter().map(String::as_str).collect();
+    let usage = st.model_runs_summary(&screening.model_run_id, &label, &ids)?;
+    Ok(MethodEval {
+        method: screening.method.as_str(),
+        retrieval: screening.batch.retrieval,
+        predictions: predictions_out,
+        trial_items,
+        usage,
+        model_runs,
+        run_ids,
+    })
+}

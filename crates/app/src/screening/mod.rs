@@ -1,0 +1,265 @@
+//! Screening: patients against trials with one method (Wornow et al.'s
+//! zero-shot ACAN/ACIN/ICAN/ICIN, MAKAR and its ablations), every decision
+//! stored as it is made. [`Screening`] opens what a screening needs (the
+//! models, the embedder dense retrieval uses, MAKAR's knowledge base and
+//! online search, the batch settings) once; the match job
+//! ([`trials`](crate::screening::trials)) and the evaluations use it. A
+//! killed screening resumes when started again with the same definition.
+
+mod trials;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use evident_llm::{Embedder, StructuredModel};
+use evident_match::batch::{run_batch, BatchConfig, BatchOutcome, Method, Models, RetrievalSettings};
+use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch};
+use evident_match::zero_shot::ZeroShotConfig;
+use evident_match::CriteriaSet;
+use evident_recorder::RecordingModel;
+use evident_retrieve::Mode;
+use evident_store::SectionFilter;
+
+pub use trials::{load_trial, screen_trials, write_report, PatientLine, ScreeningReport, TrialLine, TrialsRequest};
+
+use crate::error::{input_error, AppError, Result};
+use crate::models::{embed_missing, EmbedderChoice, ModelChoice};
+use crate::progress::{screening_event, ProgressEvent, ProgressSink};
+use crate::search::EMBED_BATCH;
+use crate::session::{lock, Session, SharedStore};
+
+/// How to screen: method, retrieval, models.
+#[derive(Debug, Clone)]
+pub struct ScreeningOptions {
+    pub method: Method,
+    /// Two-stage retrieval (`None`: whole notes).
+    pub retrieval: Option<Mode>,
+    /// Sections kept per task by two-stage retrieval.
+    pub top_k: usize,
+    /// Patients worked on at once (useful against servers).
+    pub concurrency: usize,
+    /// The matching model.
+    pub matching: ModelChoice,
+    /// MAKAR: the model that augments criteria (criteria carry no patient
+    /// text, so it may be remote); `None`: the matching model.
+    pub augmenting: Option<ModelChoice>,
+    /// MAKAR: a knowledge base for the retrieval agent.
+    pub knowledge: Option<PathBuf>,
+    /// MAKAR: a SearXNG JSON endpoint for the online search agent.
+    pub online_search: Option<String>,
+    /// MAKAR: critic rounds at most per criterion.
+    pub max_critic_rounds: u32,
+    /// Answer from (and add to) the model cache.
+    pub use_cache: bool,
+    pub embedder: EmbedderChoice,
+}
+
+impl Default for ScreeningOptions {
+    fn default() -> Self {
+        ScreeningOptions {
+            method: Method::ZeroShot(evident_match::zero_shot::Strategy::Ican),
+            retrieval: None,
+            top_k: 5,
+            concurrency: 1,
+            matching: ModelChoice::default(),
+            augmenting: None,
+            knowledge: None,
+            online_search: None,
+            max_critic_rounds: 3,
+            use_cache: true,
+            embedder: EmbedderChoice::default(),
+        }
+    }
+}
+
+/// Parses a method name (`acan`, `acin`, `ican`, `icin`, `makar`,
+/// `makar-aug`, `makar-reason`).
+pub fn parse_method(text: &str) -> Result<Method> {
+    match Method::parse(text) {
+        Some(method) => Ok(method),
+        None => {
+            input_error!("strategy {text:?} is not known; use one of {}", Method::ALL.map(|m| m.as_str()).join(", "))
+        }
+    }
+}
+
+/// Parses a retrieval mode: `none` (whole notes), `bm25`, `dense` or `hybrid`.
+pub fn parse_retrieval(text: &str) -> Result<Option<Mode>> {
+    match text.to_ascii_lowercase().as_str() {
+        "none" => Ok(None),
+        other => match other.parse::<Mode>() {
+            Ok(mode) => Ok(Some(mode)),
+            Err(e) => input_error!("retrieval: {e} (or none)"),
+        },
+    }
+}
+
+/// Everything a screening needs, opened once: the models (recording into
+/// one model run for the whole job), the embedder, the knowledge source,
+/// the online search endpoint and the batch settings.
+pub struct Screening {
+    store: SharedStore,
+    pub method: Method,
+    pub batch: BatchConfig,
+    /// The model run that records every call of the job.
+    pub model_run_id: String,
+    prompts_dir: Option<PathBuf>,
+    matching: RecordingModel,
+    augmenting: Option<RecordingModel>,
+    embedder: Option<evident_embed::MiniLmEmbedder>,
+    knowledge: Option<LocalKnowledgeBase>,
+    online: Option<OnlineSearch>,
+}
+
+impl Screening {
+    /// Checks the options, embeds what dense retrieval will need for
+    /// `patients`, opens the models and starts the model run `label`.
+    pub fn open(
+        session: &Session,
+        options: &ScreeningOptions,
+        patients: &[String],
+        label: &str,
+        progress: &dyn ProgressSink,
+    ) -> Result<Screening> {
+        let method = options.method;
+        let retrieval = RetrievalSettings { mode: options.retrieval, top_k: options.top_k };
+        if let (Some(mode), 0) = (retrieval.mode, options.top_k) {
+            input_error!("top_k must be at least 1 with {mode:?} retrieval");
+        }
+        if !method.augments() && (options.knowledge.is_some() || options.online_search.is_some()) {
+            input_error!("a knowledge base and online search are for the makar and makar-aug strategies");
+        }
+        let store = session.store()?;
+        let embedder = match retrieval.mode {
+            Some(Mode::Dense | Mode::Hybrid) => {
+                let embedder = session.embedder(&options.embedder)?;
+                for p in patients {
+                    let filter = SectionFilter::patient(p.clone());
+                    if !lock(&store).sections_missing_embedding(embedder.model_id(), &filter)?.is_empty() {
+                        embed_missing(&store, &embedder, &filter, EMBED_BATCH, progress)?;
+                    }
+                }
+                Some(embedder)
+            }
+            _ => None,
+        };
+        let model_run_id = session.begin_model_run(label)?;
+        let matching = session.chat_model(&options.matching, &model_run_id, options.use_cache)?;
+        let augmenting = match &options.augmenting {
+            // Criteria only: augmentation requests carry no patient text.
+            Some(choice) if method.augments() => {
+                let choice = ModelChoice { allow_remote: false, ..choice.clone() };
+                Some(session.chat_model(&choice, &model_run_id, options.use_cache)?)
+            }
+            _ => None,
+        };
+        let knowledge = options.knowledge.as_deref().map(LocalKnowledgeBase::open).transpose()?;
+        let online =
+            options.online_search.as_deref().map(|url| OnlineSearch::new(url, Duration::from_secs(30))).transpose()?;
+        let repair = session.config().llm.repair_policy();
+        let batch = BatchConfig {
+            method,
+            retrieval,
+            concurrency: options.concurrency.max(1),
+            zero_shot: ZeroShotConfig { repair, ..ZeroShotConfig::default() },
+            makar: MakarConfig { repair, max_critic_rounds: options.max_critic_rounds, ..MakarConfig::default() },
+            run_name: None,
+        };
+        Ok(Screening {
+            store,
+            method,
+            batch,
+            model_run_id,
+            prompts_dir: session.config().llm.prompts_dir.clone(),
+            matching,
+            augmenting,
+            embedder,
+            knowledge,
+            online,
+        })
+    }
+
+    /// The store the screening writes to.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    fn models(&self) -> Models<'_> {
+        Models {
+            matching: StructuredModel::recorded(&self.matching),
+            augmenting: StructuredModel::recorded(self.augmenting.as_ref().unwrap_or(&self.matching)),
+            embedder: self.embedder.as_ref().map(|e| e as &dyn Embedder),
+            model_run_id: self.model_run_id.clone(),
+            knowledge: self.knowledge.as_ref().map(|k| k as &dyn KnowledgeSource),
+            online: self.online.as_ref(),
+        }
+    }
+
+    /// Screens `patients` against one trial; the model calls go to the
+    /// job's model run. `label` names it in progress events.
+    pub fn screen(
+        &self,
+        set: &CriteriaSet,
+        patients: &[String],
+        run_name: Option<String>,
+        label: &str,
+        progress: &dyn ProgressSink,
+    ) -> Result<BatchOutcome> {
+        self.screen_with(set, patients, run_name, label, &self.models(), progress)
+    }
+
+    /// Screens `patients` against one trial with its model calls in a model
+    /// run of their own, labelled `run_label` and finished here, so that
+    /// what this screening cost can be told apart from the rest of the job
+    /// (the run id is then on every decision it makes).
+    pub fn screen_in_own_run(
+        &self,
+        set: &CriteriaSet,
+        patients: &[String],
+        run_label: &str,
+        label: &str,
+        progress: &dyn ProgressSink,
+    ) -> Result<BatchOutcome> {
+        let run_id = lock(&self.store).begin_model_run(run_label)?;
+        let matching = self.matching.in_run(&run_id);
+        let augmenting = self.augmenting.as_ref().map(|m| m.in_run(&run_id));
+        let models = Models {
+            matching: StructuredModel::recorded(&matching),
+            augmenting: StructuredModel::recorded(augmenting.as_ref().unwrap_or(&matching)),
+            model_run_id: run_id.clone(),
+            ..self.models()
+        };
+        let outcome = self.screen_with(set, patients, None, label, &models, progress);
+        lock(&self.store).finish_model_run(&run_id)?;
+        outcome
+    }
+
+    fn screen_with(
+        &self,
+        set: &CriteriaSet,
+        patients: &[String],
+        run_name: Option<String>,
+        label: &str,
+        models: &Models<'_>,
+        progress: &dyn ProgressSink,
+    ) -> Result<BatchOutcome> {
+        let config = BatchConfig { run_name, ..self.batch.clone() };
+        progress.report(ProgressEvent::ScreeningStarted { label: label.to_string() });
+        let on_progress = |p| progress.report(screening_event(p));
+        let result = run_batch(&self.store, set, patients, &config, models, self.prompts_dir.as_deref(), &on_progress);
+        progress.report(ProgressEvent::ScreeningFinished);
+        Ok(result?)
+    }
+
+    /// Ends the job's model run.
+    pub fn finish(&self) -> Result<()> {
+        lock(&self.store).finish_model_run(&self.model_run_id)?;
+        Ok(())
+    }
+}
+
+/// The error for a screening that stopped part way: what it decided is
+/// stored, and the same job started again resumes.
+pub(crate) fn stopped(what: &str, error: AppError) -> AppError {
+    AppError::Interrupted { what: what.to_string(), cause: Box::new(error) }
+}

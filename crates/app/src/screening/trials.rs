@@ -1,0 +1,201 @@
+//! The match job: screen chosen patients against one or more trials, then
+//! build the report from what the runs stored and write it (report.html,
+//! decisions.json, decisions.csv) through temporary files, so a reader
+//! never sees half a report.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use evident_match::batch::BatchOutcome;
+use evident_match::report::{self, eligibility_text, MatchReport};
+use evident_match::{criteria_from_ctgov_json, CriteriaSet, Eligibility, LabelCounts};
+use evident_store::ModelRunSummary;
+use serde::Serialize;
+
+use super::{stopped, Screening, ScreeningOptions};
+use crate::error::{input_error, AppError, Result};
+use crate::progress::ProgressSink;
+use crate::session::{lock, Session};
+
+/// Reads a trial: an Evident criteria set (YAML/JSON), or a
+/// ClinicalTrials.gov API v2 study (JSON with a `protocolSection`).
+pub fn load_trial(path: &Path) -> Result<CriteriaSet> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| AppError::Input(format!("cannot read trial file {}: {e}", path.display())))?;
+    let looks_ctgov = path.extension().is_some_and(|e| e == "json") && text.contains("\"protocolSection\"");
+    if looks_ctgov {
+        return Ok(criteria_from_ctgov_json(&text, &path.display().to_string())?);
+    }
+    Ok(CriteriaSet::load(path)?)
+}
+
+/// One screening job.
+#[derive(Debug, Clone)]
+pub struct TrialsRequest {
+    /// Criteria files; several trials rank trials for each patient.
+    pub trials: Vec<PathBuf>,
+    /// The patients to screen; `None`: every patient in the store.
+    pub patients: Option<Vec<String>>,
+    /// The report folder.
+    pub out: PathBuf,
+    /// The run's name (default: derived from its definition).
+    pub run_name: Option<String>,
+    pub options: ScreeningOptions,
+}
+
+/// One patient's line in the summary.
+#[derive(Debug, Serialize)]
+pub struct PatientLine {
+    pub patient_id: String,
+    pub eligibility: Eligibility,
+    pub matching_score: f64,
+    pub counts: LabelCounts,
+}
+
+/// One trial's line in the summary.
+#[derive(Debug, Serialize)]
+pub struct TrialLine {
+    pub trial_id: String,
+    /// What this job did in the trial's run.
+    pub run: BatchOutcome,
+    pub usage: Option<ModelRunSummary>,
+    pub patients: Vec<PatientLine>,
+    #[serde(skip)]
+    pub method: String,
+}
+
+/// What a screening job did and where its report is.
+#[derive(Debug, Serialize)]
+pub struct ScreeningReport {
+    /// `report.html` in the report folder.
+    pub report: PathBuf,
+    pub trials: Vec<TrialLine>,
+    /// The whole report as written.
+    #[serde(skip)]
+    pub full: MatchReport,
+}
+
+/// Screens the request's patients against each trial (resuming stored
+/// decisions) and writes the report.
+pub fn screen_trials(
+    session: &Session,
+    request: &TrialsRequest,
+    progress: &dyn ProgressSink,
+) -> Result<ScreeningReport> {
+    let trials: Vec<CriteriaSet> = request.trials.iter().map(|p| load_trial(p)).collect::<Result<_>>()?;
+    let store = session.store()?;
+    let patients: Vec<String> = match &request.patients {
+        None => lock(&store).patients()?.into_iter().map(|p| p.patient.id).collect(),
+        Some(ids) => ids.clone(),
+    };
+    if patients.is_empty() {
+        input_error!("no patients to screen: the store {} is empty; ingest records first", session.db_path().display());
+    }
+    for p in &patients {
+        session.require_patient(&lock(&store), p)?;
+    }
+    let label = format!("match {}", request.options.method.as_str());
+    let screening = Screening::open(session, &request.options, &patients, &label, progress)?;
+    let mut outcomes: Vec<(CriteriaSet, BatchOutcome)> = Vec::new();
+    let mut failure = None;
+    for (i, set) in trials.iter().enumerate() {
+        let run_name =
+            request
+                .run_name
+                .as_ref()
+                .map(|r| if trials.len() > 1 { format!("{r}-{}", set.trial_id) } else { r.clone() });
+        let shown = format!("{} ({}/{})", set.trial_id, i + 1, trials.len());
+        match screening.screen(set, &patients, run_name, &shown, progress) {
+            Ok(outcome) => outcomes.push((set.clone(), outcome)),
+            Err(e) => {
+                failure = Some(stopped(&format!("screening for trial {}", set.trial_id), e));
+                break;
+            }
+        }
+    }
+    screening.finish()?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let st = lock(&store);
+    let mut trial_reports = Vec::new();
+    for (set, outcome) in &outcomes {
+        trial_reports.push(report::trial_report(&st, &outcome.run_id, set, &patients)?);
+    }
+    drop(st);
+    let full = report::match_report(trial_reports);
+    write_report(&full, &request.out)?;
+    let trials = full
+        .trials
+        .iter()
+        .zip(outcomes)
+        .map(|(t, (_, run))| TrialLine {
+            trial_id: t.trial.trial_id.clone(),
+            run,
+            usage: t.usage.clone(),
+            method: t.method.clone(),
+            patients: t
+                .patients
+                .iter()
+                .map(|p| PatientLine {
+                    patient_id: p.patient_id.clone(),
+                    eligibility: p.verdict.eligibility,
+                    matching_score: p.verdict.matching_score,
+                    counts: p.verdict.counts.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(ScreeningReport { report: request.out.join("report.html"), trials, full })
+}
+
+/// Writes report.html, decisions.json and decisions.csv into `dir`, each
+/// through a temporary file so a reader never sees half a report.
+pub fn write_report(report: &MatchReport, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| AppError::file(dir, e))?;
+    let write = |name: &str, text: String| -> Result<()> {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| AppError::file(&tmp, e))?;
+        std::fs::rename(&tmp, dir.join(name)).map_err(|e| AppError::file(dir.join(name), e))?;
+        Ok(())
+    };
+    write("report.html", report::to_html(report))?;
+    write("decisions.json", serde_json::to_string_pretty(report)?)?;
+    write("decisions.csv", report::to_csv(report))?;
+    Ok(())
+}
+
+impl fmt::Display for ScreeningReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for t in &self.trials {
+            let o = &t.run;
+            writeln!(
+                f,
+                "trial {} ({}), run {}: {} patients, {} tasks ({} run now, {} from earlier invocations)",
+                t.trial_id, t.method, o.run_id, o.patients, o.tasks_total, o.tasks_run, o.tasks_skipped
+            )?;
+            for p in &t.patients {
+                let c = &p.counts;
+                writeln!(
+                    f,
+                    "  {:<16} {:<13} score {:>5.2}  inclusion {}/{}/{} exclusion {}/{}/{} (met/not met/unknown){}{}",
+                    p.patient_id,
+                    eligibility_text(p.eligibility),
+                    p.matching_score,
+                    c.included,
+                    c.not_included,
+                    c.inclusion_unknown,
+                    c.excluded,
+                    c.not_excluded,
+                    c.exclusion_unknown,
+                    if c.failed > 0 { format!(", {} failed", c.failed) } else { String::new() },
+                    if c.flagged > 0 { format!(", {} flagged citations", c.flagged) } else { String::new() },
+                )?;
+            }
+            if let Some(u) = &t.usage {
+                writeln!(f, "  usage: {}", report::usage_text(u))?;
+            }
+        }
+        writeln!(f, "report: {}", self.report.display())
+    }
+}

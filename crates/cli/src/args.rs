@@ -1,0 +1,111 @@
+//! Argument groups more than one command takes (flattened into each
+//! command's `Args`), and how each becomes an `evident_app` request: the
+//! model to use, the embedding model's folder, and how to screen.
+
+use std::path::PathBuf;
+
+use evident_app::screening::{parse_method, parse_retrieval, ScreeningOptions};
+use evident_app::{EmbedderChoice, ModelChoice};
+use evident_match::batch::Method;
+
+/// Where the embedding model comes from.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EmbedderArgs {
+    /// A folder holding model.safetensors, tokenizer.json and config.json
+    /// (default: `[retrieval] model_dir` in evident.toml, else the cache
+    /// folder that `evident models pull minilm-l6` fills).
+    #[arg(long, env = "EVIDENT_EMBED_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+}
+
+impl EmbedderArgs {
+    pub fn choice(&self) -> EmbedderChoice {
+        EmbedderChoice { model_dir: self.model_dir.clone() }
+    }
+}
+
+/// `--strategy` and `--baseline` values.
+pub fn method(text: &str) -> Result<Method, String> {
+    parse_method(text).map_err(|e| e.to_string())
+}
+
+/// How to screen: method, retrieval, models. Shared by `match` and `eval`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ScreenArgs {
+    /// acan, acin, ican, icin, makar, makar-aug or makar-reason.
+    #[arg(long, default_value = "ican", value_parser = method)]
+    pub strategy: Method,
+    /// Two-stage retrieval: none (whole notes), bm25, dense or hybrid.
+    #[arg(long, default_value = "none")]
+    pub retrieval: String,
+    /// Sections kept per task by two-stage retrieval.
+    #[arg(long, default_value_t = 5)]
+    pub top_k: usize,
+    /// Patients worked on at once (useful against servers).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// The matching model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long, conflicts_with = "endpoint")]
+    pub model: Option<String>,
+    /// An OpenAI-compatible base URL for the matching model.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, default_value = "default", requires = "endpoint")]
+    pub endpoint_model: String,
+    /// Allow patient text to reach a non-loopback endpoint.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// MAKAR: the model that augments criteria (criteria are not patient
+    /// data, so it may be remote); default: the matching model.
+    #[arg(long, conflicts_with = "augment_endpoint")]
+    pub augment_model: Option<String>,
+    #[arg(long)]
+    pub augment_endpoint: Option<String>,
+    #[arg(long, default_value = "default", requires = "augment_endpoint")]
+    pub augment_endpoint_model: String,
+    /// MAKAR: a knowledge base built with `evident kb index` for the retrieval agent.
+    #[arg(long)]
+    pub knowledge: Option<PathBuf>,
+    /// MAKAR: a search endpoint (SearXNG JSON API) for the online search
+    /// agent; without it online search is off.
+    #[arg(long)]
+    pub online_search: Option<String>,
+    /// MAKAR: critic rounds at most per criterion.
+    #[arg(long, default_value_t = 3)]
+    pub max_critic_rounds: u32,
+    /// Do not answer from (or add to) the model cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    #[command(flatten)]
+    pub embed_model: EmbedderArgs,
+}
+
+impl ScreenArgs {
+    pub fn options(&self) -> anyhow::Result<ScreeningOptions> {
+        let matching = ModelChoice {
+            model: self.model.clone(),
+            endpoint: self.endpoint.clone(),
+            endpoint_model: self.endpoint_model.clone(),
+            allow_remote: self.allow_remote,
+        };
+        let augmenting = (self.augment_model.is_some() || self.augment_endpoint.is_some()).then(|| ModelChoice {
+            model: self.augment_model.clone(),
+            endpoint: self.augment_endpoint.clone(),
+            endpoint_model: self.augment_endpoint_model.clone(),
+            allow_remote: false,
+        });
+        Ok(ScreeningOptions {
+            method: self.strategy,
+            retrieval: parse_retrieval(&self.retrieval)?,
+            top_k: self.top_k,
+            concurrency: self.concurrency,
+            matching,
+            augmenting,
+            knowledge: self.knowledge.clone(),
+            online_search: self.online_search.clone(),
+            max_critic_rounds: self.max_critic_rounds,
+            use_cache: !self.no_cache,
+            embedder: self.embed_model.choice(),
+        })
+    }
+}
