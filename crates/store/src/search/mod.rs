@@ -88,8 +88,9 @@ impl Store {
     /// BM25 corpus: IDF and average length are computed over them, as
     /// rank_bm25 over one patient's record does, and the scores equal what
     /// FTS5's `bm25()` gives on a store holding only those sections (same
-    /// porter/unicode61 terms, same formula: [`bm25::formula`]). The cost
-    /// depends on the size of the patient's record, not of the store.
+    /// porter/unicode61 terms, same formula with k1 = 1.2 and b = 0.75, both
+    /// from `search/bm25/formula.rs`). The cost depends on the size of the
+    /// patient's record, not of the store.
     ///
     /// Without a patient, FTS5 ranks the whole store with corpus-wide
     /// statistics.
