@@ -4,11 +4,16 @@
 //! model calls; a baseline strategy gives a paired difference), and the
 //! n2c2 2018 metric on small files in the challenge's format that the team
 //! wrote, both from given predictions (hand-computed F1s) and by screening
-//! with Evident.
+//! with Evident. Figures that depend on the model are recomputed in the
+//! test from the decisions the command stored; GPT-4's from the annotation
+//! file.
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use common::{shared_data, Sandbox};
+use serde_json::Value;
 
 const STARS: &str =
     "****************************************************************************************************";
@@ -20,6 +25,52 @@ fn n2c2_file(notes: &[(&str, &str)], tags: &[(&str, &str)]) -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\" ?>\n<PatientMatching>\n<TEXT><![CDATA[{}]]></TEXT>\n<TAGS>\n{tags}</TAGS>\n</PatientMatching>\n",
         text.join(STARS)
     )
+}
+
+/// The decision a TrialGPT label stands for (the criterion type is implied
+/// by the label): written here from the annotation guide, not taken from
+/// evident-eval, so the figures below are computed independently.
+fn decision_of_label(label: &str) -> &'static str {
+    match label {
+        "included" | "excluded" => "MET",
+        "not included" | "not excluded" => "NOT MET",
+        "not enough information" => "NOT ENOUGH INFORMATION",
+        "not applicable" => "NOT APPLICABLE",
+        other => panic!("unknown TrialGPT label {other:?}"),
+    }
+}
+
+/// met / not met / unknown, as docs/evaluation.md defines the collapsed space.
+fn collapsed(decision: &str) -> &'static str {
+    match decision {
+        "MET" => "met",
+        "NOT MET" | "NOT APPLICABLE" => "not met",
+        "NOT ENOUGH INFORMATION" => "unknown",
+        other => panic!("unknown decision {other:?}"),
+    }
+}
+
+/// A stored result's decision (`None` for a failed one).
+fn stored_decision(result_json: &str) -> Option<String> {
+    let result: Value = serde_json::from_str(result_json).unwrap();
+    let outcome = &result["outcome"];
+    (outcome["status"] == "assessed").then(|| outcome["decision"].as_str().unwrap().to_string())
+}
+
+/// The annotation file's rows for one topic.
+fn annotated_rows(annotations: &std::path::Path, topic: &str) -> Vec<Value> {
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(annotations).unwrap()).unwrap();
+    all.as_array().unwrap().iter().filter(|r| r["patient_id"] == topic).cloned().collect()
+}
+
+fn sentence_ids(row: &Value, field: &str) -> BTreeSet<i64> {
+    serde_json::from_str::<Vec<i64>>(row[field].as_str().unwrap()).unwrap().into_iter().collect()
+}
+
+#[track_caller]
+fn assert_close(value: &Value, expected: f64, what: &str) {
+    let got = value.as_f64().unwrap_or_else(|| panic!("{what} is not a number: {value}"));
+    assert!((got - expected).abs() < 1e-12, "{what}: {got}, expected {expected}");
 }
 
 #[test]
@@ -41,13 +92,57 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     ];
     let first = sb.run(&args).ok().json();
     assert_eq!(first["rows"], 6, "sigir-20143 has 6 annotated rows: {first}");
+    assert_eq!(first["patients"], 1);
+    assert_eq!(first["pairs"], 2, "sigir-20143 is annotated against two trials");
     let ours = &first["method_row"]["metrics"];
     assert_eq!(ours["rows"], 6);
-    let accuracy = ours["accuracy"].as_f64().unwrap();
-    assert!((0.0..=1.0).contains(&accuracy));
-    assert_eq!(first["gpt4_row"]["metrics"]["rows"], 6, "GPT-4 is scored on the same rows");
     assert!(first["usage"]["model_calls"].as_u64().unwrap() >= 6, "{}", first["usage"]);
-    assert_eq!(first["pairs"], 2, "sigir-20143 is annotated against two trials");
+
+    // GPT-4's row does not depend on our model: recomputed here from the
+    // annotation file. By hand: GPT-4 agrees with the physician on 3 of the
+    // 6 rows (annotations 43, 47, 48), on 4 once collapsed (44: not
+    // applicable vs not excluded are both "not met"), and cites 4 sentences,
+    // all among the physician's 5.
+    let rows = annotated_rows(&annotations, "sigir-20143");
+    assert_eq!(rows.len(), 6);
+    let label = |r: &Value, who: &str| decision_of_label(r[format!("{who}_eligibility")].as_str().unwrap());
+    let agree = rows.iter().filter(|r| label(r, "gpt4") == label(r, "expert")).count();
+    let agree_collapsed = rows.iter().filter(|r| collapsed(label(r, "gpt4")) == collapsed(label(r, "expert"))).count();
+    assert_eq!((agree, agree_collapsed), (3, 4));
+    let (mut cited, mut gold, mut cited_in_gold) = (0, 0, 0);
+    for r in &rows {
+        let (g, e) = (sentence_ids(r, "gpt4_sentences"), sentence_ids(r, "expert_sentences"));
+        cited += g.len();
+        gold += e.len();
+        cited_in_gold += g.intersection(&e).count();
+    }
+    assert_eq!((cited, gold, cited_in_gold), (4, 5, 4));
+    let gpt4 = &first["gpt4_row"]["metrics"];
+    assert_eq!(gpt4["rows"], 6, "GPT-4 is scored on the same rows");
+    assert_eq!(gpt4["failed"], 0);
+    assert_close(&gpt4["accuracy"], agree as f64 / 6.0, "GPT-4 accuracy");
+    assert_close(&gpt4["accuracy_collapsed"], agree_collapsed as f64 / 6.0, "GPT-4 collapsed accuracy");
+    assert_close(&gpt4["evidence_precision"], cited_in_gold as f64 / cited as f64, "GPT-4 evidence precision");
+    assert_close(&gpt4["evidence_recall"], cited_in_gold as f64 / gold as f64, "GPT-4 evidence recall");
+    assert_close(&first["gpt4_row"]["accuracy"]["estimate"], 0.5, "GPT-4 accuracy estimate");
+
+    // Our row, recomputed from the decisions the command stored (one match
+    // run per pair, one decision per annotated criterion).
+    let expert: BTreeMap<String, &'static str> =
+        rows.iter().map(|r| (format!("annotation-{}", r["annotation_id"]), label(r, "expert"))).collect();
+    let mut decided: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for run in first["runs"].as_array().unwrap() {
+        for r in sb.store().match_results(run.as_str().unwrap()).unwrap() {
+            let previous = decided.insert(r.criterion_id.clone(), stored_decision(&r.result_json));
+            assert!(previous.is_none(), "{} decided twice", r.criterion_id);
+        }
+    }
+    assert_eq!(decided.keys().collect::<Vec<_>>(), expert.keys().collect::<Vec<_>>(), "one decision per row");
+    let correct = decided.iter().filter(|(id, d)| d.as_deref() == Some(expert[*id])).count();
+    let failed = decided.values().filter(|d| d.is_none()).count();
+    let accuracy = correct as f64 / 6.0;
+    assert_close(&ours["accuracy"], accuracy, "our accuracy from the stored decisions");
+    assert_eq!(ours["failed"], failed);
     assert_eq!(first["trial_level"]["method"]["pairs"], 2, "both pairs have a SIGIR relevance label");
     let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
     assert!(md.contains("| Evident ican | 6 |") && md.contains("| GPT-4 (same rows) | 6 |"), "{md}");
@@ -60,6 +155,18 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     assert_eq!(runs_of(&first).len(), 2, "one model run per pair: {}", first["model_runs"]);
     let calls_in = |runs: &[String]| -> usize { runs.iter().map(|r| sb.store().model_calls(r).unwrap().len()).sum() };
     assert_eq!(calls_in(&runs_of(&first)) as u64, first["usage"]["calls"].as_u64().unwrap());
+    // The same totals as `evident runs list` shows for those runs.
+    let listed = sb.run(&["--json", "runs", "list"]).ok().json();
+    for field in ["calls", "cache_hits", "model_calls", "prompt_tokens", "completion_tokens"] {
+        let total: u64 = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| runs_of(&first).iter().any(|id| r["id"] == id.as_str()))
+            .map(|r| r[field].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(total), first["usage"][field].as_u64(), "{field}: runs list {listed}");
+    }
     let all_calls = || -> u64 { sb.store().model_runs().unwrap().iter().map(|r| r.calls).sum() };
     let calls_before = all_calls();
     let second = sb.run(&args).ok().json();
@@ -132,37 +239,67 @@ fn n2c2_metric_from_given_predictions_matches_hand_computation() {
 #[test]
 fn n2c2_by_screening_with_the_embedded_model() {
     let sb = Sandbox::new();
-    sb.write(
-        "gold/201.xml",
-        &n2c2_file(
-            &[(
-                "2091-05-02",
-                "55 year old man with type 2 diabetes and coronary artery disease. Myocardial infarction in 2088, on aspirin 81 mg daily. HbA1c today 8.1%. Creatinine 1.0. Speaks English and makes his own decisions. No alcohol or drug use.",
-            )],
-            &[
-                ("ABDOMINAL", "not met"),
-                ("ADVANCED-CAD", "met"),
-                ("ALCOHOL-ABUSE", "not met"),
-                ("ASP-FOR-MI", "met"),
-                ("CREATININE", "not met"),
-                ("DIETSUPP-2MOS", "not met"),
-                ("DRUG-ABUSE", "not met"),
-                ("ENGLISH", "met"),
-                ("HBA1C", "met"),
-                ("KETO-1YR", "not met"),
-                ("MAJOR-DIABETES", "not met"),
-                ("MAKES-DECISIONS", "met"),
-                ("MI-6MOS", "not met"),
-            ],
-        ),
-    );
+    let gold = [
+        ("ABDOMINAL", "not met"),
+        ("ADVANCED-CAD", "met"),
+        ("ALCOHOL-ABUSE", "not met"),
+        ("ASP-FOR-MI", "met"),
+        ("CREATININE", "not met"),
+        ("DIETSUPP-2MOS", "not met"),
+        ("DRUG-ABUSE", "not met"),
+        ("ENGLISH", "met"),
+        ("HBA1C", "met"),
+        ("KETO-1YR", "not met"),
+        ("MAJOR-DIABETES", "not met"),
+        ("MAKES-DECISIONS", "met"),
+        ("MI-6MOS", "not met"),
+    ];
+    let note = [(
+        "2091-05-02",
+        "55 year old man with type 2 diabetes and coronary artery disease. Myocardial infarction in 2088, on aspirin 81 mg daily. HbA1c today 8.1%. Creatinine 1.0. Speaks English and makes his own decisions. No alcohol or drug use.",
+    )];
+    sb.write("gold/201.xml", &n2c2_file(&note, &gold));
     let out = sb.run(&["--json", "eval", "n2c2", "gold", "--strategy", "ican"]).ok().json();
     assert_eq!(out["judgements"], 13, "{out}");
-    let micro = out["metrics"]["overall_micro_f1"].as_f64().unwrap();
-    assert!((0.0..=1.0).contains(&micro));
-    let decided = sb.store().match_runs().unwrap();
-    assert_eq!(decided.len(), 1);
-    assert_eq!(decided[0].results, 13, "one stored decision per criterion (failed ones included)");
+    let runs = sb.store().match_runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].results, 13, "one stored decision per criterion (failed ones included)");
+
+    // The F1s recomputed from the stored decisions: MET is "met", every
+    // other decision "not met", a failed decision is scored wrong.
+    let gold: BTreeMap<&str, bool> = gold.iter().map(|(c, v)| (*c, *v == "met")).collect();
+    let mut counts: BTreeMap<String, [usize; 4]> = BTreeMap::new(); // tm, fm, fn, tn
+    let mut failed = 0;
+    for r in sb.store().match_results(&runs[0].id).unwrap() {
+        let gold_met = gold[r.criterion_id.as_str()];
+        let decision = stored_decision(&r.result_json);
+        failed += usize::from(decision.is_none());
+        let predicted_met = decision.map_or(!gold_met, |d| d == "MET");
+        let c = counts.entry(r.criterion_id.clone()).or_default();
+        c[match (gold_met, predicted_met) {
+            (true, true) => 0,
+            (false, true) => 1,
+            (true, false) => 2,
+            (false, false) => 3,
+        }] += 1;
+    }
+    assert_eq!(counts.len(), 13, "one decision per criterion");
+    assert_eq!(out["failed_decisions"], failed);
+    let f1 = |tp: usize, false_positive: usize, false_negative: usize| {
+        if tp == 0 {
+            0.0
+        } else {
+            2.0 * tp as f64 / (2 * tp + false_positive + false_negative) as f64
+        }
+    };
+    let mean_f1 = |[tm, fm, fnm, tn]: [usize; 4]| (f1(tm, fm, fnm) + f1(tn, fnm, fm)) / 2.0;
+    let mut pooled = [0; 4];
+    for c in counts.values() {
+        (0..4).for_each(|i| pooled[i] += c[i]);
+    }
+    let macro_f1 = counts.values().map(|c| mean_f1(*c)).sum::<f64>() / counts.len() as f64;
+    assert_close(&out["metrics"]["overall_micro_f1"], mean_f1(pooled), "micro F1 from the stored decisions");
+    assert_close(&out["metrics"]["overall_macro_f1"], macro_f1, "macro F1 from the stored decisions");
 }
 
 #[test]

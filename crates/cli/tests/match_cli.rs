@@ -2,7 +2,8 @@
 //! a batch over SIGIR patients against a TrialGPT-annotated trial, killed
 //! with SIGKILL midway and started again (no decision lost or doubled,
 //! earlier decisions kept, every citation resolving to stored text); an
-//! exclusion a patient plainly meets puts the patient in "excluded"; and
+//! exclusion a patient plainly meets puts the patient in "excluded" while a
+//! control patient screened beside them, plainly without it, is not; and
 //! bad input is refused with a clear message.
 
 mod common;
@@ -124,24 +125,47 @@ fn sigir_batch_resumes_after_kill_without_losing_or_doubling_decisions() {
     assert_eq!(csv.lines().count(), 1 + expected, "one CSV row per decision");
 }
 
+/// The patient with this id in a `match --json` summary's first trial.
+fn patient_in<'a>(summary: &'a Value, id: &str) -> &'a Value {
+    summary["trials"][0]["patients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["patient_id"] == id)
+        .unwrap_or_else(|| panic!("{id} is not in the summary: {summary}"))
+}
+
 #[test]
 fn a_patient_who_meets_an_exclusion_is_excluded() {
     let sb = Sandbox::new();
-    sb.write("notes/manifest.csv", "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\n");
+    sb.write(
+        "notes/manifest.csv",
+        "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\nX2,x2-note,progress note,2024-03-01,x2.txt\n",
+    );
     sb.write(
         "notes/x1.txt",
         "Progress note.\nThe patient is a 50-year-old man with type 1 diabetes.\nHe injects insulin glargine 20 units every night and insulin lispro with every meal.\nHe took his insulin this morning.\n",
+    );
+    // The control: the exclusion is plainly absent. Without it a model that
+    // answers MET to every criterion would pass this test.
+    sb.write(
+        "notes/x2.txt",
+        "Progress note.\nThe patient is a 50-year-old man seen for a sprained left ankle after a fall while jogging.\nHe is otherwise healthy and takes no medications.\nThe ankle is swollen; rest, ice and elevation advised.\n",
     );
     sb.run(&["ingest", "notes"]).ok();
     let trial = sb.write(
         "trial.yaml",
         "trial_id: EXCL-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: \"Age 18 years or older.\"\n  - id: insulin\n    type: exclusion\n    text: \"Currently treated with insulin.\"\n",
     );
-    let out = sb.run(&["--json", "match", "--trial", trial.to_str().unwrap(), "--patients", "X1", "--out", "out"]).ok();
+    let out =
+        sb.run(&["--json", "match", "--trial", trial.to_str().unwrap(), "--patients", "X1,X2", "--out", "out"]).ok();
     let summary = out.json();
-    let patient = &summary["trials"][0]["patients"][0];
-    assert_eq!(patient["counts"]["excluded"], 1, "{summary}");
-    assert_eq!(patient["eligibility"], "excluded", "{summary}");
+    let on_insulin = patient_in(&summary, "X1");
+    assert_eq!(on_insulin["counts"]["excluded"], 1, "{summary}");
+    assert_eq!(on_insulin["eligibility"], "excluded", "{summary}");
+    let control = patient_in(&summary, "X2");
+    assert_eq!(control["counts"]["excluded"], 0, "the control takes no insulin: {summary}");
+    assert_ne!(control["eligibility"], "excluded", "the control takes no insulin: {summary}");
     let html = std::fs::read_to_string(sb.path().join("out/report.html")).unwrap();
     assert!(html.contains("<span class=\"pill excluded\">excluded</span>"), "the report says excluded");
 }
