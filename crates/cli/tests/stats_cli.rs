@@ -1,8 +1,10 @@
 //! `evident stats` end to end: R writes its datasets to CSV in a tempdir and
 //! computes reference values; the built binary reads the CSVs and its JSON
 //! output must agree with R to 1e-6 relative. Bad input must exit 2 with the
-//! exact message. R (with survival, MASS, MatchIt, pROC, jsonlite) must be
-//! installed: a missing R fails these tests.
+//! exact message, naming the user's file, column and CSV line (the header is
+//! line 1; rows dropped for missing values still count). R (with survival,
+//! MASS, MatchIt, pROC, jsonlite) must be installed: a missing R fails the
+//! tests that compare with it.
 
 use std::path::Path;
 use std::process::Command;
@@ -258,7 +260,7 @@ fn bad_input_exits_2_with_a_clear_message() {
     assert_eq!(code, 2);
     assert_eq!(
         err.trim(),
-        "error: Cox model: all 3 observations are censored, so there are no events to estimate from; check the event column (1 = event, 0 = censored)"
+        "error: censored.csv: Cox model: all 3 observations are censored, so there are no events to estimate from; check the event column (1 = event, 0 = censored)"
     );
     std::fs::write(d.join("text.csv"), "y,x\n1,2\n0,male\n").unwrap();
     let (code, _, err) =
@@ -279,4 +281,123 @@ fn bad_input_exits_2_with_a_clear_message() {
     let (code, _, err) = evident(d, &["stats", "logistic", "--data", "sep.csv", "--outcome", "y", "--covariates", "x"]);
     assert_eq!(code, 2);
     assert!(err.contains("complete separation"), "{err}");
+}
+
+/// Writes `csv` as `cohort.csv` in a fresh directory, runs `evident stats
+/// ARGS --data cohort.csv`, and checks that it exits 2 with `expected` as
+/// the whole error.
+#[track_caller]
+fn refused(csv: &str, args: &[&str], expected: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cohort.csv"), csv).unwrap();
+    let mut all = vec!["stats"];
+    all.extend_from_slice(&args[..1]);
+    all.extend_from_slice(&["--data", "cohort.csv"]);
+    all.extend_from_slice(&args[1..]);
+    let (code, out, err) = evident(dir.path(), &all);
+    assert_eq!(code, 2, "evident {all:?} should refuse: {out}{err}");
+    assert_eq!(err.trim(), format!("error: {expected}"));
+}
+
+/// Line 3 has a missing value, so the bad row on line 4 is the 2nd
+/// complete row: the message must say line 4 and the user's column.
+#[test]
+fn a_negative_time_names_the_file_line_and_column() {
+    refused(
+        "days,died,age\n5,1,60\n6,,61\n-3,1,70\n8,0,55\n9,1,66\n",
+        &["cox", "--time", "days", "--event", "died", "--covariates", "age"],
+        "cohort.csv:4: column days = -3 is negative; survival times must be >= 0, check the start and end dates",
+    );
+    refused(
+        "days,died\n5,1\nNA,1\n-3,1\n8,0\n",
+        &["km", "--time", "days", "--event", "died"],
+        "cohort.csv:4: column days = -3 is negative; survival times must be >= 0, check the start and end dates",
+    );
+}
+
+#[test]
+fn an_invalid_code_names_the_file_line_and_column() {
+    refused(
+        "days,died,age\n5,1,60\n6,1,\n7,2,70\n8,0,55\n",
+        &["cox", "--time", "days", "--event", "died", "--covariates", "age"],
+        "cohort.csv:4: column died = 2 is not valid for Cox model; expected 1 (event) or 0 (censored)",
+    );
+    refused(
+        "days,died,arm\n5,1,0\n6,1,NA\n7,2,1\n8,0,1\n",
+        &["logrank", "--time", "days", "--event", "died", "--group", "arm"],
+        "cohort.csv:4: column died = 2 is not valid for log-rank test; expected 1 (event) or 0 (censored)",
+    );
+    // The treatment of a propensity model must be 0/1.
+    refused(
+        "treated,age\n0,20\n1,\n1,25\n2,30\n0,35\n",
+        &["ps-match", "--treatment", "treated", "--covariates", "age"],
+        "cohort.csv:5: column treated = 2 is not valid for propensity score model; expected 1 (treated) or 0 (comparator)",
+    );
+    refused(
+        "case,score\n0,1.5\n1,NA\n1,2.5\n3,0.5\n",
+        &["auc", "--outcome", "case", "--predictor", "score"],
+        "cohort.csv:5: column case = 3 is not valid for ROC AUC; expected 1 (case) or 0 (control)",
+    );
+}
+
+#[test]
+fn an_outcome_outside_the_familys_range_names_its_line() {
+    refused(
+        "low,age\n0,20\n1,\n2,25\n1,30\n0,35\n",
+        &["logistic", "--outcome", "low", "--covariates", "age"],
+        "cohort.csv:4: column low = 2 is not valid for logistic regression; expected 0 or 1",
+    );
+    refused(
+        "visits,age\n1,20\nNA,21\n3,25\n-1,30\n0,35\n",
+        &["poisson", "--outcome", "visits", "--covariates", "age"],
+        "cohort.csv:5: column visits = -1 is not valid for Poisson regression; expected a count >= 0",
+    );
+    // IPTW's weighted outcome model, after a valid propensity model.
+    refused(
+        "treated,age,died\n0,20,0\n1,22,1\n1,,1\n1,25,2\n0,30,1\n0,33,0\n1,36,0\n0,40,1\n",
+        &["iptw", "--treatment", "treated", "--covariates", "age", "--outcome", "died"],
+        "cohort.csv:5: column died = 2 is not valid for logistic regression; expected 0 or 1",
+    );
+}
+
+#[test]
+fn a_constant_or_collinear_covariate_names_the_file_and_column() {
+    refused(
+        "days,died,age,site\n5,1,60,1\n6,1,NA,2\n7,0,70,1\n8,1,55,1\n9,0,66,1\n",
+        &["cox", "--time", "days", "--event", "died", "--covariates", "age,site"],
+        "cohort.csv: Cox model: covariate `site` is constant (every row is 1); drop it from the model",
+    );
+    refused(
+        "y,dose,dose_mg\n1,1,1000\n3,NA,4\n2,2,2000\n5,3,3000\n4,4,4000\n",
+        &["linear", "--outcome", "y", "--covariates", "dose,dose_mg"],
+        "cohort.csv: linear regression: design matrix is singular: column `dose_mg` is a linear combination of the columns before it; drop it or merge the categories",
+    );
+}
+
+#[test]
+fn a_group_without_exactly_2_values_names_the_file_line_and_column() {
+    refused(
+        "bwt,smoke\n3000,0\n2500,\n2600,1\n2700,0\n3100,2\n",
+        &["ttest", "--outcome", "bwt", "--group", "smoke"],
+        "cohort.csv:6: column smoke = 2 is not valid for t-test; expected exactly 2 distinct values (the rows above have 0 and 1)",
+    );
+    refused(
+        "bwt,smoke\n3000,1\n2500,NA\n2600,1\n",
+        &["wilcoxon", "--outcome", "bwt", "--group", "smoke"],
+        "cohort.csv: Wilcoxon rank-sum test: column `smoke` is 1 in all 2 rows; it must have exactly 2 distinct values, one per group",
+    );
+}
+
+#[test]
+fn json_errors_carry_the_same_message() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cohort.csv"), "days,died\n5,1\nNA,1\n-3,1\n").unwrap();
+    let (code, out, _) =
+        evident(dir.path(), &["--json", "stats", "km", "--data", "cohort.csv", "--time", "days", "--event", "died"]);
+    assert_eq!(code, 2);
+    let error: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        error["error"],
+        "cohort.csv:4: column days = -3 is negative; survival times must be >= 0, check the start and end dates"
+    );
 }

@@ -43,10 +43,10 @@ pub enum StatsError {
     /// 0/1, an outcome outside the family's range, a third group).
     #[error("{}", invalid_value(analysis, column, row, *value, expected))]
     InvalidValue { analysis: String, column: String, row: Row, value: f64, expected: String },
-    /// A grouping column with fewer distinct values than the analysis
-    /// compares.
-    #[error("{analysis}: column `{column}` has {levels} distinct value(s) in all {n} rows; expected exactly {expected} groups")]
-    TooFewGroups { analysis: String, column: String, levels: usize, n: usize, expected: usize },
+    /// A grouping column with one value where the analysis compares two
+    /// groups.
+    #[error("{analysis}: column `{column}` is {value} in all {n} rows; it must have exactly 2 distinct values, one per group")]
+    OneGroup { analysis: String, column: String, value: f64, n: usize },
     #[error("{analysis}: {problem}")]
     InvalidInput { analysis: String, problem: String },
     #[error(
@@ -124,8 +124,8 @@ impl StatsError {
             StatsError::SingularDesign { analysis, column } => {
                 StatsError::SingularDesign { analysis, column: rename(column) }
             }
-            StatsError::TooFewGroups { analysis, column, levels, n, expected } => {
-                StatsError::TooFewGroups { analysis, column: rename(column), levels, n, expected }
+            StatsError::OneGroup { analysis, column, value, n } => {
+                StatsError::OneGroup { analysis, column: rename(column), value, n }
             }
             other => other,
         }

@@ -57,6 +57,9 @@ pub struct TwoGroups {
 /// these slices (the first non-finite value, the first row with a third
 /// group value), so that [`StatsError::locate`] can place them.
 pub fn two_groups(analysis: &str, outcome: &[f64], group: &[f64]) -> Result<TwoGroups> {
+    if outcome.is_empty() {
+        return Err(StatsError::NoRows { analysis: analysis.into(), rows_in: 0, rows_dropped: 0 });
+    }
     if outcome.len() != group.len() {
         return Err(invalid(analysis, format!("outcome has {} rows, group has {}", outcome.len(), group.len())));
     }
@@ -84,12 +87,11 @@ pub fn two_groups(analysis: &str, outcome: &[f64], group: &[f64]) -> Result<TwoG
         }
     }
     if seen.len() < 2 {
-        return Err(StatsError::TooFewGroups {
+        return Err(StatsError::OneGroup {
             analysis: analysis.into(),
             column: "group".into(),
-            levels: seen.len(),
+            value: seen[0],
             n: group.len(),
-            expected: 2,
         });
     }
     seen.sort_by(|a, b| a.total_cmp(b));

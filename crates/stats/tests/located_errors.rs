@@ -90,7 +90,7 @@ fn a_third_group_value_is_placed_and_one_group_is_counted() {
     let e = two_groups("t-test", &[1.0, 2.0, 3.0], &[1.0, 1.0, 1.0]).unwrap_err();
     assert_eq!(
         e.locate(&origin(&[("outcome", "bwt"), ("group", "smoke")])).to_string(),
-        "t-test: column `smoke` has 1 distinct value(s) in all 3 rows; expected exactly 2 groups"
+        "t-test: column `smoke` is 1 in all 3 rows; it must have exactly 2 distinct values, one per group"
     );
     let split = two_groups("t-test", &[1.0, 2.0, 3.0, 4.0], &[1.0, 0.0, 1.0, 0.0]).unwrap();
     assert_eq!((split.low, split.high), (0.0, 1.0));

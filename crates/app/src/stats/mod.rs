@@ -20,6 +20,8 @@ pub mod request;
 mod roc;
 mod survival;
 pub mod table;
+#[cfg(test)]
+mod tests;
 mod text;
 
 use std::fmt;
