@@ -1,8 +1,9 @@
 //! Survival analysis as R's `survival` package computes it, one question per
-//! module: [`cox`] fits proportional hazards models (`coxph`), [`concordance`]
-//! counts Harrell's concordance (`concordance`), [`kaplan_meier`] estimates
-//! survival curves (`survfit`) and [`logrank`] compares them (`survdiff`).
-//! [`risk_set`] holds what they share: the risk-set order (stratum, time
+//! module: [`cox`](mod@cox) fits proportional hazards models (`coxph`),
+//! [`concordance`](mod@concordance) counts Harrell's concordance
+//! (`concordance`), [`kaplan_meier`](mod@kaplan_meier) estimates survival
+//! curves (`survfit`) and [`logrank`](mod@logrank) compares them (`survdiff`).
+//! `risk_set` holds what they share: the risk-set order (stratum, time
 //! descending), R's merging of times equal up to rounding error, and tie
 //! blocks. This module holds the checks of a (time, status) outcome and the
 //! chi-square test type, and re-exports the public API.
