@@ -49,6 +49,8 @@ pub enum AppError {
     #[error(transparent)]
     Eval(#[from] evident_eval::EvalError),
     #[error(transparent)]
+    Stats(#[from] crate::stats::StatsJobError),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
 

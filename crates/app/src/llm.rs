@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use evident_llm::models::{self, KnownModel};
 use evident_llm::serve::{RunningServer, ServeModels};
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, Embedder, Message, Prompts, StructuredOutcome};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, Embedder, Message, Prompts, StructuredAnswer};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -80,10 +80,10 @@ fn ask(session: &Session, job: &ChatJob, run_id: &str) -> Result<ChatAnswer> {
         prompts.render("json_answer.prompt.md", serde_json::json!({"question": job.prompt, "schema": schema_text}))?;
     messages.push(Message::user(question));
     match evident_llm::chat_json(&model, &request(messages, job), &schema, config.repair_policy(), &prompts)? {
-        StructuredOutcome::Valid { value, attempts, .. } => {
+        StructuredAnswer::Valid { value, attempts, .. } => {
             Ok(ChatAnswer::Json { run: run_id.to_string(), value, attempts })
         }
-        StructuredOutcome::PipelineFailure(f) => Err(AppError::Setup(format!(
+        StructuredAnswer::PipelineFailure(f) => Err(AppError::Setup(format!(
             "pipeline failure (recorded in run {run_id}): the answer was not valid against {} after {} attempts: {}; raw text: {}",
             path.display(),
             f.attempts,
@@ -162,7 +162,7 @@ pub fn list_models() -> Result<ModelList> {
         .into_iter()
         .map(|m| {
             Ok(ModelLine {
-                kind: serde_json::to_value(&m.kind)?,
+                kind: serde_json::to_value(m.kind)?,
                 present: m.is_present(),
                 default: m.name == models::DEFAULT_CHAT_MODEL,
                 path: m.dir(),

@@ -6,7 +6,7 @@
 #[path = "llm_support.rs"]
 mod support;
 
-use evident_llm::{chat_json, ChatRequest, LlmConfig, Message, Prompts, StructuredModel, StructuredOutcome};
+use evident_llm::{chat_json, ChatRequest, LlmConfig, Message, Prompts, StructuredAnswer, StructuredModel};
 use serde_json::{json, Value};
 
 const NOTES: [&str; 10] = [
@@ -84,8 +84,8 @@ fn fifty_of_fifty_clinical_prompts_are_schema_valid() {
             match chat_json(StructuredModel::unrecorded(&*model), &request, &schema, config.repair_policy(), &prompts)
                 .unwrap()
             {
-                StructuredOutcome::Valid { attempts, .. } => repaired += usize::from(attempts > 1),
-                StructuredOutcome::PipelineFailure(f) => {
+                StructuredAnswer::Valid { attempts, .. } => repaired += usize::from(attempts > 1),
+                StructuredAnswer::PipelineFailure(f) => {
                     failures.push(format!("{question}: {:?} -> {}", f.errors, f.raw_text))
                 }
             }

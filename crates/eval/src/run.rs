@@ -235,7 +235,7 @@ pub fn trial_level(items: &[(evident_match::Eligibility, i64)]) -> TrialLevel {
 /// A pair's results as the physicians (or GPT-4) labelled them: one
 /// patient-level result per row, for trial-level comparisons.
 pub fn labelled_results(pair: &Pair, gpt4: bool) -> Vec<CriterionResult> {
-    use evident_match::{Assessment, Confidence, Outcome};
+    use evident_match::{Assessment, Confidence, Determination};
     pair.rows
         .iter()
         .map(|row| CriterionResult {
@@ -243,7 +243,7 @@ pub fn labelled_results(pair: &Pair, gpt4: bool) -> Vec<CriterionResult> {
             criterion_type: row.criterion_type,
             document_id: None,
             document_date: None,
-            outcome: Outcome::Assessed(Assessment {
+            outcome: Determination::Assessed(Assessment {
                 medications_and_supplements: vec![],
                 rationale: String::new(),
                 decision: if gpt4 { row.gpt4_decision() } else { row.expert_decision() },

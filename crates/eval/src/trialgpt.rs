@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use evident_match::zero_shot::{NoteText, PatientRecord};
-use evident_match::{CriteriaSet, Criterion, CriterionResult, CriterionType, Decision, Outcome};
+use evident_match::{CriteriaSet, Criterion, CriterionResult, CriterionType, Decision, Determination};
 use serde::Deserialize;
 
 use crate::metrics::Prediction;
@@ -137,10 +137,10 @@ impl AnnotationRow {
     /// As [`Self::prediction_from`], for a record whose note has document id `doc`.
     pub fn prediction_for(&self, result: &CriterionResult, doc: &str) -> Prediction {
         let (predicted, predicted_evidence) = match &result.outcome {
-            Outcome::Assessed(a) => {
+            Determination::Assessed(a) => {
                 (Some(a.decision), a.evidence.iter().filter(|e| e.document_id == *doc).map(|e| e.ordinal).collect())
             }
-            Outcome::Failed(_) => (None, BTreeSet::new()),
+            Determination::Failed(_) => (None, BTreeSet::new()),
         };
         Prediction {
             patient_id: self.patient_id.clone(),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use evident_eval::run::{pairs, Pair};
 use evident_eval::{load_annotations, report_row, trialgpt::note_document_id, ReportRow};
-use evident_match::{Assessment, Confidence, CriterionResult, Outcome, SentenceRef};
+use evident_match::{Assessment, Confidence, CriterionResult, Determination, SentenceRef};
 
 fn rows() -> Vec<evident_eval::AnnotationRow> {
     let path =
@@ -153,7 +153,7 @@ fn evident_results_score_like_their_labels() {
                 criterion_type: r.criterion_type,
                 document_id: None,
                 document_date: None,
-                outcome: Outcome::Assessed(Assessment {
+                outcome: Determination::Assessed(Assessment {
                     medications_and_supplements: vec![],
                     rationale: r.gpt4_explanation.clone(),
                     decision: r.gpt4_decision(),

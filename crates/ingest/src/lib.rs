@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use evident_model::{Document, LabObservation, Patient, SectionSpan, SentenceSpan};
-use evident_store::{PutOutcome, Store, StoreError};
+use evident_store::{PutEffect, Store, StoreError};
 use serde::Serialize;
 
 pub use dates::parse_datetime;
@@ -343,9 +343,9 @@ fn write_batch(
     for (i, doc) in batch.documents.iter().enumerate() {
         let (sections, sentences) = segment(doc);
         match writer.put_document(doc, &sections, &sentences)? {
-            PutOutcome::Inserted => report.documents_inserted += 1,
-            PutOutcome::Replaced => report.documents_replaced += 1,
-            PutOutcome::Unchanged => report.documents_unchanged += 1,
+            PutEffect::Inserted => report.documents_inserted += 1,
+            PutEffect::Replaced => report.documents_replaced += 1,
+            PutEffect::Unchanged => report.documents_unchanged += 1,
         }
         if i % 64 == 63 || i + 1 == total {
             progress.documents_written(i + 1, total);

@@ -33,4 +33,4 @@ pub use pipeline_failure::{NoPipelineFailureLog, PipelineFailure, PipelineFailur
 pub use price::{Price, PriceTable};
 pub use prompts::{PromptError, Prompts};
 pub use request::{ChatRequest, ChatResponse, FinishReason, Message, Role};
-pub use structured::{chat_json, RepairPolicy, SchemaValidator, StructuredModel, StructuredOutcome};
+pub use structured::{chat_json, RepairPolicy, SchemaValidator, StructuredAnswer, StructuredModel};

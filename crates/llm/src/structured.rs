@@ -29,16 +29,16 @@ impl Default for RepairPolicy {
 
 /// The result of a structured call.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StructuredOutcome {
+pub enum StructuredAnswer {
     Valid { value: Value, raw_text: String, attempts: u32 },
     PipelineFailure(PipelineFailure),
 }
 
-impl StructuredOutcome {
+impl StructuredAnswer {
     pub fn value(&self) -> Option<&Value> {
         match self {
-            StructuredOutcome::Valid { value, .. } => Some(value),
-            StructuredOutcome::PipelineFailure(_) => None,
+            StructuredAnswer::Valid { value, .. } => Some(value),
+            StructuredAnswer::PipelineFailure(_) => None,
         }
     }
 }
@@ -146,7 +146,7 @@ pub fn chat_json<'m>(
     schema: &Value,
     policy: RepairPolicy,
     prompts: &Prompts,
-) -> Result<StructuredOutcome, LlmError> {
+) -> Result<StructuredAnswer, LlmError> {
     let model: StructuredModel<'m> = model.into();
     let validator = SchemaValidator::new(schema)?;
     let schema_text = serde_json::to_string_pretty(schema)
@@ -158,7 +158,7 @@ pub fn chat_json<'m>(
         attempts += 1;
         let response = model.chat.chat(&request)?;
         match validator.check(&response.text) {
-            Ok(value) => return Ok(StructuredOutcome::Valid { value, raw_text: response.text, attempts }),
+            Ok(value) => return Ok(StructuredAnswer::Valid { value, raw_text: response.text, attempts }),
             Err(mut errors) => {
                 if !response.is_complete() {
                     let cut = format!(
@@ -177,7 +177,7 @@ pub fn chat_json<'m>(
                         request,
                     };
                     model.failures.record_pipeline_failure(&failure)?;
-                    return Ok(StructuredOutcome::PipelineFailure(failure));
+                    return Ok(StructuredAnswer::PipelineFailure(failure));
                 }
                 let repair = prompts
                     .render("repair.prompt.md", serde_json::json!({"errors": errors, "schema": schema_text}))
@@ -253,7 +253,7 @@ mod tests {
         })
     }
 
-    fn run(answers: &[&str], attempts: u32) -> (StructuredOutcome, Scripted) {
+    fn run(answers: &[&str], attempts: u32) -> (StructuredAnswer, Scripted) {
         let model = Scripted::new(answers);
         let request = ChatRequest::new(vec![Message::user("How old?")]);
         let outcome =
@@ -275,14 +275,14 @@ mod tests {
         let (outcome, _) = run(&["```json\n{\"age\": 3}\n```"], 0);
         assert_eq!(outcome.value(), Some(&json!({"age": 3})));
         let (outcome, _) = run(&["The answer: {\"age\": 3}"], 0);
-        assert!(matches!(outcome, StructuredOutcome::PipelineFailure(_)));
+        assert!(matches!(outcome, StructuredAnswer::PipelineFailure(_)));
     }
 
     #[test]
     fn invalid_answer_is_repaired_with_errors_in_the_prompt() {
         let (outcome, model) = run(&["{\"age\": \"71\"}", "{\"age\": 71}"], 2);
         match outcome {
-            StructuredOutcome::Valid { value, attempts, .. } => {
+            StructuredAnswer::Valid { value, attempts, .. } => {
                 assert_eq!(value, json!({"age": 71}));
                 assert_eq!(attempts, 2);
             }
@@ -298,7 +298,7 @@ mod tests {
     #[test]
     fn a_cut_off_answer_is_named_as_such_in_the_repair_and_the_failure() {
         let (outcome, model) = run(&["CUT:{\"age\": 7", "CUT:{\"ag"], 1);
-        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
+        let StructuredAnswer::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert!(failure.errors[0].contains("cut off at the token limit"), "{:?}", failure.errors);
         let seen = model.seen.lock().unwrap();
         let repair = &seen[1].messages[2].content;
@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn last_invalid_answer_becomes_a_pipeline_failure_with_raw_text() {
         let (outcome, model) = run(&["nope", "{\"age\": -1}", "{\"age\": 1.5}"], 2);
-        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
+        let StructuredAnswer::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert_eq!(failure.raw_text, "{\"age\": 1.5}");
         assert_eq!(failure.attempts, 3);
         assert!(!failure.errors.is_empty());
@@ -332,14 +332,14 @@ mod tests {
         let policy = RepairPolicy { repair_attempts: 0 };
         let prompts = Prompts::builtin(None);
         let outcome = chat_json(StructuredModel::new(&model, &log), &request, &schema(), policy, &prompts).unwrap();
-        assert!(matches!(outcome, StructuredOutcome::PipelineFailure(_)));
+        assert!(matches!(outcome, StructuredAnswer::PipelineFailure(_)));
         assert_eq!(log.failures.lock().unwrap()[0].raw_text, "nope");
         assert!(model.failures.lock().unwrap().is_empty());
 
         let unrecorded = Scripted::new(&["still nope"]);
         let outcome =
             chat_json(StructuredModel::unrecorded(&unrecorded), &request, &schema(), policy, &prompts).unwrap();
-        let StructuredOutcome::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
+        let StructuredAnswer::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert_eq!(failure.raw_text, "still nope");
         assert!(unrecorded.failures.lock().unwrap().is_empty());
     }

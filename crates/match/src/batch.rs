@@ -158,7 +158,7 @@ pub enum BatchError {
 
 /// What one invocation did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BatchOutcome {
+pub struct BatchSummary {
     pub run_id: String,
     /// Whether the run existed (this invocation resumed it).
     pub resumed: bool,
@@ -304,7 +304,7 @@ pub fn run_batch(
     models: &Models,
     prompt_dir: Option<&std::path::Path>,
     progress: &(dyn Fn(Progress) + Sync),
-) -> Result<BatchOutcome, BatchError> {
+) -> Result<BatchSummary, BatchError> {
     let definition = run_definition(set, config, models, prompt_dir)?;
     let run_id = run_id(set, config, &definition)?;
     let resumed = lock(store).begin_match_run(
@@ -413,7 +413,7 @@ pub fn run_batch(
         return Err(e);
     }
     lock(store).finish_match_run(&run_id)?;
-    Ok(BatchOutcome {
+    Ok(BatchSummary {
         run_id,
         resumed,
         tasks_total: total,

@@ -121,16 +121,19 @@ pub struct CriterionResult {
     /// The date of that note (most_recent pooling uses it).
     #[serde(default)]
     pub document_date: Option<NaiveDateTime>,
-    pub outcome: Outcome,
+    pub outcome: Determination,
     /// Citations that do not resolve to a sentence of the record (or of the
     /// text the model was shown). Non-empty means the decision is flagged.
     #[serde(default)]
     pub unresolved_citations: Vec<String>,
 }
 
+/// What became of one criterion: assessed (a decision with its evidence),
+/// or failed (the model's answer never validated; stored with its raw text
+/// and counted as neither met nor not met).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
+pub enum Determination {
     Assessed(Assessment),
     Failed(DecisionFailure),
 }
@@ -138,8 +141,8 @@ pub enum Outcome {
 impl CriterionResult {
     pub fn decision(&self) -> Option<Decision> {
         match &self.outcome {
-            Outcome::Assessed(a) => Some(a.decision),
-            Outcome::Failed(_) => None,
+            Determination::Assessed(a) => Some(a.decision),
+            Determination::Failed(_) => None,
         }
     }
 
@@ -223,7 +226,7 @@ pub fn pool(
             criterion_type: first.criterion_type,
             document_id: None,
             document_date: None,
-            outcome: Outcome::Assessed(Assessment {
+            outcome: Determination::Assessed(Assessment {
                 medications_and_supplements: Vec::new(),
                 rationale: format!(
                     "No dated note within the {} month window; the notes cannot settle this criterion.",
@@ -236,11 +239,11 @@ pub fn pool(
             unresolved_citations: Vec::new(),
         },
     };
-    if let (Outcome::Assessed(a), Some(decision)) = (&mut pooled.outcome, chosen.and_then(|c| c.decision())) {
+    if let (Determination::Assessed(a), Some(decision)) = (&mut pooled.outcome, chosen.and_then(|c| c.decision())) {
         if pooling != Pooling::MostRecent {
             for n in &assessed {
                 if n.decision() == Some(decision) {
-                    if let Outcome::Assessed(other) = &n.outcome {
+                    if let Determination::Assessed(other) = &n.outcome {
                         for e in &other.evidence {
                             if !a.evidence.contains(e) {
                                 a.evidence.push(e.clone());
@@ -375,7 +378,7 @@ mod tests {
             criterion_type: ty,
             document_id: None,
             document_date: None,
-            outcome: Outcome::Assessed(Assessment {
+            outcome: Determination::Assessed(Assessment {
                 medications_and_supplements: vec![],
                 rationale: format!("{id} {}", d.as_str()),
                 decision: d,
@@ -391,7 +394,7 @@ mod tests {
         r.document_id = Some(doc.into());
         r.document_date =
             Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").unwrap().and_hms_opt(0, 0, 0).unwrap());
-        if let Outcome::Assessed(a) = &mut r.outcome {
+        if let Determination::Assessed(a) = &mut r.outcome {
             a.evidence.push(SentenceRef { document_id: doc.into(), ordinal });
         }
         r
@@ -504,7 +507,7 @@ mod tests {
             [note(NotMet, "2020-01-01", "d1", 1), note(Met, "2020-02-01", "d2", 2), note(Met, "2021-01-01", "d3", 3)];
         let p = pool(&notes, Pooling::Max, None, None).unwrap();
         assert_eq!(p.decision(), Some(Met));
-        let Outcome::Assessed(a) = &p.outcome else { panic!() };
+        let Determination::Assessed(a) = &p.outcome else { panic!() };
         let docs: Vec<_> = a.evidence.iter().map(|e| e.document_id.as_str()).collect();
         assert_eq!(docs, ["d2", "d3"]);
         let notes = [note(NotMet, "2020-01-01", "d1", 1), note(NotEnoughInformation, "2020-02-01", "d2", 2)];
@@ -539,11 +542,12 @@ mod tests {
     #[test]
     fn failed_notes_are_skipped_and_all_failed_stays_failed() {
         let mut failed = note(Met, "2022-01-01", "d9", 1);
-        failed.outcome = Outcome::Failed(DecisionFailure { errors: vec!["not JSON".into()], raw_text: "oops".into() });
+        failed.outcome =
+            Determination::Failed(DecisionFailure { errors: vec!["not JSON".into()], raw_text: "oops".into() });
         let notes = [failed.clone(), note(NotMet, "2020-01-01", "d1", 1)];
         assert_eq!(pool(&notes, Pooling::Max, None, None).unwrap().decision(), Some(NotMet));
         let p = pool(&[failed], Pooling::Max, None, None).unwrap();
-        assert!(matches!(p.outcome, Outcome::Failed(_)));
+        assert!(matches!(p.outcome, Determination::Failed(_)));
         assert_eq!(p.label(), "failed");
     }
 }

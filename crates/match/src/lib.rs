@@ -23,6 +23,6 @@ pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling
 pub use ctgov::criteria_from_ctgov_json;
 pub use decision::{
     count_labels, matching_score, pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision,
-    DecisionFailure, Eligibility, LabelCounts, Outcome, SentenceRef, TrialVerdict,
+    DecisionFailure, Determination, Eligibility, LabelCounts, SentenceRef, TrialVerdict,
 };
 pub use plain::{split_criteria_text, SplitCriteria};

@@ -17,7 +17,9 @@ use serde_json::Value;
 
 use crate::batch::{stored_results, BatchError, Method};
 use crate::criteria::{CriteriaSet, Criterion};
-use crate::decision::{pool, rank, trial_verdict, CriterionResult, Eligibility, Outcome, SentenceRef, TrialVerdict};
+use crate::decision::{
+    pool, rank, trial_verdict, CriterionResult, Determination, Eligibility, SentenceRef, TrialVerdict,
+};
 
 /// Sentences shown before and after each cited sentence.
 const CONTEXT_SENTENCES: i64 = 2;
@@ -204,7 +206,7 @@ pub fn match_report(trials: Vec<TrialReport>) -> MatchReport {
 /// neighbours, and every citation that does not resolve.
 fn evidence_views(store: &Store, result: &CriterionResult) -> Result<(Vec<EvidenceView>, Vec<String>), BatchError> {
     let mut problems = result.unresolved_citations.clone();
-    let Outcome::Assessed(a) = &result.outcome else { return Ok((Vec::new(), problems)) };
+    let Determination::Assessed(a) = &result.outcome else { return Ok((Vec::new(), problems)) };
     let mut by_doc: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
     let mut doc_order: Vec<&str> = Vec::new();
     for SentenceRef { document_id, ordinal } in &a.evidence {
@@ -277,7 +279,7 @@ pub fn to_csv(report: &MatchReport) -> String {
         for p in &t.patients {
             for c in &p.criteria {
                 let (decision, confidence, rationale, evidence, failure) = match c.result.as_ref().map(|r| &r.outcome) {
-                    Some(Outcome::Assessed(a)) => (
+                    Some(Determination::Assessed(a)) => (
                         a.decision.as_str().to_string(),
                         format!("{:?}", a.confidence).to_lowercase(),
                         a.rationale.clone(),
@@ -288,7 +290,7 @@ pub fn to_csv(report: &MatchReport) -> String {
                             .join(";"),
                         String::new(),
                     ),
-                    Some(Outcome::Failed(f)) => {
+                    Some(Determination::Failed(f)) => {
                         (String::new(), String::new(), String::new(), String::new(), f.errors.join("; "))
                     }
                     None => {
@@ -493,15 +495,15 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
     }
     h.push_str("</td>");
     let confidence = match c.result.as_ref().map(|r| &r.outcome) {
-        Some(Outcome::Assessed(a)) => format!("{:?}", a.confidence).to_lowercase(),
+        Some(Determination::Assessed(a)) => format!("{:?}", a.confidence).to_lowercase(),
         _ => String::new(),
     };
     let _ = write!(h, "<td>{}</td><td>{}</td><td>", pill(&c.label), esc(&confidence));
     match c.result.as_ref().map(|r| &r.outcome) {
-        Some(Outcome::Assessed(a)) => {
+        Some(Determination::Assessed(a)) => {
             let _ = write!(h, "{}", esc(&a.rationale));
         }
-        Some(Outcome::Failed(f)) => {
+        Some(Determination::Failed(f)) => {
             let _ = write!(
                 h,
                 "<span class=\"problem\">No valid answer (pipeline failure): {}</span><details><summary>raw answer</summary><pre>{}</pre></details>",

@@ -19,14 +19,16 @@ use std::path::Path;
 
 use chrono::NaiveDateTime;
 use evident_llm::{
-    chat_json, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredModel, StructuredOutcome,
+    chat_json, ChatRequest, LlmError, Message, PromptError, Prompts, RepairPolicy, StructuredAnswer, StructuredModel,
 };
 use evident_store::Store;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::criteria::{CriteriaSet, Criterion};
-use crate::decision::{pool, Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Outcome, SentenceRef};
+use crate::decision::{
+    pool, Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Determination, SentenceRef,
+};
 
 /// The templates of this crate, with the model layer's repair prompt.
 pub const MATCH_PROMPTS: &[(&str, &str)] = &[
@@ -304,7 +306,7 @@ impl<'a> ZeroShotMatcher<'a> {
             [one] if self.config.strategy.individual_notes() => (Some(one.document_id.clone()), one.date),
             _ => (None, None),
         };
-        let base = |c: &Criterion, outcome: Outcome, unresolved: Vec<String>| CriterionResult {
+        let base = |c: &Criterion, outcome: Determination, unresolved: Vec<String>| CriterionResult {
             criterion_id: c.id.clone(),
             criterion_type: c.criterion_type,
             document_id: document_id.clone(),
@@ -313,22 +315,25 @@ impl<'a> ZeroShotMatcher<'a> {
             unresolved_citations: unresolved,
         };
         Ok(match outcome {
-            StructuredOutcome::PipelineFailure(f) => criteria
+            StructuredAnswer::PipelineFailure(f) => criteria
                 .iter()
                 .map(|c| {
                     base(
                         c,
-                        Outcome::Failed(DecisionFailure { errors: f.errors.clone(), raw_text: f.raw_text.clone() }),
+                        Determination::Failed(DecisionFailure {
+                            errors: f.errors.clone(),
+                            raw_text: f.raw_text.clone(),
+                        }),
                         vec![],
                     )
                 })
                 .collect(),
-            StructuredOutcome::Valid { value, .. } => criteria
+            StructuredAnswer::Valid { value, .. } => criteria
                 .iter()
                 .map(|c| {
                     let v = if self.config.strategy.all_criteria() { &value[c.id.as_str()] } else { &value };
                     let (assessment, unresolved) = parse_assessment(v, &rendered.sentence_ids);
-                    base(c, Outcome::Assessed(assessment), unresolved)
+                    base(c, Determination::Assessed(assessment), unresolved)
                 })
                 .collect(),
         })
@@ -376,7 +381,7 @@ impl<'a> ZeroShotMatcher<'a> {
                     criterion_type: c.criterion_type,
                     document_id: task.document_id.clone(),
                     document_date: record_note_date(record, task.document_id.as_deref()),
-                    outcome: Outcome::Assessed(Assessment {
+                    outcome: Determination::Assessed(Assessment {
                         medications_and_supplements: vec![],
                         rationale: "No passage of this note was retrieved for the criterion.".into(),
                         decision: Decision::NotEnoughInformation,
@@ -531,7 +536,7 @@ pub fn parse_assessment(v: &Value, ids: &BTreeMap<i64, SentenceRef>) -> (Assessm
 /// shows cited sentences verbatim from the store through the same lookup.
 pub fn verify_citations(store: &Store, result: &CriterionResult) -> Result<Vec<String>, MatchError> {
     let mut problems = Vec::new();
-    if let Outcome::Assessed(a) = &result.outcome {
+    if let Determination::Assessed(a) = &result.outcome {
         for e in &a.evidence {
             let found = store.sentence(&e.document_id, e.ordinal).map_err(|err| MatchError::Store(err.to_string()))?;
             if found.is_none() {

@@ -124,7 +124,7 @@ fn run(
     store: &Mutex<Store>,
     model: &Fake,
     cfg: &BatchConfig,
-) -> Result<evident_match::batch::BatchOutcome, BatchError> {
+) -> Result<evident_match::batch::BatchSummary, BatchError> {
     let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
     let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
     let model = StructuredModel::unrecorded(model);

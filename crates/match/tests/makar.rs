@@ -16,7 +16,7 @@ use evident_match::makar::{
 };
 use evident_match::zero_shot::{MatchError, NoteText};
 use evident_match::{
-    trial_verdict, CriteriaSet, Criterion, CriterionType, Decision, Eligibility, Outcome, SentenceRef,
+    trial_verdict, CriteriaSet, Criterion, CriterionType, Decision, Determination, Eligibility, SentenceRef,
 };
 use serde_json::json;
 
@@ -256,7 +256,7 @@ fn supervision_approves_and_the_three_agents_share_the_record_prefix() {
     let refs: Vec<&NoteText> = notes.iter().collect();
     let out = matcher.match_criterion(&hba1c(), Some(&aug), &refs).unwrap();
     assert_eq!(out.calls, 3);
-    let Outcome::Assessed(a) = &out.result.outcome else { panic!("{:?}", out.result) };
+    let Determination::Assessed(a) = &out.result.outcome else { panic!("{:?}", out.result) };
     assert_eq!(a.decision, Decision::Met);
     assert_eq!(a.evidence, [SentenceRef { document_id: "new".into(), ordinal: 1 }]);
     assert_eq!(out.result.label(), "included");
@@ -286,7 +286,7 @@ fn supervision_corrects_the_decision() {
     let refs: Vec<&NoteText> = notes.iter().collect();
     let exclusion = criterion("a1c-high", CriterionType::Exclusion, "HbA1c above 10%.");
     let out = matcher.match_criterion(&exclusion, None, &refs).unwrap();
-    let Outcome::Assessed(a) = &out.result.outcome else { panic!() };
+    let Determination::Assessed(a) = &out.result.outcome else { panic!() };
     assert_eq!(a.decision, Decision::NotMet);
     assert_eq!(out.result.label(), "not excluded");
     assert_eq!(a.evidence, [SentenceRef { document_id: "new".into(), ordinal: 1 }], "the supervisor's citations");
@@ -316,7 +316,7 @@ fn a_matching_answer_that_never_validates_is_a_failed_decision() {
     let out = matcher.match_criterion(&hba1c(), None, &refs).unwrap();
     assert!(model.exhausted(), "no supervision call after a failure");
     assert_eq!(out.calls, 4);
-    let Outcome::Failed(f) = &out.result.outcome else { panic!("{:?}", out.result) };
+    let Determination::Failed(f) = &out.result.outcome else { panic!("{:?}", out.result) };
     assert_eq!(f.raw_text, "the patient is probably eligible");
     assert!(f.errors.iter().all(|e| e.starts_with("matching agent:")), "{:?}", f.errors);
     assert_eq!(out.result.label(), "failed");
@@ -385,7 +385,7 @@ fn a_matching_citation_outside_the_record_is_refused_by_the_schema_and_repaired(
     let refs: Vec<&NoteText> = notes.iter().collect();
     let out = matcher.match_criterion(&hba1c(), None, &refs).unwrap();
     assert!(!out.result.is_flagged());
-    let Outcome::Assessed(a) = &out.result.outcome else { panic!() };
+    let Determination::Assessed(a) = &out.result.outcome else { panic!() };
     assert_eq!(a.evidence.len(), 1);
     assert_eq!(model.requests().len(), 4, "reasoning, matching, its repair, supervision");
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use evident_llm::ChatRequest;
 use evident_match::zero_shot::{PatientRecord, Strategy, ZeroShotConfig, ZeroShotMatcher};
-use evident_match::{trial_verdict, CriteriaSet, Decision, Eligibility, Outcome, SentenceRef};
+use evident_match::{trial_verdict, CriteriaSet, Decision, Determination, Eligibility, SentenceRef};
 use evident_model::text::{split_sections, split_sentences};
 use evident_model::{DocKind, Document, Patient};
 use evident_store::Store;
@@ -108,7 +108,7 @@ fn ican_one_call_per_criterion_shared_prefix_and_exclusion_polarity() {
     assert!(common > a.find("# Criteria").unwrap(), "the record must be a shared prefix");
     insta::assert_snapshot!("ican_prompts", rendered(&requests));
     // The patient meets the exclusion: excluded.
-    let Outcome::Assessed(a) = &m.results[1].outcome else { panic!() };
+    let Determination::Assessed(a) = &m.results[1].outcome else { panic!() };
     assert_eq!(a.decision, Decision::Met);
     assert_eq!(a.evidence, [SentenceRef { document_id: "new".into(), ordinal: 1 }]);
     assert_eq!(m.results[1].label(), "excluded");
@@ -141,7 +141,7 @@ fn icin_pools_notes_with_each_criterions_rule() {
     // t2dm: max over notes -> MET; insulin: most recent note -> MET.
     assert_eq!(m.results.iter().map(|r| r.decision()).collect::<Vec<_>>(), [Some(Decision::Met), Some(Decision::Met)]);
     // Ids are per prompt: id 0 in the second note's prompt is its first sentence.
-    let Outcome::Assessed(a) = &m.results[0].outcome else { panic!() };
+    let Determination::Assessed(a) = &m.results[0].outcome else { panic!() };
     assert_eq!(a.evidence, [SentenceRef { document_id: "new".into(), ordinal: 0 }]);
 }
 
@@ -163,7 +163,7 @@ fn a_citation_outside_the_prompt_is_refused_by_the_schema_and_repaired() {
     let (m, model) = run(Strategy::Ican, &[&answer("MET", &[2, 99]), &answer("MET", &[2]), &answer("NOT MET", &[])]);
     assert_eq!(model.requests().len(), 3);
     assert!(model.requests()[1].messages.last().unwrap().content.contains("99"), "the repair prompt names the bad id");
-    let Outcome::Assessed(a) = &m.results[0].outcome else { panic!() };
+    let Determination::Assessed(a) = &m.results[0].outcome else { panic!() };
     assert_eq!(a.evidence.len(), 1);
     assert!(!m.results[0].is_flagged() && !m.results[1].is_flagged());
 }
@@ -178,7 +178,7 @@ fn malformed_answer_is_repaired_then_becomes_a_failed_decision() {
     assert_eq!(model.requests().len(), 5);
     assert_eq!(m.results[0].decision(), Some(Decision::Met));
     assert!(model.requests()[1].messages.last().unwrap().content.contains("not valid JSON for the required schema"));
-    let Outcome::Failed(f) = &m.results[1].outcome else { panic!("expected a failed decision") };
+    let Determination::Failed(f) = &m.results[1].outcome else { panic!("expected a failed decision") };
     assert!(f.raw_text.contains("maybe"));
     assert!(!f.errors.is_empty());
     assert_eq!(m.results[1].label(), "failed");
@@ -213,7 +213,7 @@ fn citations_are_verified_against_the_store() {
     let (m, _) = run(Strategy::Ican, &[&answer("MET", &[2]), &answer("MET", &[3])]);
     assert!(evident_match::zero_shot::verify_citations(&store, &m.results[0]).unwrap().is_empty());
     let mut forged = m.results[0].clone();
-    if let Outcome::Assessed(a) = &mut forged.outcome {
+    if let Determination::Assessed(a) = &mut forged.outcome {
         a.evidence.push(SentenceRef { document_id: "new".into(), ordinal: 42 });
     }
     assert_eq!(

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::search::fts5::fts_query;
 use crate::write::check_span;
-use crate::{PutOutcome, Result, Store, StoreError, Writer};
+use crate::{PutEffect, Result, Store, StoreError, Writer};
 
 /// A reference document of the knowledge base.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -48,21 +48,21 @@ impl Writer<'_> {
     /// Puts a knowledge document with its sections. Spans are checked
     /// against the text: a span outside it or cutting a character is
     /// refused.
-    pub fn put_knowledge_document(&self, doc: &KnowledgeDocument, sections: &[SectionSpan]) -> Result<PutOutcome> {
+    pub fn put_knowledge_document(&self, doc: &KnowledgeDocument, sections: &[SectionSpan]) -> Result<PutEffect> {
         let hash = content_hash(&doc.text);
         let existing: Option<String> = self
             .tx
             .query_row("SELECT content_hash FROM knowledge_documents WHERE id = ?1", [&doc.id], |r| r.get(0))
             .optional()?;
         let outcome = match existing {
-            Some(stored) if stored == hash => return Ok(PutOutcome::Unchanged),
+            Some(stored) if stored == hash => return Ok(PutEffect::Unchanged),
             Some(_) => {
                 // Sections first, so the FTS5 delete trigger sees each one.
                 self.tx.execute("DELETE FROM knowledge_sections WHERE document_id = ?1", [&doc.id])?;
                 self.tx.execute("DELETE FROM knowledge_documents WHERE id = ?1", [&doc.id])?;
-                PutOutcome::Replaced
+                PutEffect::Replaced
             }
-            None => PutOutcome::Inserted,
+            None => PutEffect::Inserted,
         };
         for s in sections {
             check_span(&doc.text, s.start, s.end).map_err(|why| {
@@ -143,7 +143,7 @@ mod tests {
     use evident_model::{DocKind, Document, Patient, SectionSpan};
 
     use super::KnowledgeDocument;
-    use crate::{PutOutcome, SectionFilter, Store};
+    use crate::{PutEffect, SectionFilter, Store};
 
     const GLUCOSE: &str = "# Glucose\n\nFasting plasma glucose of 126 mg/dL or more is diagnostic of diabetes.\n\n\
         ## Hypoglycemia\n\nGlucose below 70 mg/dL is low; below 54 mg/dL is clinically significant.\n";
@@ -245,7 +245,7 @@ mod tests {
             w.put_knowledge_document(&document("kb:heart.md", KIDNEY), &split_sections(KIDNEY)).unwrap(),
         ];
         w.commit().unwrap();
-        assert_eq!(outcomes, [PutOutcome::Unchanged, PutOutcome::Replaced]);
+        assert_eq!(outcomes, [PutEffect::Unchanged, PutEffect::Replaced]);
         assert_eq!(store.knowledge_document_ids().unwrap(), ["kb:heart.md"]);
         assert_eq!(store.knowledge_document("kb:heart.md").unwrap().unwrap().text, KIDNEY);
         // The old sections are gone from the index, the new ones are in it.

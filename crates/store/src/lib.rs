@@ -23,7 +23,7 @@ pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
 pub use search::{Bm25Index, ScoredSection, SectionFilter, SectionRecord};
-pub use write::{PutOutcome, Writer};
+pub use write::{PutEffect, Writer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -11,7 +11,7 @@ use crate::{format_date, Result, StoreError};
 /// What putting a document did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PutOutcome {
+pub enum PutEffect {
     Inserted,
     /// Same id and same content hash: nothing written.
     Unchanged,
@@ -61,19 +61,19 @@ impl<'c> Writer<'c> {
         doc: &Document,
         sections: &[SectionSpan],
         sentences: &[SentenceSpan],
-    ) -> Result<PutOutcome> {
+    ) -> Result<PutEffect> {
         let hash = doc.content_hash();
         let existing: Option<String> = self
             .tx
             .query_row("SELECT content_hash FROM documents WHERE id = ?1", [&doc.id], |r| r.get(0))
             .optional()?;
         let outcome = match existing {
-            Some(stored) if stored == hash => return Ok(PutOutcome::Unchanged),
+            Some(stored) if stored == hash => return Ok(PutEffect::Unchanged),
             Some(_) => {
                 self.tx.execute("DELETE FROM documents WHERE id = ?1", [&doc.id])?;
-                PutOutcome::Replaced
+                PutEffect::Replaced
             }
-            None => PutOutcome::Inserted,
+            None => PutEffect::Inserted,
         };
         for (start, end) in sections.iter().map(|s| (s.start, s.end)).chain(sentences.iter().map(|s| (s.start, s.end)))
         {

@@ -3,7 +3,7 @@
 
 use chrono::NaiveDate;
 use evident_model::{DocKind, Document, LabObservation, LabValue, Patient, SectionSpan, SentenceSpan};
-use evident_store::{LabQuery, PutOutcome, SectionFilter, Store};
+use evident_store::{LabQuery, PutEffect, SectionFilter, Store};
 
 fn patient(id: &str) -> Patient {
     Patient { id: id.into(), source: "test".into(), birth_date: None, sex: Some("female".into()), display_name: None }
@@ -38,7 +38,7 @@ fn seeded() -> Store {
         doc("d", "p2", DocKind::ProgressNote, 3, "Severe chest pains since Monday."),
     ] {
         let (sections, sentences) = whole(&d.text);
-        assert_eq!(w.put_document(&d, &sections, &sentences).unwrap(), PutOutcome::Inserted);
+        assert_eq!(w.put_document(&d, &sections, &sentences).unwrap(), PutEffect::Inserted);
     }
     w.commit().unwrap();
     store
@@ -51,10 +51,10 @@ fn putting_the_same_document_twice_changes_nothing() {
     let w = store.writer().unwrap();
     let d = doc("a", "p1", DocKind::ProgressNote, 1, "Patient reports chest pain radiating to the back.");
     let (sections, sentences) = whole(&d.text);
-    assert_eq!(w.put_document(&d, &sections, &sentences).unwrap(), PutOutcome::Unchanged);
+    assert_eq!(w.put_document(&d, &sections, &sentences).unwrap(), PutEffect::Unchanged);
     let edited = doc("a", "p1", DocKind::ProgressNote, 1, "Edited.");
     let (sections, sentences) = whole(&edited.text);
-    assert_eq!(w.put_document(&edited, &sections, &sentences).unwrap(), PutOutcome::Replaced);
+    assert_eq!(w.put_document(&edited, &sections, &sentences).unwrap(), PutEffect::Replaced);
     w.commit().unwrap();
     let after = store.counts().unwrap();
     assert_eq!(before.documents, after.documents);

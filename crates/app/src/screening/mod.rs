@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use evident_llm::{Embedder, StructuredModel};
-use evident_match::batch::{run_batch, BatchConfig, BatchOutcome, Method, Models, RetrievalSettings};
+use evident_match::batch::{run_batch, BatchConfig, BatchSummary, Method, Models, RetrievalSettings};
 use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch};
 use evident_match::zero_shot::ZeroShotConfig;
 use evident_match::CriteriaSet;
@@ -204,7 +204,7 @@ impl Screening {
         run_name: Option<String>,
         label: &str,
         progress: &dyn ProgressSink,
-    ) -> Result<BatchOutcome> {
+    ) -> Result<BatchSummary> {
         self.screen_with(set, patients, run_name, label, &self.models(), progress)
     }
 
@@ -219,7 +219,7 @@ impl Screening {
         run_label: &str,
         label: &str,
         progress: &dyn ProgressSink,
-    ) -> Result<BatchOutcome> {
+    ) -> Result<BatchSummary> {
         let run_id = lock(&self.store).begin_model_run(run_label)?;
         let matching = self.matching.in_run(&run_id);
         let augmenting = self.augmenting.as_ref().map(|m| m.in_run(&run_id));
@@ -242,7 +242,7 @@ impl Screening {
         label: &str,
         models: &Models<'_>,
         progress: &dyn ProgressSink,
-    ) -> Result<BatchOutcome> {
+    ) -> Result<BatchSummary> {
         let config = BatchConfig { run_name, ..self.batch.clone() };
         progress.report(ProgressEvent::ScreeningStarted { label: label.to_string() });
         let on_progress = |p| progress.report(screening_event(p));

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use evident_match::batch::BatchOutcome;
+use evident_match::batch::BatchSummary;
 use evident_match::report::{self, eligibility_text, MatchReport};
 use evident_match::{criteria_from_ctgov_json, CriteriaSet, Eligibility, LabelCounts};
 use evident_store::ModelRunSummary;
@@ -57,7 +57,7 @@ pub struct PatientLine {
 pub struct TrialLine {
     pub trial_id: String,
     /// What this job did in the trial's run.
-    pub run: BatchOutcome,
+    pub run: BatchSummary,
     pub usage: Option<ModelRunSummary>,
     pub patients: Vec<PatientLine>,
     #[serde(skip)]
@@ -96,7 +96,7 @@ pub fn screen_trials(
     }
     let label = format!("match {}", request.options.method.as_str());
     let screening = Screening::open(session, &request.options, &patients, &label, progress)?;
-    let mut outcomes: Vec<(CriteriaSet, BatchOutcome)> = Vec::new();
+    let mut outcomes: Vec<(CriteriaSet, BatchSummary)> = Vec::new();
     let mut failure = None;
     for (i, set) in trials.iter().enumerate() {
         let run_name =

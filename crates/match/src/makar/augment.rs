@@ -10,7 +10,7 @@
 //! original is rejected whatever the critic says. The feedback of every
 //! round is kept and given to the next augmentation.
 
-use evident_llm::{chat_json, ChatRequest, LlmError, Message, StructuredOutcome};
+use evident_llm::{chat_json, ChatRequest, LlmError, Message, StructuredAnswer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -211,7 +211,7 @@ impl MakarMatcher<'_> {
         schema: &Value,
         max_tokens: u32,
         calls: &mut u32,
-    ) -> Result<StructuredOutcome, MatchError> {
+    ) -> Result<StructuredAnswer, MatchError> {
         let system = self.prompts.render("makar_criteria_system.prompt.md", ctx)?;
         let user = self.prompts.render(template, ctx)?;
         let request = ChatRequest::new(vec![Message::system(system), Message::user(user)])
@@ -220,8 +220,8 @@ impl MakarMatcher<'_> {
         let outcome = chat_json(self.augment_model, &request, schema, self.config.repair, &self.prompts)
             .map_err(|source| llm_error(criterion, source))?;
         *calls += match &outcome {
-            StructuredOutcome::Valid { attempts, .. } => *attempts,
-            StructuredOutcome::PipelineFailure(f) => f.attempts,
+            StructuredAnswer::Valid { attempts, .. } => *attempts,
+            StructuredAnswer::PipelineFailure(f) => f.attempts,
         };
         Ok(outcome)
     }
@@ -246,7 +246,7 @@ impl MakarMatcher<'_> {
             &mut calls,
         )?;
         let (route, router_reason) = match routed {
-            StructuredOutcome::Valid { value, .. } => {
+            StructuredAnswer::Valid { value, .. } => {
                 let reason = value["reason"].as_str().unwrap_or_default().to_string();
                 if value["detailed_enough"].as_bool() == Some(true) {
                     (Route::AsIs, reason)
@@ -258,7 +258,7 @@ impl MakarMatcher<'_> {
                     (route, reason)
                 }
             }
-            StructuredOutcome::PipelineFailure(f) => {
+            StructuredAnswer::PipelineFailure(f) => {
                 failures.push(format!("router answer never validated ({}); self-augment used", f.errors.join("; ")));
                 (Route::SelfAugment, String::new())
             }
@@ -360,11 +360,11 @@ impl MakarMatcher<'_> {
             )?;
             a.calls += calls;
             let augmented = match answer {
-                StructuredOutcome::Valid { value, .. } => augmented_text(
+                StructuredAnswer::Valid { value, .. } => augmented_text(
                     value["original_criterion"].as_str().unwrap_or_default(),
                     value["additional_explanation"].as_str().unwrap_or_default(),
                 ),
-                StructuredOutcome::PipelineFailure(f) => {
+                StructuredAnswer::PipelineFailure(f) => {
                     let errors = f.errors.join("; ");
                     a.failures.push(format!("augmentation answer never validated ({errors})"));
                     a.rounds.push(CriticRound {
@@ -402,13 +402,13 @@ impl MakarMatcher<'_> {
                     )?;
                     a.calls += calls;
                     match verdict {
-                        StructuredOutcome::Valid { value, .. } => CriticRound {
+                        StructuredAnswer::Valid { value, .. } => CriticRound {
                             augmented: augmented.clone(),
                             accepted: value["accepted"].as_bool() == Some(true),
                             judge: RoundJudge::Critic,
                             feedback: value["feedback"].as_str().unwrap_or_default().to_string(),
                         },
-                        StructuredOutcome::PipelineFailure(f) => {
+                        StructuredAnswer::PipelineFailure(f) => {
                             let errors = f.errors.join("; ");
                             a.failures.push(format!("critic answer never validated ({errors}); round not accepted"));
                             CriticRound {

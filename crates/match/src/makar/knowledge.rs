@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use evident_model::text::split_sections;
-use evident_store::{KnowledgeDocument, KnowledgeHit, PutOutcome, Store};
+use evident_store::{KnowledgeDocument, KnowledgeHit, PutEffect, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::zero_shot::MatchError;
@@ -40,7 +40,7 @@ pub trait KnowledgeSource: Send + Sync {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IndexReport {
     /// (document id, file, outcome) per indexed file, in path order.
-    pub files: Vec<(String, PathBuf, PutOutcome)>,
+    pub files: Vec<(String, PathBuf, PutEffect)>,
     pub inserted: usize,
     pub unchanged: usize,
     pub replaced: usize,
@@ -109,9 +109,9 @@ impl LocalKnowledgeBase {
                 .put_knowledge_document(&doc, &split_sections(&doc.text))
                 .map_err(|e| MatchError::Knowledge(format!("{}: cannot index: {e}", path.display())))?;
             match outcome {
-                PutOutcome::Inserted => report.inserted += 1,
-                PutOutcome::Unchanged => report.unchanged += 1,
-                PutOutcome::Replaced => report.replaced += 1,
+                PutEffect::Inserted => report.inserted += 1,
+                PutEffect::Unchanged => report.unchanged += 1,
+                PutEffect::Replaced => report.replaced += 1,
             }
             report.files.push((doc.id, path, outcome));
         }

@@ -38,7 +38,7 @@ pub use augment::{Augmentation, CriticRound, RoundJudge, Route};
 pub use evident_store::KnowledgeHit;
 pub use knowledge::{IndexReport, KnowledgeSource, LocalKnowledgeBase, Passage};
 pub use online::OnlineSearch;
-pub use reason::{MakarOutcome, MakarTrace, Reasoning, ReasoningConcept, SupervisionVerdict};
+pub use reason::{MakarResult, MakarTrace, Reasoning, ReasoningConcept, SupervisionVerdict};
 
 use crate::criteria::CriteriaSet;
 use crate::zero_shot::MATCH_PROMPTS;

@@ -13,18 +13,18 @@
 //! the record prefix (the embedded model reuses its KV cache for it).
 //!
 //! Failures are never guessed over: a reasoning or matching answer that
-//! never validates makes the result [`Outcome::Failed`]. A supervision answer
+//! never validates makes the result [`Determination::Failed`]. A supervision answer
 //! that never validates leaves the (valid) matching answer standing, and the
 //! trace says the decision went unsupervised.
 
-use evident_llm::{chat_json, ChatRequest, LlmError, Message, StructuredOutcome};
+use evident_llm::{chat_json, ChatRequest, LlmError, Message, StructuredAnswer};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::augment::Augmentation;
 use super::{MakarMatcher, Variant};
 use crate::criteria::{CriteriaSet, Criterion};
-use crate::decision::{Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Outcome};
+use crate::decision::{Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Determination};
 use crate::zero_shot::{
     assessment_schema, assessment_schema_for, parse_assessment, record_context, MatchError, NoteText, PatientRecord,
     Strategy, ZeroShotConfig, ZeroShotMatcher,
@@ -77,7 +77,7 @@ pub struct MakarTrace {
 
 /// The result for one criterion of one patient, with its trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MakarOutcome {
+pub struct MakarResult {
     pub result: CriterionResult,
     pub trace: MakarTrace,
     /// Model calls spent, repairs included.
@@ -174,12 +174,12 @@ impl MakarMatcher<'_> {
         schema: &Value,
         notes: &[&NoteText],
         calls: &mut u32,
-    ) -> Result<StructuredOutcome, MatchError> {
+    ) -> Result<StructuredAnswer, MatchError> {
         let outcome = chat_json(self.match_model, request, schema, self.config.repair, &self.prompts)
             .map_err(|source: LlmError| MatchError::Llm { subject: record_name(notes), source })?;
         *calls += match &outcome {
-            StructuredOutcome::Valid { attempts, .. } => *attempts,
-            StructuredOutcome::PipelineFailure(f) => f.attempts,
+            StructuredAnswer::Valid { attempts, .. } => *attempts,
+            StructuredAnswer::PipelineFailure(f) => f.attempts,
         };
         Ok(outcome)
     }
@@ -192,7 +192,7 @@ impl MakarMatcher<'_> {
         criterion: &Criterion,
         augmentation: Option<&Augmentation>,
         notes: &[&NoteText],
-    ) -> Result<MakarOutcome, MatchError> {
+    ) -> Result<MakarResult, MatchError> {
         let variant = self.config.variant;
         let criterion_text = match (variant, augmentation) {
             (Variant::Reason, _) | (_, None) => criterion.text.as_str(),
@@ -211,7 +211,7 @@ impl MakarMatcher<'_> {
             return self.match_zero_shot(criterion, criterion_text, notes, trace);
         }
         let mut calls = 0;
-        let result = |outcome: Outcome, unresolved: Vec<String>| CriterionResult {
+        let result = |outcome: Determination, unresolved: Vec<String>| CriterionResult {
             criterion_id: criterion.id.clone(),
             criterion_type: criterion.criterion_type,
             document_id: None,
@@ -221,7 +221,7 @@ impl MakarMatcher<'_> {
         };
         let failed = |f: evident_llm::PipelineFailure, agent: &str| {
             let errors = f.errors.iter().map(|e| format!("{agent} agent: {e}")).collect();
-            Outcome::Failed(DecisionFailure { errors, raw_text: f.raw_text })
+            Determination::Failed(DecisionFailure { errors, raw_text: f.raw_text })
         };
         let (_, ids) = record_context(notes);
 
@@ -235,7 +235,7 @@ impl MakarMatcher<'_> {
             self.config.max_tokens_reasoning,
         )?;
         let reasoning = match self.ask_match_model(&request, &reasoning_schema(), notes, &mut calls)? {
-            StructuredOutcome::Valid { value, .. } => Reasoning {
+            StructuredAnswer::Valid { value, .. } => Reasoning {
                 concepts: value["concepts"]
                     .as_array()
                     .into_iter()
@@ -247,8 +247,8 @@ impl MakarMatcher<'_> {
                     .collect(),
                 summary: value["summary"].as_str().unwrap_or_default().to_string(),
             },
-            StructuredOutcome::PipelineFailure(f) => {
-                return Ok(MakarOutcome { result: result(failed(f, "reasoning"), vec![]), trace, calls });
+            StructuredAnswer::PipelineFailure(f) => {
+                return Ok(MakarResult { result: result(failed(f, "reasoning"), vec![]), trace, calls });
             }
         };
         trace.reasoning = Some(reasoning.clone());
@@ -268,9 +268,9 @@ impl MakarMatcher<'_> {
             notes,
             &mut calls,
         )? {
-            StructuredOutcome::Valid { value, .. } => value,
-            StructuredOutcome::PipelineFailure(f) => {
-                return Ok(MakarOutcome { result: result(failed(f, "matching"), vec![]), trace, calls });
+            StructuredAnswer::Valid { value, .. } => value,
+            StructuredAnswer::PipelineFailure(f) => {
+                return Ok(MakarResult { result: result(failed(f, "matching"), vec![]), trace, calls });
             }
         };
         let (matched, matched_unresolved) = parse_assessment(&matching_value, &ids);
@@ -297,7 +297,7 @@ impl MakarMatcher<'_> {
             notes,
             &mut calls,
         )? {
-            StructuredOutcome::Valid { value, .. } => {
+            StructuredAnswer::Valid { value, .. } => {
                 let reason = value["reason"].as_str().unwrap_or_default().to_string();
                 let decision =
                     value["decision"].as_str().and_then(Decision::parse).expect("schema enforces the decision enum");
@@ -316,12 +316,12 @@ impl MakarMatcher<'_> {
                     (assessment, unresolved, verdict)
                 }
             }
-            StructuredOutcome::PipelineFailure(f) => {
+            StructuredAnswer::PipelineFailure(f) => {
                 (matched, matched_unresolved, SupervisionVerdict::Failed { errors: f.errors })
             }
         };
         trace.supervision = Some(verdict);
-        Ok(MakarOutcome { result: result(Outcome::Assessed(final_assessment), unresolved), trace, calls })
+        Ok(MakarResult { result: result(Determination::Assessed(final_assessment), unresolved), trace, calls })
     }
 
     /// MAKAR-Aug: the zero-shot ICAN matcher on the (augmented) criterion.
@@ -331,7 +331,7 @@ impl MakarMatcher<'_> {
         criterion_text: &str,
         notes: &[&NoteText],
         mut trace: MakarTrace,
-    ) -> Result<MakarOutcome, MatchError> {
+    ) -> Result<MakarResult, MatchError> {
         let mut shown = criterion.clone();
         shown.refined = (criterion_text != criterion.text).then(|| criterion_text.to_string());
         let set = CriteriaSet { trial_id: String::new(), title: String::new(), source: None, criteria: vec![shown] };
@@ -346,9 +346,9 @@ impl MakarMatcher<'_> {
         let matcher = ZeroShotMatcher::new(self.match_model, config, self.prompt_override_dir.as_deref());
         let mut matched = matcher.match_patient(&set, &record)?;
         let result = matched.results.pop().expect("one criterion gives one result");
-        if let Outcome::Assessed(a) = &result.outcome {
+        if let Determination::Assessed(a) = &result.outcome {
             trace.matching = Some(a.clone());
         }
-        Ok(MakarOutcome { result, trace, calls: matched.calls })
+        Ok(MakarResult { result, trace, calls: matched.calls })
     }
 }
