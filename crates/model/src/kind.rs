@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn synonym_table_is_normalised() {
         for (name, _) in SYNONYMS {
-            assert_eq!(DocKind::resolve(name).is_some(), true);
+            assert!(DocKind::resolve(name).is_some());
             assert!(!name.contains(['-', '_', '.']), "{name} is not normalised");
         }
     }
