@@ -179,7 +179,7 @@ pub fn plan(paths: &[PathBuf], format: Format) -> Result<Vec<Unit>, IngestError>
 pub fn detect(path: &Path) -> Result<Format, IngestError> {
     let unknown = |why: &str| IngestError::Input {
         path: path.to_path_buf(),
-        message: format!("cannot tell the format ({why}); pass --format text|fhir|mimic|n2c2|trialgpt"),
+        message: format!("cannot tell the format ({why}); name the format (text, fhir, mimic, n2c2 or trialgpt)"),
     };
     if path.is_dir() {
         if path.join("hosp").is_dir() || path.join("patients.csv.gz").is_file() || path.join("note").is_dir() {

@@ -123,15 +123,15 @@ pub enum RetrieveError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Embed(#[from] EmbedError),
-    #[error("{mode:?} retrieval needs an embedding model; load all-MiniLM-L6-v2 (`evident models pull minilm-l6`) or use --mode bm25")]
+    #[error("{mode:?} retrieval needs an embedding model; load all-MiniLM-L6-v2 (`evident models pull minilm-l6`) or use BM25 retrieval")]
     NoEmbedder { mode: Mode },
     #[error(
-        "{count} of the {scope} sections have no {model} vectors yet; run `evident embed{flag}` first",
+        "{count} of the {scope} sections have no {model} vectors yet; embed {what} first",
         scope = patient.as_deref().map(|p| format!("patient {p}'s")).unwrap_or_else(|| "selected".into()),
-        flag = patient.as_deref().map(|p| format!(" --patient {p}")).unwrap_or_else(|| " --all".into())
+        what = patient.as_deref().map(|p| format!("patient {p}'s sections")).unwrap_or_else(|| "the store's sections".into())
     )]
     MissingEmbeddings { count: usize, model: String, patient: Option<String> },
-    #[error("section {section_id} has a {found}-dimensional {model} vector but the model makes {expected}; re-run `evident embed` after deleting the store's embeddings for {model}")]
+    #[error("section {section_id} has a {found}-dimensional {model} vector but the model makes {expected}; embed the sections again after deleting the store's embeddings for {model}")]
     DimensionMismatch { section_id: i64, model: String, found: usize, expected: usize },
 }
 

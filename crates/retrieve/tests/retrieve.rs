@@ -171,13 +171,13 @@ fn filters_restrict_patient_kind_and_dates() {
 }
 
 #[test]
-fn dense_needs_vectors_and_says_which_command_to_run() {
+fn dense_needs_vectors_and_says_whose_to_embed() {
     let store = store();
     let embedder = BagOfWords::new();
     let err =
         retriever(&store, Mode::Dense, &embedder).search("chest pain", &SectionFilter::patient("p1"), 3).unwrap_err();
     assert!(matches!(err, RetrieveError::MissingEmbeddings { .. }), "{err:?}");
-    assert!(err.to_string().contains("evident embed --patient p1"), "{err}");
+    assert!(err.to_string().contains("embed patient p1's sections first"), "{err}");
     let no_model = Retriever::new(&store, RetrieverConfig { mode: Mode::Dense, ..RetrieverConfig::default() })
         .search("chest pain", &SectionFilter::patient("p1"), 3)
         .unwrap_err();

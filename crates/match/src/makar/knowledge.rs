@@ -69,7 +69,7 @@ impl LocalKnowledgeBase {
         let origin = path.display().to_string();
         if !path.is_file() {
             return Err(MatchError::Knowledge(format!(
-                "{origin}: no such knowledge base; create it with `evident kb index DOCS... --kb {origin}`"
+                "{origin}: no such knowledge base; create it by indexing documents into {origin} (`evident kb index`)"
             )));
         }
         let kb = LocalKnowledgeBase::open_or_create(path)?;
