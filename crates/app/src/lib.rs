@@ -15,7 +15,10 @@
 //! - [`stats`]: one estimator on a CSV table.
 //!
 //! Every model is built in [`models`]: the recorder, the cache and the
-//! privacy guard are applied there, whichever job asks.
+//! privacy guard are applied there, whichever job asks. A new job (a chart
+//! question, a study) is a new module here with a request type, a result
+//! type and a function over the [`Session`]; the front ends then only add
+//! argument parsing and printing.
 
 mod config;
 mod error;
