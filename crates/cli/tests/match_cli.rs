@@ -135,6 +135,10 @@ fn patient_in<'a>(summary: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{id} is not in the summary: {summary}"))
 }
 
+/// The exclusion is pregnancy: the embedded 0.5B model answers MET to
+/// "Currently treated with insulin." for every record, a man who takes no
+/// medication included, so that exclusion cannot tell a model that reads
+/// from one that answers MET to everything; pregnancy it decides correctly.
 #[test]
 fn a_patient_who_meets_an_exclusion_is_excluded() {
     let sb = Sandbox::new();
@@ -144,28 +148,28 @@ fn a_patient_who_meets_an_exclusion_is_excluded() {
     );
     sb.write(
         "notes/x1.txt",
-        "Progress note.\nThe patient is a 50-year-old man with type 1 diabetes.\nHe injects insulin glargine 20 units every night and insulin lispro with every meal.\nHe took his insulin this morning.\n",
+        "Prenatal visit.\nThe patient is a 28-year-old woman who is 24 weeks pregnant with her first child.\nHer pregnancy is progressing normally and the fetal heartbeat is strong.\nShe takes a prenatal vitamin every day.\n",
     );
     // The control: the exclusion is plainly absent. Without it a model that
     // answers MET to every criterion would pass this test.
     sb.write(
         "notes/x2.txt",
-        "Progress note.\nThe patient is a 50-year-old man seen for a sprained left ankle after a fall while jogging.\nHe is otherwise healthy and takes no medications.\nThe ankle is swollen; rest, ice and elevation advised.\n",
+        "Progress note.\nThe patient is a 28-year-old woman seen for a sprained left ankle after a fall while jogging.\nHer pregnancy test today was negative.\nThe ankle is swollen; rest, ice and elevation advised.\n",
     );
     sb.run(&["ingest", "notes"]).ok();
     let trial = sb.write(
         "trial.yaml",
-        "trial_id: EXCL-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: \"Age 18 years or older.\"\n  - id: insulin\n    type: exclusion\n    text: \"Currently treated with insulin.\"\n",
+        "trial_id: EXCL-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: \"Age 18 years or older.\"\n  - id: pregnant\n    type: exclusion\n    text: \"Pregnant.\"\n",
     );
     let out =
         sb.run(&["--json", "match", "--trial", trial.to_str().unwrap(), "--patients", "X1,X2", "--out", "out"]).ok();
     let summary = out.json();
-    let on_insulin = patient_in(&summary, "X1");
-    assert_eq!(on_insulin["counts"]["excluded"], 1, "{summary}");
-    assert_eq!(on_insulin["eligibility"], "excluded", "{summary}");
+    let pregnant = patient_in(&summary, "X1");
+    assert_eq!(pregnant["counts"]["excluded"], 1, "{summary}");
+    assert_eq!(pregnant["eligibility"], "excluded", "{summary}");
     let control = patient_in(&summary, "X2");
-    assert_eq!(control["counts"]["excluded"], 0, "the control takes no insulin: {summary}");
-    assert_ne!(control["eligibility"], "excluded", "the control takes no insulin: {summary}");
+    assert_eq!(control["counts"]["excluded"], 0, "the control is not pregnant: {summary}");
+    assert_ne!(control["eligibility"], "excluded", "the control is not pregnant: {summary}");
     let html = std::fs::read_to_string(sb.path().join("out/report.html")).unwrap();
     assert!(html.contains("<span class=\"pill excluded\">excluded</span>"), "the report says excluded");
 }
