@@ -21,9 +21,10 @@ pub enum AppError {
     /// same job started again resumes where it stopped.
     #[error("{what} stopped: {cause}. Decisions made so far are stored; run the same command again to resume.")]
     Interrupted { what: String, cause: Box<AppError> },
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    File { path: PathBuf, source: std::io::Error },
+    /// A file could not be read or written. (The io error is part of
+    /// the message, not a separate cause, so it is printed once.)
+    #[error("{}: {cause}", path.display())]
+    File { path: PathBuf, cause: std::io::Error },
     #[error(transparent)]
     Store(#[from] evident_store::StoreError),
     #[error(transparent)]
@@ -74,8 +75,8 @@ impl AppError {
     }
 
     /// Reading or writing `path` failed.
-    pub fn file(path: impl Into<PathBuf>, source: std::io::Error) -> AppError {
-        AppError::File { path: path.into(), source }
+    pub fn file(path: impl Into<PathBuf>, cause: std::io::Error) -> AppError {
+        AppError::File { path: path.into(), cause }
     }
 }
 

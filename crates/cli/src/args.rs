@@ -24,17 +24,23 @@ impl EmbedderArgs {
     }
 }
 
-/// `--strategy` and `--baseline` values.
-pub fn method(text: &str) -> Result<Method, String> {
-    parse_method(text).map_err(|e| e.to_string())
+/// A `--strategy` or `--baseline` value, refused in the flag's own words.
+pub fn method(flag: &str, text: &str) -> anyhow::Result<Method> {
+    parse_method(text).map_err(|_| {
+        anyhow::anyhow!(
+            "{flag} {text:?} is not {}; use one of {}",
+            if flag == "--baseline" { "a strategy" } else { "known" },
+            Method::ALL.map(|m| m.as_str()).join(", ")
+        )
+    })
 }
 
 /// How to screen: method, retrieval, models. Shared by `match` and `eval`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScreenArgs {
     /// acan, acin, ican, icin, makar, makar-aug or makar-reason.
-    #[arg(long, default_value = "ican", value_parser = method)]
-    pub strategy: Method,
+    #[arg(long, default_value = "ican")]
+    pub strategy: String,
     /// Two-stage retrieval: none (whole notes), bm25, dense or hybrid.
     #[arg(long, default_value = "none")]
     pub retrieval: String,
@@ -95,7 +101,7 @@ impl ScreenArgs {
             allow_remote: false,
         });
         Ok(ScreeningOptions {
-            method: self.strategy,
+            method: method("--strategy", &self.strategy)?,
             retrieval: parse_retrieval(&self.retrieval)?,
             top_k: self.top_k,
             concurrency: self.concurrency,

@@ -186,5 +186,5 @@ fn bad_input_is_refused_with_a_clear_message() {
     let bad = sb.write("bad.yaml", "trial_id: T\ncriteria:\n  - id: a\n    type: maybe\n    text: x\n");
     sb.run(&["match", "--trial", bad.to_str().unwrap(), "--all"]).fails_with(2, "bad.yaml");
     sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"])
-        .fails_with(2, "--knowledge and --online-search are for");
+        .fails_with(2, "a knowledge base and online search are for the makar");
 }

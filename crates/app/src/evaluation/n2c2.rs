@@ -89,7 +89,8 @@ impl fmt::Display for N2c2Evaluation {
 /// Reads the tags of every `.xml` file in a folder.
 fn read_tags(dir: &Path) -> Result<N2c2Tags> {
     let mut out = BTreeMap::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| AppError::file(dir, e))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| AppError::Input(format!("cannot read the folder {}: {e}", dir.display())))?;
     for entry in entries {
         let path = entry.map_err(|e| AppError::file(dir, e))?.path();
         if path.extension().is_none_or(|e| !e.eq_ignore_ascii_case("xml")) {

@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use evident_app::evaluation::{N2c2Request, TrialgptRequest};
-use evident_match::batch::Method;
 
 use crate::args::{method, ScreenArgs};
 use crate::commands::Context;
@@ -48,8 +47,8 @@ struct TrialgptArgs {
     out: PathBuf,
     /// Also run this strategy (same model and settings) and report the
     /// difference --strategy minus it, with a paired bootstrap over patients.
-    #[arg(long, value_parser = method)]
-    baseline: Option<Method>,
+    #[arg(long)]
+    baseline: Option<String>,
     #[command(flatten)]
     screen: ScreenArgs,
 }
@@ -79,7 +78,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 limit_patients: a.limit_patients,
                 topics: a.topics.clone(),
                 out: a.out.clone(),
-                baseline: a.baseline,
+                baseline: a.baseline.as_deref().map(|b| method("--baseline", b)).transpose()?,
                 options: a.screen.options()?,
             };
             ctx.print(&evident_app::evaluation::evaluate_trialgpt(&ctx.session, &request, &ctx.bars())?)?;
