@@ -15,7 +15,7 @@ use crate::error::{AppError, Result};
 
 /// A shared handle on the store: the SQLite connection is used by one
 /// thread at a time, and the model recorder writes through the same one.
-pub type SharedStore = Arc<Mutex<Store>>;
+pub use evident_recorder::SharedStore;
 
 /// One store and one configuration.
 pub struct Session {

@@ -41,6 +41,21 @@ fn remote_choices() -> [ModelChoice; 2] {
     [ModelChoice::endpoint(REMOTE, "m"), ModelChoice::named("remote")]
 }
 
+/// A short question that carries patient text, to `model`.
+fn chat_job(model: ModelChoice) -> ChatJob {
+    ChatJob {
+        prompt: "Summarise: HbA1c 8.2%".into(),
+        model,
+        schema: None,
+        system: None,
+        max_tokens: 16,
+        temperature: 0.0,
+        seed: None,
+        use_cache: false,
+        contains_patient_text: true,
+    }
+}
+
 fn assert_refused<T: std::fmt::Debug>(job: &str, result: Result<T, AppError>) {
     let err = result.expect_err(job);
     assert!(err.is_privacy_refusal(), "{job}: expected a privacy refusal, got: {err}");
@@ -52,18 +67,7 @@ fn a_chat_with_patient_text_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let session = session(dir.path());
     for model in remote_choices() {
-        let job = ChatJob {
-            prompt: "Summarise: HbA1c 8.2%".into(),
-            model,
-            schema: None,
-            system: None,
-            max_tokens: 16,
-            temperature: 0.0,
-            seed: None,
-            use_cache: false,
-            contains_patient_text: true,
-        };
-        assert_refused("llm chat", evident_app::llm::chat(&session, &job));
+        assert_refused("llm chat", evident_app::llm::chat(&session, &chat_job(model)));
     }
 }
 
@@ -125,18 +129,7 @@ fn the_same_requests_go_out_when_the_user_allows_remote_endpoints() {
     let dir = tempfile::tempdir().unwrap();
     let session = session(dir.path());
     let model = ModelChoice { allow_remote: true, ..ModelChoice::endpoint("http://127.0.0.1:9/v1", "m") };
-    let job = ChatJob {
-        prompt: "Summarise: HbA1c 8.2%".into(),
-        model,
-        schema: None,
-        system: None,
-        max_tokens: 16,
-        temperature: 0.0,
-        seed: None,
-        use_cache: false,
-        contains_patient_text: true,
-    };
-    let err = evident_app::llm::chat(&session, &job).unwrap_err();
+    let err = evident_app::llm::chat(&session, &chat_job(model)).unwrap_err();
     assert!(!err.is_privacy_refusal() && err.llm_error().is_some(), "{err}");
 }
 

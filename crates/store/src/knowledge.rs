@@ -50,20 +50,16 @@ impl Writer<'_> {
     /// refused.
     pub fn put_knowledge_document(&self, doc: &KnowledgeDocument, sections: &[SectionSpan]) -> Result<PutEffect> {
         let hash = content_hash(&doc.text);
-        let existing: Option<String> = self
-            .tx
-            .query_row("SELECT content_hash FROM knowledge_documents WHERE id = ?1", [&doc.id], |r| r.get(0))
-            .optional()?;
-        let outcome = match existing {
-            Some(stored) if stored == hash => return Ok(PutEffect::Unchanged),
-            Some(_) => {
+        let outcome = self.put_effect("knowledge_documents", &doc.id, &hash)?;
+        match outcome {
+            PutEffect::Unchanged => return Ok(outcome),
+            PutEffect::Replaced => {
                 // Sections first, so the FTS5 delete trigger sees each one.
                 self.tx.execute("DELETE FROM knowledge_sections WHERE document_id = ?1", [&doc.id])?;
                 self.tx.execute("DELETE FROM knowledge_documents WHERE id = ?1", [&doc.id])?;
-                PutEffect::Replaced
             }
-            None => PutEffect::Inserted,
-        };
+            PutEffect::Inserted => {}
+        }
         for s in sections {
             check_span(&doc.text, s.start, s.end).map_err(|why| {
                 StoreError::Invalid(format!("knowledge document {}: span {}..{} {why}", doc.id, s.start, s.end))

@@ -63,18 +63,14 @@ impl<'c> Writer<'c> {
         sentences: &[SentenceSpan],
     ) -> Result<PutEffect> {
         let hash = doc.content_hash();
-        let existing: Option<String> = self
-            .tx
-            .query_row("SELECT content_hash FROM documents WHERE id = ?1", [&doc.id], |r| r.get(0))
-            .optional()?;
-        let outcome = match existing {
-            Some(stored) if stored == hash => return Ok(PutEffect::Unchanged),
-            Some(_) => {
+        let outcome = self.put_effect("documents", &doc.id, &hash)?;
+        match outcome {
+            PutEffect::Unchanged => return Ok(outcome),
+            PutEffect::Replaced => {
                 self.tx.execute("DELETE FROM documents WHERE id = ?1", [&doc.id])?;
-                PutEffect::Replaced
             }
-            None => PutEffect::Inserted,
-        };
+            PutEffect::Inserted => {}
+        }
         for (start, end) in sections.iter().map(|s| (s.start, s.end)).chain(sentences.iter().map(|s| (s.start, s.end)))
         {
             check_span(&doc.text, start, end)
@@ -127,6 +123,20 @@ impl<'c> Writer<'c> {
     }
 
     /// Puts one lab observation; returns whether it was new or changed.
+    /// What putting text with content hash `hash` under `id` into `table`
+    /// (a table of documents with `id` and `content_hash` columns) does:
+    /// nothing if the stored hash is the same, a replacement if it differs,
+    /// an insertion if there is none. The caller deletes what it replaces.
+    pub(crate) fn put_effect(&self, table: &'static str, id: &str, hash: &str) -> Result<PutEffect> {
+        let sql = format!("SELECT content_hash FROM {table} WHERE id = ?1");
+        let existing: Option<String> = self.tx.query_row(&sql, [id], |r| r.get(0)).optional()?;
+        Ok(match existing {
+            Some(stored) if stored == hash => PutEffect::Unchanged,
+            Some(_) => PutEffect::Replaced,
+            None => PutEffect::Inserted,
+        })
+    }
+
     pub fn put_lab(&self, lab: &LabObservation) -> Result<bool> {
         let (num, text) = match &lab.value {
             LabValue::Numeric(v) => (Some(*v), None),
