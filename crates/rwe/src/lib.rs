@@ -1,0 +1,21 @@
+//! Real-world-evidence studies in the shape of RWE-bench (Evident's third
+//! job): a task is a study protocol (background and objective, research
+//! methods, questions) plus a database URL. This crate holds the task format
+//! and its validation ([`task`]), the gold answers an independent reference
+//! analysis wrote ([`gold`]), the environment's answer sheet that gates
+//! fill-in fields behind their choice questions ([`sheet`]), RWE-bench's
+//! metrics ([`metrics`]), the check that a protocol does not leak its results
+//! ([`leak`]), the R sandbox ([`sandbox`]) and the cohort audit ([`audit`]).
+
+pub mod audit;
+pub mod gold;
+pub mod leak;
+pub mod metrics;
+pub mod sandbox;
+pub mod sheet;
+pub mod task;
+
+pub use gold::{Gold, GoldError};
+pub use metrics::{aggregate_runs, score_task, MetricSummary, RunMetrics, TaskScore};
+pub use sheet::{AnswerSheet, AnswerValue, RecordedAnswer, SubmitItem, SubmitOutcome, SubmitReport};
+pub use task::{Field, FieldKind, Protocol, PvalueMode, PvalueSign, Question, ResultType, Task, TaskError};
