@@ -1,0 +1,378 @@
+//! Longitudinal chart questions: a clinician asks about one patient's whole
+//! record and gets the paper's two-line answer (`Answer:` / `Reasoning:`)
+//! whose every citation resolves to stored text or a stored lab value.
+//!
+//! - [`skills`]: the skill library as data (validated on load).
+//! - [`calculators`]: ISS, R-ISS, R2-ISS, HCT-CI, Charlson, CHA2DS2-VASc,
+//!   eGFR (CKD-EPI 2021), BMI.
+//! - [`tools`]: report retrieval (BM25 with kind and date filters), lab
+//!   query, structured records, calculators, all cut off at the reference
+//!   date.
+//! - [`policy`]: the deterministic policy engine (select/abstain/conflict).
+//! - [`answer`]: the two-line format and citation numbers.
+//! - `agent`: Phases I-IV.
+//!
+//! The entry point is [`ask`]: a question, a [`RecordView`] (store,
+//! patient, reference date), a model and a [`Method`]; it returns a
+//! [`ChartAnswer`] with the citations resolved, the retrieved-but-not-cited
+//! documents, the trace and the usage. Methods: the agent (with its
+//! ablations), the LLM baseline (no record) and full context (every
+//! document and lab, newest first, until the context is full).
+
+mod agent;
+pub mod answer;
+pub mod calculators;
+pub mod policy;
+pub mod skills;
+pub mod tools;
+
+use std::time::Instant;
+
+use evident_llm::{LlmError, Message, PipelineFailure, PromptError, StructuredModel};
+use evident_store::LabQuery;
+use serde::Serialize;
+use serde_json::json;
+
+pub use agent::{prompts, AgentConfig, Assessment, Memory, Plan, PlanStep, Round, Trace, Usage, CHART_PROMPTS};
+pub use answer::{parse_two_line, TwoLine};
+pub use skills::{SkillError, SkillLibrary};
+pub use tools::{Evidence, RecordView, ToolName};
+
+use agent::{Ctx, Metered, Produced};
+
+/// Why a question could not be answered at all (a pipeline failure is not
+/// an error: it is an answer with status `pipeline_failure`).
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error(transparent)]
+    Store(#[from] evident_store::StoreError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// How a question is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The agent, Phases I-IV.
+    Agent,
+    /// Ablations of the agent (the paper's Supplementary Table 5).
+    AgentNoSkills,
+    AgentAllSkills,
+    AgentNoFilters,
+    AgentNoCalculators,
+    AgentNoMemory,
+    AgentReactive,
+    /// The LLM baseline: no record at all.
+    Baseline,
+    /// Every document and lab value, newest first, until the context is full.
+    FullContext,
+}
+
+impl Method {
+    pub const ALL: [Method; 9] = [
+        Method::Agent,
+        Method::AgentNoSkills,
+        Method::AgentAllSkills,
+        Method::AgentNoFilters,
+        Method::AgentNoCalculators,
+        Method::AgentNoMemory,
+        Method::AgentReactive,
+        Method::Baseline,
+        Method::FullContext,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Agent => "agent",
+            Method::AgentNoSkills => "agent-no-skills",
+            Method::AgentAllSkills => "agent-all-skills",
+            Method::AgentNoFilters => "agent-no-filters",
+            Method::AgentNoCalculators => "agent-no-calculators",
+            Method::AgentNoMemory => "agent-no-memory",
+            Method::AgentReactive => "agent-reactive",
+            Method::Baseline => "baseline",
+            Method::FullContext => "full-context",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == text.trim())
+    }
+
+    /// The agent configuration this method runs with (agent methods only).
+    pub fn agent_config(self, base: &AgentConfig) -> Option<AgentConfig> {
+        let mut c = base.clone();
+        match self {
+            Method::Agent => {}
+            Method::AgentNoSkills => c.use_skills = false,
+            Method::AgentAllSkills => c.all_skills = true,
+            Method::AgentNoFilters => c.use_filters = false,
+            Method::AgentNoCalculators => c.use_calculators = false,
+            Method::AgentNoMemory => c.use_memory = false,
+            Method::AgentReactive => c.use_plan = false,
+            Method::Baseline | Method::FullContext => return None,
+        }
+        Some(c)
+    }
+}
+
+/// Where a citation points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CitedSource {
+    /// Stored text: a section (or one structured line) of a document.
+    Text {
+        document_id: String,
+        section_id: Option<i64>,
+        /// The sentences inside the cited span.
+        sentence_ids: Vec<i64>,
+        start: usize,
+        end: usize,
+        /// `document.text[start..end]`, read back from the store.
+        text: String,
+        date: Option<String>,
+    },
+    /// A stored lab value.
+    Lab { concept: String, name: String, value: String, unit: Option<String>, time: String, source_id: String },
+    /// A calculator result; `used` are the stored values it read.
+    Calculation { calculator: String, output: serde_json::Value, used: Vec<CitedSource> },
+}
+
+/// One `[n]` of the reasoning.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Citation {
+    pub number: usize,
+    /// False when `n` names no context node (a possibly hallucinated
+    /// citation): kept and flagged, never dropped.
+    pub supported: bool,
+    pub source: Option<CitedSource>,
+}
+
+impl Citation {
+    fn resolve(view: &RecordView<'_>, number: usize, nodes: &[Evidence]) -> Result<Citation, ChartError> {
+        let Some(node) = number.checked_sub(1).and_then(|i| nodes.get(i)) else {
+            return Ok(Citation { number, supported: false, source: None });
+        };
+        let source = view.resolve(node)?;
+        Ok(Citation { number, supported: source.is_some(), source })
+    }
+}
+
+impl RecordView<'_> {
+    /// Reads a node back from the store: its text at its span (which must
+    /// equal what the model was shown), the sentences inside it; a lab
+    /// value by its source id. `None` if it no longer resolves.
+    fn resolve(&self, node: &Evidence) -> Result<Option<CitedSource>, ChartError> {
+        let store = self.lock();
+        Ok(match node {
+            Evidence::Section { document_id, section_id, start, end, text, date, .. }
+            | Evidence::Entry { document_id, sentence_id: section_id, start, end, text, date, .. } => {
+                let is_section = matches!(node, Evidence::Section { .. });
+                let Some(doc) = store.document(document_id)? else { return Ok(None) };
+                let Some(stored) = doc.text.get(*start..*end) else { return Ok(None) };
+                if stored.trim() != text.trim() {
+                    return Ok(None);
+                }
+                let sentence_ids = store
+                    .sentences(document_id)?
+                    .into_iter()
+                    .filter(|s| s.start < *end && s.end > *start)
+                    .map(|s| s.ordinal)
+                    .collect();
+                Some(CitedSource::Text {
+                    document_id: document_id.clone(),
+                    section_id: is_section.then_some(*section_id),
+                    sentence_ids,
+                    start: *start,
+                    end: *end,
+                    text: stored.to_string(),
+                    date: date.map(agent::date_of),
+                })
+            }
+            Evidence::Lab { concept, original_name, value, unit, time, source_id, .. } => {
+                let labs =
+                    store.labs(&LabQuery { patient_id: self.patient_id().to_string(), ..LabQuery::default() })?;
+                labs.iter().any(|l| &l.source_id == source_id && l.time == *time).then(|| CitedSource::Lab {
+                    concept: concept.clone(),
+                    name: original_name.clone(),
+                    value: value.clone(),
+                    unit: unit.clone(),
+                    time: time.format("%Y-%m-%d %H:%M").to_string(),
+                    source_id: source_id.clone(),
+                })
+            }
+            Evidence::Calculation { calculator, output, used, .. } => {
+                drop(store);
+                let mut sources = Vec::new();
+                for u in used {
+                    match self.resolve(u)? {
+                        Some(s) => sources.push(s),
+                        None => return Ok(None),
+                    }
+                }
+                Some(CitedSource::Calculation { calculator: calculator.clone(), output: output.clone(), used: sources })
+            }
+        })
+    }
+}
+
+/// A document the method retrieved but the answer does not cite.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetrievedDocument {
+    pub document_id: String,
+    pub date: Option<String>,
+    pub kind: String,
+}
+
+/// The answer to one question.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChartAnswer {
+    pub patient: String,
+    pub question: String,
+    pub as_of: String,
+    pub method: Method,
+    /// `answered` or `pipeline_failure`.
+    pub status: String,
+    pub answer: Option<String>,
+    pub reasoning: Option<String>,
+    /// The model's last text, exactly as written.
+    pub raw_text: String,
+    pub citations: Vec<Citation>,
+    pub unsupported_citations: usize,
+    pub retrieved_not_cited: Vec<RetrievedDocument>,
+    /// The numbered context the answer could cite.
+    pub context: Vec<Evidence>,
+    pub trace: Trace,
+    pub usage: Usage,
+    pub failure: Option<Vec<String>>,
+}
+
+/// What [`ask`] needs besides the record view.
+pub struct Question<'a> {
+    pub text: &'a str,
+    pub method: Method,
+    pub skills: &'a SkillLibrary,
+    pub config: &'a AgentConfig,
+    /// A one-line patient description for the prompts (sex, age).
+    pub patient: String,
+}
+
+/// Answers one question about the record in `view` with `model`.
+pub fn ask(
+    model: StructuredModel<'_>,
+    prompts: &evident_llm::Prompts,
+    view: &RecordView<'_>,
+    question: &Question<'_>,
+) -> Result<ChartAnswer, ChartError> {
+    let start = Instant::now();
+    let metered = Metered::new(model.chat);
+    let metered_model = StructuredModel::new(&metered, model.failures);
+    let config = question.method.agent_config(question.config).unwrap_or_else(|| {
+        // The comparators' decoding, as the paper gives it.
+        AgentConfig { temperature: 0.2, ..question.config.clone() }
+    });
+    let ctx = Ctx {
+        model: metered_model,
+        prompts,
+        view,
+        skills: question.skills,
+        config: &config,
+        question: question.text,
+        patient: question.patient.clone(),
+    };
+    let produced = match question.method {
+        Method::Baseline => llm_baseline(&ctx)?,
+        Method::FullContext => full_context(&ctx)?,
+        _ => agent::run_agent(&ctx)?,
+    };
+    let Produced { nodes, outcome, trace } = produced;
+    let (status, answer, reasoning, raw_text, citations, failure) = match outcome {
+        Ok((two, raw)) => {
+            let citations = agent::cite(view, &two, &nodes)?;
+            ("answered", Some(two.answer), Some(two.reasoning), raw, citations, None)
+        }
+        Err(PipelineFailure { raw_text, errors, .. }) => {
+            ("pipeline_failure", None, None, raw_text, vec![], Some(errors))
+        }
+    };
+    let cited_docs: std::collections::BTreeSet<String> = citations
+        .iter()
+        .filter_map(|c| match &c.source {
+            Some(CitedSource::Text { document_id, .. }) => Some(document_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut retrieved_not_cited: Vec<RetrievedDocument> = Vec::new();
+    for n in &nodes {
+        let Some(id) = n.document_id() else { continue };
+        if cited_docs.contains(id) || retrieved_not_cited.iter().any(|d| d.document_id == id) {
+            continue;
+        }
+        let kind = match n {
+            Evidence::Section { kind, .. } => kind.as_str().to_string(),
+            _ => "record".to_string(),
+        };
+        retrieved_not_cited.push(RetrievedDocument {
+            document_id: id.to_string(),
+            date: n.date().map(agent::date_of),
+            kind,
+        });
+    }
+    Ok(ChartAnswer {
+        patient: view.patient_id().to_string(),
+        question: question.text.to_string(),
+        as_of: agent::date_of(view.as_of()),
+        method: question.method,
+        status: status.into(),
+        answer,
+        reasoning,
+        raw_text,
+        unsupported_citations: citations.iter().filter(|c| !c.supported).count(),
+        citations,
+        retrieved_not_cited,
+        context: nodes,
+        trace,
+        usage: metered.usage(start.elapsed()),
+        failure,
+    })
+}
+
+/// The LLM baseline: patient id, question, reference date and the answer
+/// schema (the baseline prompt); no record.
+fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
+    let mut trace = Trace { stopped_because: "no record is read".into(), ..Trace::default() };
+    let user = ctx.prompts.render(
+        "chart_llm_baseline.prompt.md",
+        json!({"patient_id": ctx.view.patient_id(), "as_of": agent::date_of(ctx.view.as_of()), "question": ctx.question}),
+    )?;
+    let outcome =
+        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &mut trace)?;
+    Ok(Produced { nodes: vec![], outcome, trace })
+}
+
+/// Full context: every section and lab value up to the reference date,
+/// newest first, until the context budget is full.
+fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
+    let mut trace = Trace::default();
+    let mut nodes = ctx.view.everything()?;
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.date()));
+    let total = nodes.len();
+    let (nodes, shown) = agent::number_nodes(&nodes, ctx.config.context_budget_tokens);
+    trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
+    trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
+    let user = ctx.prompts.render(
+        "chart_synthesis.prompt.md",
+        json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+    )?;
+    let outcome =
+        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &mut trace)?;
+    Ok(Produced { nodes, outcome, trace })
+}
+
+/// Messages are re-exported for tests that script a model.
+pub type ChatMessage = Message;

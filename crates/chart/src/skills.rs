@@ -1,0 +1,454 @@
+//! The clinical skill library as data: one Markdown file per skill with a
+//! front matter (`id`, `category`, `summary`, `keywords`, optional
+//! `policies`), validated on load with errors that name the file and the
+//! field. The built-in library (general medicine and the multiple-myeloma
+//! pack, `crates/chart/skills/`) is compiled in; a user's folder adds to it.
+//!
+//! Selection follows the paper's Phase I: the model picks ids from the
+//! summaries; style skills whose trigger keywords occur in the question are
+//! added as a fallback; the base style skill is always included; policy
+//! skills are attached deterministically from the `policies` of the
+//! selected skills, never chosen by the model.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The base style skill (the two-line format), always selected.
+pub const BASE_STYLE: &str = "style-base";
+
+/// The skill files shipped with Evident: (file name, text).
+pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
+    ("general/therapy-reconstruction.md", include_str!("../skills/general/therapy-reconstruction.md")),
+    ("general/current-medication-status.md", include_str!("../skills/general/current-medication-status.md")),
+    ("general/first-occurrence.md", include_str!("../skills/general/first-occurrence.md")),
+    ("general/staging-score-calculation.md", include_str!("../skills/general/staging-score-calculation.md")),
+    ("general/lab-trend-interpretation.md", include_str!("../skills/general/lab-trend-interpretation.md")),
+    ("general/eligibility-assessment.md", include_str!("../skills/general/eligibility-assessment.md")),
+    (
+        "general/procedure-imaging-documentation.md",
+        include_str!("../skills/general/procedure-imaging-documentation.md"),
+    ),
+    ("general/drug-synonyms.md", include_str!("../skills/general/drug-synonyms.md")),
+    ("general/date-formats.md", include_str!("../skills/general/date-formats.md")),
+    ("general/clinical-abbreviations.md", include_str!("../skills/general/clinical-abbreviations.md")),
+    ("general/temporal-authority.md", include_str!("../skills/general/temporal-authority.md")),
+    ("general/administered-over-planned.md", include_str!("../skills/general/administered-over-planned.md")),
+    ("general/contradiction-resolution.md", include_str!("../skills/general/contradiction-resolution.md")),
+    ("general/style-base.md", include_str!("../skills/general/style-base.md")),
+    ("general/style-single-choice.md", include_str!("../skills/general/style-single-choice.md")),
+    ("general/style-current-status.md", include_str!("../skills/general/style-current-status.md")),
+    ("general/style-date.md", include_str!("../skills/general/style-date.md")),
+    ("general/style-score.md", include_str!("../skills/general/style-score.md")),
+    ("general/style-list-intervals.md", include_str!("../skills/general/style-list-intervals.md")),
+    ("general/style-eligibility.md", include_str!("../skills/general/style-eligibility.md")),
+    ("myeloma/mm-regimens.md", include_str!("../skills/myeloma/mm-regimens.md")),
+    ("myeloma/mm-drug-classes.md", include_str!("../skills/myeloma/mm-drug-classes.md")),
+    ("myeloma/mm-imwg-response.md", include_str!("../skills/myeloma/mm-imwg-response.md")),
+    ("myeloma/mm-staging.md", include_str!("../skills/myeloma/mm-staging.md")),
+    ("myeloma/mm-refractoriness.md", include_str!("../skills/myeloma/mm-refractoriness.md")),
+    ("myeloma/mm-transplant-eligibility.md", include_str!("../skills/myeloma/mm-transplant-eligibility.md")),
+];
+
+/// The paper's four skill categories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillCategory {
+    /// Decomposition strategies and evidence priorities; shown at tool execution.
+    Workflow,
+    /// Normalisation rules (synonyms, dates, abbreviations); shown at tool execution.
+    Parsing,
+    /// Answer structure per question type; shown at synthesis.
+    Style,
+    /// Precedence rules for contradictory evidence; attached deterministically.
+    Policy,
+}
+
+/// One skill module.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skill {
+    pub id: String,
+    pub category: SkillCategory,
+    pub summary: String,
+    /// Lower-case words or phrases whose presence in a question triggers
+    /// the skill in the keyword fallback (style skills).
+    pub keywords: Vec<String>,
+    /// Policy skills attached whenever this skill is selected.
+    pub policies: Vec<String>,
+    /// The instructions (Markdown after the front matter).
+    pub body: String,
+    /// Where it came from: a built-in name or a user file path.
+    pub origin: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FrontMatter {
+    id: Option<String>,
+    category: Option<String>,
+    summary: Option<String>,
+    keywords: Option<Vec<String>>,
+    #[serde(default)]
+    policies: Vec<String>,
+}
+
+/// A skill file that does not validate: the file, the field and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {field}: {message}")]
+pub struct SkillError {
+    pub file: String,
+    /// The front-matter field at fault, or `front matter` / `body` / `file`.
+    pub field: String,
+    pub message: String,
+}
+
+fn err(file: &str, field: &str, message: impl Into<String>) -> SkillError {
+    SkillError { file: file.to_string(), field: field.to_string(), message: message.into() }
+}
+
+/// Parses one skill file. `origin` names it in errors.
+pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text.strip_prefix("---\n") else {
+        return Err(err(origin, "front matter", "the file must start with a line `---`, the front matter, and `---`"));
+    };
+    let Some(end) = rest.find("\n---\n").or_else(|| rest.strip_suffix("\n---").map(|r| r.len())) else {
+        return Err(err(origin, "front matter", "no closing `---` line after the front matter"));
+    };
+    let (yaml, body) = (&rest[..end], rest[end..].trim_start_matches("\n---").trim());
+    let front: FrontMatter = serde_yaml::from_str(yaml).map_err(|e| {
+        let message = e.to_string();
+        // "unknown field `x`" names x; otherwise the first field named.
+        let field = match message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            Some(unknown) => unknown.to_string(),
+            None => ["id", "category", "summary", "keywords", "policies"]
+                .into_iter()
+                .find(|f| message.contains(&format!("`{f}`")))
+                .unwrap_or("front matter")
+                .to_string(),
+        };
+        err(origin, &field, format!("{message}; fields are id, category, summary, keywords and policies"))
+    })?;
+    let id = front
+        .id
+        .ok_or_else(|| err(origin, "id", "missing; give the skill a lower-case id such as `first-occurrence`"))?;
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        return Err(err(origin, "id", format!("{id:?} is not an id; use lower-case letters, digits and '-'")));
+    }
+    let category =
+        front.category.ok_or_else(|| err(origin, "category", "missing; use workflow, parsing, style or policy"))?;
+    let category = match category.as_str() {
+        "workflow" => SkillCategory::Workflow,
+        "parsing" => SkillCategory::Parsing,
+        "style" => SkillCategory::Style,
+        "policy" => SkillCategory::Policy,
+        other => {
+            return Err(err(
+                origin,
+                "category",
+                format!("{other:?} is not a category; use workflow, parsing, style or policy"),
+            ))
+        }
+    };
+    let summary = front.summary.unwrap_or_default().trim().to_string();
+    if summary.is_empty() {
+        return Err(err(origin, "summary", "missing or empty; one sentence saying when the skill applies"));
+    }
+    if summary.len() > 300 {
+        return Err(err(
+            origin,
+            "summary",
+            format!("{} characters; keep it under 300 (the model reads every summary)", summary.len()),
+        ));
+    }
+    let keywords = front
+        .keywords
+        .ok_or_else(|| err(origin, "keywords", "missing; list trigger words, or [] for none"))?
+        .into_iter()
+        .map(|k| k.trim().to_lowercase())
+        .collect::<Vec<_>>();
+    if let Some(i) = keywords.iter().position(|k| k.is_empty()) {
+        return Err(err(origin, "keywords", format!("entry {} is empty", i + 1)));
+    }
+    if body.is_empty() {
+        return Err(err(origin, "body", "the skill has no instructions after the front matter"));
+    }
+    Ok(Skill {
+        id,
+        category,
+        summary,
+        keywords,
+        policies: front.policies,
+        body: body.to_string(),
+        origin: origin.to_string(),
+    })
+}
+
+/// The skills, by id, validated as a whole: ids unique, every `policies`
+/// entry names a policy skill, the base style skill present.
+#[derive(Debug, Clone)]
+pub struct SkillLibrary {
+    skills: BTreeMap<String, Skill>,
+}
+
+impl SkillLibrary {
+    /// The built-in library.
+    pub fn builtin() -> Result<SkillLibrary, SkillError> {
+        SkillLibrary::from_files(BUILTIN_SKILLS.iter().map(|(n, t)| (format!("builtin:{n}"), t.to_string())))
+    }
+
+    /// The built-in library plus every `*.md` file in `dir` (sorted by
+    /// name). A user skill may not reuse a built-in id.
+    pub fn with_user_dir(dir: &Path) -> Result<SkillLibrary, SkillError> {
+        let shown = dir.display().to_string();
+        let entries =
+            std::fs::read_dir(dir).map_err(|e| err(&shown, "file", format!("cannot read the skills folder: {e}")))?;
+        let mut paths: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        paths.sort();
+        if paths.is_empty() {
+            return Err(err(&shown, "file", "the skills folder holds no *.md skill files"));
+        }
+        let mut files: Vec<(String, String)> =
+            BUILTIN_SKILLS.iter().map(|(n, t)| (format!("builtin:{n}"), t.to_string())).collect();
+        for path in paths {
+            let name = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|e| err(&name, "file", format!("cannot read: {e}")))?;
+            files.push((name, text));
+        }
+        SkillLibrary::from_files(files)
+    }
+
+    fn from_files(files: impl IntoIterator<Item = (String, String)>) -> Result<SkillLibrary, SkillError> {
+        let mut skills: BTreeMap<String, Skill> = BTreeMap::new();
+        for (origin, text) in files {
+            let skill = parse_skill(&origin, &text)?;
+            if let Some(first) = skills.get(&skill.id) {
+                return Err(err(
+                    &origin,
+                    "id",
+                    format!("{:?} is already the id of {}; choose another id", skill.id, first.origin),
+                ));
+            }
+            skills.insert(skill.id.clone(), skill);
+        }
+        for skill in skills.values() {
+            for policy in &skill.policies {
+                match skills.get(policy) {
+                    Some(p) if p.category == SkillCategory::Policy => {}
+                    Some(_) => return Err(err(&skill.origin, "policies", format!("{policy:?} is not a policy skill"))),
+                    None => return Err(err(&skill.origin, "policies", format!("no skill has the id {policy:?}"))),
+                }
+            }
+        }
+        if !skills.contains_key(BASE_STYLE) {
+            return Err(err("skill library", "id", format!("the base style skill {BASE_STYLE:?} is missing")));
+        }
+        Ok(SkillLibrary { skills })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Skill> {
+        self.skills.get(id)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Skill> {
+        self.skills.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.skills.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+
+    /// Skills the model may choose (every category but policy), for the
+    /// summary prompt.
+    pub fn selectable(&self) -> impl Iterator<Item = &Skill> {
+        self.skills.values().filter(|s| s.category != SkillCategory::Policy)
+    }
+
+    /// Phase I's selection from the ids the model chose: unknown ids and
+    /// policy ids are dropped (and reported), style skills triggered by the
+    /// question's keywords are added, the base style skill always, then the
+    /// policies the selected skills name.
+    pub fn select(&self, question: &str, chosen: &[String]) -> Selection {
+        let question = format!(" {} ", question.to_lowercase());
+        let mut ids: BTreeSet<String> = BTreeSet::new();
+        let mut ignored = Vec::new();
+        for id in chosen {
+            match self.skills.get(id.trim()) {
+                Some(s) if s.category != SkillCategory::Policy => {
+                    ids.insert(s.id.clone());
+                }
+                _ => ignored.push(id.clone()),
+            }
+        }
+        let mut by_keyword = Vec::new();
+        for skill in self.skills.values().filter(|s| s.category == SkillCategory::Style) {
+            if !ids.contains(&skill.id) && skill.keywords.iter().any(|k| contains_phrase(&question, k)) {
+                ids.insert(skill.id.clone());
+                by_keyword.push(skill.id.clone());
+            }
+        }
+        ids.insert(BASE_STYLE.to_string());
+        let policies: BTreeSet<String> = ids.iter().flat_map(|id| self.skills[id].policies.iter().cloned()).collect();
+        ids.extend(policies.iter().cloned());
+        Selection {
+            ids: ids.into_iter().collect(),
+            by_keyword,
+            attached_policies: policies.into_iter().collect(),
+            ignored,
+        }
+    }
+
+    /// Every skill: the "unfiltered" ablation.
+    pub fn select_all(&self) -> Selection {
+        Selection {
+            ids: self.skills.keys().cloned().collect(),
+            by_keyword: Vec::new(),
+            attached_policies: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+
+    /// The instructions of the selected skills of the given categories, in
+    /// id order, each under its id.
+    pub fn render(&self, selection: &Selection, categories: &[SkillCategory]) -> String {
+        let mut out = String::new();
+        for id in &selection.ids {
+            let Some(skill) = self.skills.get(id) else { continue };
+            if categories.contains(&skill.category) {
+                out.push_str(&format!("### {} ({:?})\n{}\n\n", skill.id, skill.category, skill.body));
+            }
+        }
+        out.trim_end().to_string()
+    }
+}
+
+/// Whether `phrase` occurs in `text` (both lower case; `text` padded with
+/// spaces) at word boundaries.
+fn contains_phrase(text: &str, phrase: &str) -> bool {
+    let bytes = text.as_bytes();
+    text.match_indices(phrase).any(|(i, _)| {
+        let before = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        let after = bytes.get(i + phrase.len()).is_none_or(|b| !b.is_ascii_alphanumeric());
+        before && after
+    })
+}
+
+/// The skills a question runs with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Selection {
+    /// Every selected id (model-chosen, keyword-triggered, base style,
+    /// attached policies), sorted.
+    pub ids: Vec<String>,
+    /// Style skills added by the keyword fallback.
+    pub by_keyword: Vec<String>,
+    /// Policy skills attached from the selected skills.
+    pub attached_policies: Vec<String>,
+    /// Ids the model chose that are unknown or not selectable.
+    pub ignored: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_library_validates() {
+        let lib = SkillLibrary::builtin().unwrap();
+        assert_eq!(lib.len(), BUILTIN_SKILLS.len());
+        for category in [SkillCategory::Workflow, SkillCategory::Parsing, SkillCategory::Style, SkillCategory::Policy] {
+            assert!(lib.all().any(|s| s.category == category), "{category:?}");
+        }
+    }
+
+    #[track_caller]
+    fn check_error(text: &str, field: &str, says: &str) {
+        let e = parse_skill("x.md", text).unwrap_err();
+        assert_eq!((e.file.as_str(), e.field.as_str()), ("x.md", field), "{e}");
+        assert!(e.message.contains(says), "{e}");
+    }
+
+    #[test]
+    fn bad_skill_files_name_the_field() {
+        check_error("no front matter", "front matter", "start with");
+        check_error("---\nid: a\n", "front matter", "closing");
+        check_error("---\ncategory: style\nsummary: s\nkeywords: []\n---\nbody", "id", "missing");
+        check_error("---\nid: Bad Id\ncategory: style\nsummary: s\nkeywords: []\n---\nbody", "id", "not an id");
+        check_error("---\nid: a\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody", "category", "knowledge");
+        check_error("---\nid: a\ncategory: style\nsummary: ''\nkeywords: []\n---\nbody", "summary", "empty");
+        check_error("---\nid: a\ncategory: style\nsummary: s\n---\nbody", "keywords", "missing");
+        check_error("---\nid: a\ncategory: style\nsummary: s\nkeywords: []\n---\n", "body", "no instructions");
+        check_error(
+            "---\nid: a\ncategory: style\nsummary: s\nkeywords: []\ntrigger: x\n---\nb",
+            "trigger",
+            "unknown field",
+        );
+        check_error("---\nid: a\ncategory: style\nsummary: s\nkeywords: 3\n---\nb", "front matter", "keywords");
+    }
+
+    #[test]
+    fn a_user_folder_adds_skills_and_may_not_reuse_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("renal.md"),
+            "---\nid: renal-dosing\ncategory: workflow\nsummary: Renal dose adjustment.\nkeywords: [renal]\npolicies: [temporal-authority]\n---\nCheck eGFR.\n",
+        )
+        .unwrap();
+        let lib = SkillLibrary::with_user_dir(dir.path()).unwrap();
+        assert_eq!(lib.len(), BUILTIN_SKILLS.len() + 1);
+        assert!(lib.get("renal-dosing").is_some());
+
+        std::fs::write(
+            dir.path().join("z.md"),
+            "---\nid: style-base\ncategory: style\nsummary: s\nkeywords: []\n---\nb\n",
+        )
+        .unwrap();
+        let e = SkillLibrary::with_user_dir(dir.path()).unwrap_err();
+        assert!(e.file.ends_with("z.md") && e.field == "id", "{e}");
+
+        std::fs::remove_file(dir.path().join("z.md")).unwrap();
+        std::fs::write(
+            dir.path().join("y.md"),
+            "---\nid: y\ncategory: workflow\nsummary: s\nkeywords: []\npolicies: [nope]\n---\nb\n",
+        )
+        .unwrap();
+        let e = SkillLibrary::with_user_dir(dir.path()).unwrap_err();
+        assert!(e.file.ends_with("y.md") && e.field == "policies" && e.message.contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn selection_adds_keyword_styles_the_base_style_and_attached_policies() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let chosen = vec!["current-medication-status".to_string(), "temporal-authority".into(), "made-up".into()];
+        let s = lib.select("Is the patient currently receiving metformin?", &chosen);
+        assert!(s.ids.contains(&"current-medication-status".to_string()));
+        assert!(s.ids.contains(&BASE_STYLE.to_string()));
+        assert_eq!(s.by_keyword, vec!["style-current-status".to_string()]);
+        // Policies come from the selected skills, not from the model's choice.
+        assert_eq!(s.attached_policies, vec!["administered-over-planned".to_string(), "temporal-authority".into()]);
+        assert_eq!(s.ignored, vec!["temporal-authority".to_string(), "made-up".into()]);
+
+        let s = lib.select("Is the patient eligible for ASCT?", &[]);
+        assert!(s.by_keyword.contains(&"style-eligibility".to_string()), "{s:?}");
+        // "eligible" must not fire on a word that only contains it.
+        let s = lib.select("Ineligible? noncurrent", &[]);
+        assert!(s.by_keyword.is_empty(), "{s:?}");
+    }
+
+    #[test]
+    fn rendering_splits_workflow_from_style() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let s = lib.select("Has the patient received dialysis?", &["procedure-imaging-documentation".to_string()]);
+        let workflow = lib.render(&s, &[SkillCategory::Workflow, SkillCategory::Parsing, SkillCategory::Policy]);
+        let style = lib.render(&s, &[SkillCategory::Style]);
+        assert!(workflow.contains("### procedure-imaging-documentation") && !workflow.contains("### style-base"));
+        assert!(style.contains("### style-base") && !style.contains("procedure-imaging"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The agent's control flow with a scripted model: the four phases in
+//! order, citations resolved to stored text, the reference-date cutoff,
+//! the plan's three attempts, the two synthesis attempts, blocked
+//! duplicates, the negative cache and broadening, the early-finish repair,
+//! the calculator's lookback window, and a prompt layout that keeps each
+//! Phase III request an extension of the previous one.
+
+mod support;
+
+use evident_chart::{ask, prompts, AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
+use evident_llm::StructuredModel;
+use serde_json::{json, Value};
+use support::{day, store, Scripted, AS_OF};
+
+const ASSESS: &str = r#"{"intent": "current metformin status", "hypotheses": ["on metformin"], "required_information": ["metformin administration"], "missing_information": ["metformin administration"], "complexity": "low", "skills": ["current-medication-status", "drug-synonyms"]}"#;
+
+fn plan(steps: Value) -> String {
+    json!({"steps": steps, "stop_conditions": ["metformin status found"]}).to_string()
+}
+
+fn step(n: u32, tool: &str, args: Value) -> Value {
+    json!({"step": n, "objective": "find it", "tool": tool, "arguments": args, "evidence_requirements": ["a mention"], "stop_rule": "found"})
+}
+
+fn action(kind: &str, tool: Option<&str>, args: Value) -> String {
+    let mut a = json!({"action": kind, "reason": "because", "still_missing": []});
+    if let Some(t) = tool {
+        a["tool"] = json!(t);
+        a["arguments"] = args;
+    }
+    a.to_string()
+}
+
+fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default();
+    let q = Question { text: question, method, skills: &skills, config: &config, patient: "female, 67 years".into() };
+    ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+}
+
+#[test]
+fn the_four_phases_answer_with_citations_that_resolve_to_stored_text() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Metformin was started on 2023-01-20 [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient currently receiving metformin?");
+    assert!(model.exhausted());
+    assert_eq!(out.status, "answered");
+    assert_eq!(out.answer.as_deref(), Some("Yes"));
+    assert_eq!(out.citations.len(), 1);
+    let c = &out.citations[0];
+    assert!(c.supported);
+    let Some(CitedSource::Text { document_id, text, sentence_ids, start, end, .. }) = &c.source else {
+        panic!("{c:?}")
+    };
+    // The policy engine ranks the administration (d2) before the plan (d1),
+    // and BM25 returns both; [1] is the first node retrieved.
+    assert!(document_id == "d1" || document_id == "d2", "{document_id}");
+    assert!(text.contains("etformin"));
+    assert!(!sentence_ids.is_empty() && start < end);
+    // d4 is after the reference date and is never retrieved.
+    assert!(out.context.iter().all(|n| n.document_id() != Some("d4")), "{:?}", out.context);
+    assert_eq!(out.retrieved_not_cited.len(), 1, "{:?}", out.retrieved_not_cited);
+    // Skills: the model's, the keyword style, the base style, the policies.
+    for id in [
+        "current-medication-status",
+        "drug-synonyms",
+        "style-current-status",
+        "style-base",
+        "temporal-authority",
+        "administered-over-planned",
+    ] {
+        assert!(out.trace.skills.iter().any(|s| s == id), "{id} missing from {:?}", out.trace.skills);
+    }
+    let policy = out.trace.policy.as_ref().unwrap();
+    assert_eq!(policy.decision, evident_chart::policy::Decision::Select);
+    assert_eq!(out.usage.calls, 5);
+    assert_eq!((out.usage.prompt_tokens, out.usage.reused_prompt_tokens), (50, 15));
+
+    // The workflow skills reach tool execution, the style skills synthesis.
+    let requests = model.requests();
+    assert!(requests[1].messages[0].content.contains("### current-medication-status"));
+    assert!(!requests[1].messages[0].content.contains("### style-base"));
+    assert!(requests[4].messages[1].content.contains("### style-base"));
+    // Phase II and III form one conversation: each request extends the last.
+    for pair in requests[1..4].windows(2) {
+        assert!(pair[1].messages.starts_with(&pair[0].messages), "a Phase III request must extend the previous one");
+    }
+}
+
+#[test]
+fn nothing_after_the_reference_date_is_seen() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "zebrafish allergy"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "zebrafish allergy"})),
+        action("call_tool", Some("query_labs"), json!({"concepts": ["Albumin"]})),
+        action("finish", None, json!({})),
+        "Answer: Not documented\nReasoning: No allergy is documented.".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Does the patient have a zebrafish allergy?");
+    assert_eq!(out.trace.rounds[0].evidence_found, 0, "{:?}", out.trace.rounds[0]);
+    // Albumin: the 2024-02-01 value is after the date; two remain.
+    assert_eq!(out.trace.rounds[1].evidence_found, 2);
+    assert!(out.context.iter().all(|n| n.date().unwrap() <= day("2024-01-01")));
+}
+
+#[test]
+fn three_invalid_plans_end_in_a_recorded_pipeline_failure() {
+    let model = Scripted::new(&[ASSESS, "not json", r#"{"steps": []}"#, r#"{"steps": [{"step": 1}]}"#]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    assert!(model.exhausted());
+    assert_eq!(out.status, "pipeline_failure");
+    assert_eq!(out.trace.plan, None);
+    let failures = model.failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(failures[0].attempts, 3);
+}
+
+#[test]
+fn two_malformed_answers_end_in_a_recorded_pipeline_failure() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+        action("finish", None, json!({})),
+        "Yes, metformin.".to_string(),
+        "The answer is yes".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    assert_eq!(out.status, "pipeline_failure");
+    assert_eq!(out.trace.synthesis_attempts, 2);
+    assert_eq!(model.failures().len(), 1);
+    // The repair prompt was appended to the first attempt.
+    let last = model.requests().pop().unwrap();
+    assert!(last.messages.last().unwrap().content.contains("not in the required format"));
+}
+
+#[test]
+fn an_unsupported_citation_is_flagged_not_dropped() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started in January [1] and confirmed later [9].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    assert_eq!(out.citations.len(), 2);
+    assert!(out.citations[0].supported);
+    assert!(!out.citations[1].supported && out.citations[1].number == 9);
+    assert_eq!(out.unsupported_citations, 1);
+}
+
+#[test]
+fn duplicates_are_blocked_empty_queries_cached_and_searches_broadened() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "insulin pump"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "insulin pump"})),
+        action("call_tool", Some("search_reports"), json!({"query": "insulin pump"})),
+        action(
+            "call_tool",
+            Some("search_reports"),
+            json!({"query": "the insulin therapy", "scope": "range", "since": "2023-01-01"}),
+        ),
+        action(
+            "call_tool",
+            Some("search_reports"),
+            json!({"query": "was the patient on metformin", "scope": "on_date", "date": "2020-01-01"}),
+        ),
+        action("call_tool", Some("search_reports"), json!({"query": "lactic acidosis pump", "scope": "most_recent"})),
+        action("finish", None, json!({})),
+        "Answer: Not documented\nReasoning: Nothing was found.".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Has the patient used an insulin pump?");
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[1].action, "call_tool (blocked)");
+    assert!(rounds[1].notice.as_deref().unwrap().contains("already returned nothing"));
+    // After one empty result k doubles; after two the query loses its
+    // stopwords; after three the date limit goes.
+    assert!(rounds[2].adjustments.iter().any(|a| a.contains("k 5 -> 10")), "{:?}", rounds[2]);
+    assert!(rounds[3].adjustments.iter().any(|a| a.contains("keywords")), "{:?}", rounds[3]);
+    assert!(rounds[3].adjustments.iter().all(|a| !a.contains("removed")), "{:?}", rounds[3]);
+    // Without its date limit, "metformin" is found.
+    assert!(rounds[3].evidence_found == 0);
+    assert!(rounds[4].adjustments.iter().any(|a| a.contains("scope removed")), "{:?}", rounds[4]);
+    // "lactic acidosis" is only in the note after the reference date.
+    assert_eq!(rounds[4].evidence_found, 0);
+}
+
+#[test]
+fn finishing_before_the_planned_step_ran_is_sent_back_once() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("finish", None, json!({})),
+        // The model calls the planned tool without arguments: the plan's are used.
+        action("call_tool", Some("search_reports"), json!({})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[0].action, "finish (sent back)");
+    assert!(rounds[1].adjustments.iter().any(|a| a.contains("arguments taken from the plan")));
+    assert!(rounds[1].evidence_found > 0);
+    assert_eq!(rounds[2].action, "finish");
+}
+
+#[test]
+fn the_iss_calculator_reads_labs_inside_its_window_and_cites_them() {
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "calculate", json!({"calculator": "iss"}))])),
+        action("call_tool", Some("calculate"), json!({"calculator": "iss"})),
+        action("finish", None, json!({})),
+        "Answer: I; 2023-11-20; labs\nReasoning: Beta-2-microglobulin 2.8 mg/L and albumin 3.9 g/dL give ISS I [1]."
+            .to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What is the ISS stage?");
+    let Some(CitedSource::Calculation { output, used, .. }) = &out.citations[0].source else {
+        panic!("{:?}", out.citations)
+    };
+    assert_eq!(output["stage"], "I");
+    assert_eq!(used.len(), 2, "beta-2-microglobulin and albumin of 2023-11-20");
+}
+
+#[test]
+fn the_llm_baseline_sees_no_record_and_full_context_sees_it_all_up_to_the_date() {
+    let model = Scripted::new(&["Answer: Not documented\nReasoning: No record was available."]);
+    let out = run(&model, Method::Baseline, "Is the patient receiving metformin?");
+    assert_eq!(out.usage.calls, 1);
+    assert!(out.context.is_empty());
+    assert!(!model.requests()[0].messages[1].content.contains("Metformin 500 mg"));
+    assert_eq!(model.requests()[0].temperature, 0.2);
+
+    let model = Scripted::new(&["Answer: Yes\nReasoning: Started in January [1]."]);
+    let out = run(&model, Method::FullContext, "Is the patient receiving metformin?");
+    let prompt = &model.requests()[0].messages[1].content;
+    assert!(prompt.contains("was started on 2023-01-20") && !prompt.contains("lactic acidosis"), "{prompt}");
+    // Newest first: the 2023-11-20 labs before the 2023-06-01 CT.
+    assert!(prompt.find("Albumin").unwrap() < prompt.find("CT abdomen").unwrap());
+    assert!(out.citations[0].supported);
+}

@@ -1,0 +1,165 @@
+//! The calculators against worked examples: the paper's ISS/R-ISS rules at
+//! their cut-offs, R2-ISS point sums from D'Agostino et al. (J Clin Oncol
+//! 2022), HCT-CI with the paper's weights, Charlson 1987/1994,
+//! CHA2DS2-VASc (Lip 2010), CKD-EPI 2021 (Inker 2021) and BMI; and their
+//! input validation.
+
+use chrono::NaiveDate;
+use evident_chart::calculators::{calculate, latest_within, Calculator};
+use serde_json::{json, Value};
+
+#[track_caller]
+fn check(c: Calculator, input: Value, field: &str, expected: Value) {
+    let out = calculate(c, &input).unwrap_or_else(|e| panic!("{input}: {e}"));
+    assert_eq!(out[field], expected, "{} {input} -> {out}", c.name());
+}
+
+#[test]
+fn iss_follows_the_papers_cut_offs() {
+    check(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 3.4, "albumin_g_dl": 3.5}), "stage", json!("I"));
+    check(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 3.4, "albumin_g_dl": 3.4}), "stage", json!("II"));
+    check(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 3.5, "albumin_g_dl": 4.0}), "stage", json!("II"));
+    check(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 5.4, "albumin_g_dl": 2.0}), "stage", json!("II"));
+    check(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 5.5, "albumin_g_dl": 4.5}), "stage", json!("III"));
+}
+
+#[test]
+fn r_iss_needs_both_iss_and_risk() {
+    let base = |b2m: f64, ldh: bool, del17p: bool| json!({"beta2_microglobulin_mg_l": b2m, "albumin_g_dl": 4.0, "ldh_high": ldh, "del_17p": del17p, "t_4_14": false, "t_14_16": false});
+    check(Calculator::RIss, base(2.0, false, false), "stage", json!("I"));
+    check(Calculator::RIss, base(2.0, true, false), "stage", json!("II"));
+    check(Calculator::RIss, base(2.0, false, true), "stage", json!("II"));
+    check(Calculator::RIss, base(6.0, false, false), "stage", json!("II"));
+    check(Calculator::RIss, base(6.0, true, false), "stage", json!("III"));
+    check(Calculator::RIss, base(6.0, false, true), "stage", json!("III"));
+}
+
+#[test]
+fn r2_iss_points_and_groups_of_dagostino_2022() {
+    let input = |b2m: f64, ldh: bool, del17p: bool, t414: bool, q1: bool| json!({"beta2_microglobulin_mg_l": b2m, "albumin_g_dl": 4.0, "ldh_high": ldh, "del_17p": del17p, "t_4_14": t414, "gain_1q": q1});
+    // (ISS I, nothing) = 0 -> I; 1q alone 0.5 -> II; ISS II alone 1 -> II;
+    // ISS III alone 1.5 -> III; ISS II + 1q + t(4;14) = 2.5 -> III;
+    // ISS III + del(17p) + high LDH = 3.5 -> IV; everything = 5 -> IV.
+    for (b2m, ldh, del, t414, q1, points, stage) in [
+        (2.0, false, false, false, false, 0.0, "I"),
+        (2.0, false, false, false, true, 0.5, "II"),
+        (4.0, false, false, false, false, 1.0, "II"),
+        (6.0, false, false, false, false, 1.5, "III"),
+        (4.0, false, false, true, true, 2.5, "III"),
+        (2.0, true, true, true, false, 3.0, "IV"),
+        (6.0, true, true, false, false, 3.5, "IV"),
+        (6.0, true, true, true, true, 5.0, "IV"),
+    ] {
+        let out = calculate(Calculator::R2Iss, &input(b2m, ldh, del, t414, q1)).unwrap();
+        assert_eq!((out["points"].as_f64().unwrap(), out["stage"].as_str().unwrap()), (points, stage), "{out}");
+    }
+}
+
+#[test]
+fn hct_ci_weights_and_risk_groups_as_the_paper_defines_them() {
+    check(Calculator::HctCi, json!({}), "risk_group", json!("low"));
+    check(Calculator::HctCi, json!({"arrhythmia": true, "infection": true}), "score", json!(2.0));
+    check(Calculator::HctCi, json!({"arrhythmia": true, "infection": true}), "risk_group", json!("intermediate"));
+    check(Calculator::HctCi, json!({"peptic_ulcer": true, "diabetes_requiring_medication": true}), "score", json!(3.0));
+    check(Calculator::HctCi, json!({"heart_valve_disease": true, "arrhythmia": false}), "risk_group", json!("high"));
+    // All 17 items: 9 x 1 + 4 x 2 + 4 x 3 = 29.
+    let all: serde_json::Map<String, Value> =
+        evident_chart::calculators::HCT_CI.iter().map(|(n, _)| (n.to_string(), json!(true))).collect();
+    check(Calculator::HctCi, Value::Object(all), "score", json!(29.0));
+}
+
+#[test]
+fn charlson_counts_the_severe_form_only_and_age_points() {
+    // Diabetes with end-organ damage (2) supersedes uncomplicated (1); CHF 1;
+    // metastatic tumour 6 supersedes any tumour; age 72 adds 3 (Charlson 1994).
+    check(
+        Calculator::Charlson,
+        json!({"diabetes_uncomplicated": true, "diabetes_end_organ_damage": true, "congestive_heart_failure": true,
+               "any_tumour": true, "metastatic_solid_tumour": true, "age_years": 72}),
+        "score",
+        json!(12.0),
+    );
+    check(Calculator::Charlson, json!({"age_years": 49}), "score", json!(0.0));
+    check(Calculator::Charlson, json!({"age_years": 91, "dementia": true}), "score", json!(5.0));
+}
+
+#[test]
+fn cha2ds2_vasc_worked_examples() {
+    // A 76-year-old woman with hypertension and diabetes: 2 + 1 + 1 + 1 = 5.
+    check(
+        Calculator::Cha2ds2Vasc,
+        json!({"age_years": 76, "female": true, "hypertension": true, "diabetes": true}),
+        "score",
+        json!(5.0),
+    );
+    // A 66-year-old man with prior stroke and heart failure: 1 + 2 + 1 = 4.
+    check(
+        Calculator::Cha2ds2Vasc,
+        json!({"age_years": 66, "female": false, "stroke_tia_thromboembolism": true, "congestive_heart_failure": true}),
+        "score",
+        json!(4.0),
+    );
+    check(Calculator::Cha2ds2Vasc, json!({"age_years": 40, "female": false}), "score", json!(0.0));
+}
+
+#[test]
+fn egfr_ckd_epi_2021_worked_examples() {
+    // By hand from the published equation: 50-year-old man, creatinine 1.0:
+    // 142 x (1/0.9)^-1.2 x 0.9938^50 = 91.7; 60-year-old woman, 0.8:
+    // 142 x (0.8/0.7)^-1.2 x 0.9938^60 x 1.012 = 84.3; 70-year-old woman,
+    // 0.6 (below kappa): 142 x (0.6/0.7)^-0.241 x 0.9938^70 x 1.012 = 96.5.
+    for (cr, age, female, expected) in [(1.0, 50.0, false, 91.7), (0.8, 60.0, true, 84.3), (0.6, 70.0, true, 96.5)] {
+        let out =
+            calculate(Calculator::EgfrCkdEpi2021, &json!({"creatinine_mg_dl": cr, "age_years": age, "female": female}))
+                .unwrap();
+        let v = out["value"].as_f64().unwrap();
+        assert!((v - expected).abs() < 0.05, "{cr} {age} {female}: {v}");
+    }
+    check(
+        Calculator::EgfrCkdEpi2021,
+        json!({"creatinine_mg_dl": 4.0, "age_years": 70, "female": false}),
+        "category",
+        json!("G4"),
+    );
+}
+
+#[test]
+fn bmi_worked_example() {
+    check(Calculator::Bmi, json!({"weight_kg": 70, "height_m": 1.75}), "reported", json!(22.9));
+    check(Calculator::Bmi, json!({"weight_kg": 110, "height_m": 1.70}), "category", json!("obese"));
+}
+
+#[track_caller]
+fn check_refused(c: Calculator, input: Value, field: &str) {
+    let e = calculate(c, &input).unwrap_err();
+    assert_eq!(e.field, field, "{e}");
+}
+
+#[test]
+fn invalid_inputs_are_refused_naming_the_field() {
+    check_refused(Calculator::Iss, json!({"albumin_g_dl": 3.0}), "beta2_microglobulin_mg_l");
+    // Albumin in g/L given as g/dL.
+    check_refused(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 3.0, "albumin_g_dl": 38}), "albumin_g_dl");
+    check_refused(Calculator::Iss, json!({"beta2_microglobulin_mg_l": 3.0, "albumin_g_dl": 3.8, "ldh": 1}), "ldh");
+    check_refused(Calculator::HctCi, json!({"diabetes": true}), "diabetes");
+    check_refused(Calculator::HctCi, json!({"arrhythmia": "yes"}), "arrhythmia");
+    check_refused(Calculator::Bmi, json!({"weight_kg": 70, "height_m": 175}), "height_m");
+    check_refused(
+        Calculator::EgfrCkdEpi2021,
+        json!({"creatinine_mg_dl": 1.0, "age_years": 12, "female": true}),
+        "age_years",
+    );
+}
+
+#[test]
+fn a_value_outside_the_lookback_window_is_missing() {
+    let t = |d: &str| NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap().and_hms_opt(0, 0, 0).unwrap();
+    let values = vec![(t("2024-01-01"), 3.1), (t("2024-05-01"), 4.2), (t("2024-09-01"), 9.9)];
+    // As of 2024-06-01 with 90 days: the May value (the September one is after the date).
+    assert_eq!(latest_within(&values, t("2024-06-01"), 90), Some((t("2024-05-01"), 4.2)));
+    // As of 2024-08-15: May is 106 days back, outside 90 days: missing.
+    assert_eq!(latest_within(&values, t("2024-08-15"), 90), None);
+    assert_eq!(Calculator::Iss.lookback_days(), Some(90));
+    assert_eq!(Calculator::HctCi.lookback_days(), Some(365));
+    assert_eq!(evident_chart::calculators::ECOG_LOOKBACK_DAYS, 180);
+}

@@ -1,0 +1,136 @@
+//! What the agent tests share: a scripted fake model (replays answers in
+//! order, records every request and every pipeline failure logged against
+//! it) and a small patient record in an in-memory store. Control flow only;
+//! the real embedded model is exercised by the CLI test `ask_cli`.
+#![allow(dead_code)]
+
+use std::sync::Mutex;
+
+use chrono::{NaiveDate, NaiveDateTime};
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, PipelineFailure, PipelineFailureLog};
+use evident_model::labs::LabCatalogue;
+use evident_model::text::{split_sections, split_sentences};
+use evident_model::{DocKind, Document, LabObservation, LabValue, Patient};
+use evident_store::Store;
+
+pub struct Scripted {
+    answers: Mutex<Vec<String>>,
+    seen: Mutex<Vec<ChatRequest>>,
+    failures: Mutex<Vec<PipelineFailure>>,
+}
+
+impl Scripted {
+    pub fn new<S: AsRef<str>>(answers: &[S]) -> Self {
+        Scripted {
+            answers: Mutex::new(answers.iter().rev().map(|s| s.as_ref().to_string()).collect()),
+            seen: Mutex::new(vec![]),
+            failures: Mutex::new(vec![]),
+        }
+    }
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.seen.lock().unwrap().clone()
+    }
+    pub fn exhausted(&self) -> bool {
+        self.answers.lock().unwrap().is_empty()
+    }
+    pub fn failures(&self) -> Vec<PipelineFailure> {
+        self.failures.lock().unwrap().clone()
+    }
+}
+
+impl ChatModel for Scripted {
+    fn model_id(&self) -> &str {
+        "scripted"
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.seen.lock().unwrap().push(request.clone());
+        let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
+        Ok(ChatResponse {
+            text,
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            finish_reason: FinishReason::Stop,
+            model: "scripted".into(),
+            endpoint: "test".into(),
+            reused_prompt_tokens: 3,
+        })
+    }
+}
+
+impl PipelineFailureLog for Scripted {
+    fn record_pipeline_failure(&self, failure: &PipelineFailure) -> Result<(), LlmError> {
+        self.failures.lock().unwrap().push(failure.clone());
+        Ok(())
+    }
+}
+
+pub fn day(d: &str) -> NaiveDateTime {
+    NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap().and_hms_opt(9, 0, 0).unwrap()
+}
+
+/// The reference date of the fixture: one document lies after it.
+pub const AS_OF: &str = "2023-12-31";
+
+/// Patient P1: diabetes, metformin planned then started, a CT, labs for
+/// ISS inside the 90-day window, and a note after the reference date that
+/// must never be seen.
+pub fn store() -> Mutex<Store> {
+    let mut store = Store::open_in_memory().unwrap();
+    let w = store.writer().unwrap();
+    w.upsert_patient(&Patient {
+        id: "P1".into(),
+        source: "test".into(),
+        birth_date: NaiveDate::from_ymd_opt(1956, 4, 2),
+        sex: Some("female".into()),
+        display_name: None,
+    })
+    .unwrap();
+    for (id, kind, date, text) in [
+        ("d1", DocKind::ProgressNote, "2023-01-10", "Assessment.\nType 2 diabetes mellitus, newly diagnosed. Plan to start metformin 500 mg twice daily.\n"),
+        ("d2", DocKind::ProgressNote, "2023-02-15", "Follow-up.\nMetformin 500 mg twice daily was started on 2023-01-20 and is well tolerated. HbA1c is improving.\n"),
+        ("d3", DocKind::Radiology, "2023-06-01", "CT abdomen.\nNo acute findings. No osteolytic lesions.\n"),
+        ("d4", DocKind::ProgressNote, "2024-03-01", "Follow-up.\nMetformin discontinued because of lactic acidosis. Zebrafish allergy noted.\n"),
+    ] {
+        let doc = Document {
+            id: id.into(),
+            patient_id: "P1".into(),
+            kind,
+            date: Some(day(date)),
+            title: id.into(),
+            source: "test".into(),
+            source_id: id.into(),
+            text: text.into(),
+        };
+        w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
+    }
+    let catalogue = LabCatalogue::builtin();
+    for (i, (name, value, unit, low, high, date)) in [
+        ("Albumin", 3.9, "g/dL", Some(3.5), Some(5.2), "2023-11-20"),
+        ("Beta-2-microglobulin", 2.8, "mg/L", None, Some(2.4), "2023-11-20"),
+        ("Lactate dehydrogenase", 180.0, "U/L", Some(120.0), Some(246.0), "2023-11-20"),
+        ("Albumin", 3.1, "g/dL", Some(3.5), Some(5.2), "2023-01-05"),
+        ("Albumin", 2.0, "g/dL", Some(3.5), Some(5.2), "2024-02-01"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        w.put_lab(&LabObservation {
+            patient_id: "P1".into(),
+            concept_id: Some(catalogue.resolve_name(name).unwrap().id.clone()),
+            original_name: name.into(),
+            loinc: None,
+            value: LabValue::Numeric(value),
+            unit: Some(unit.into()),
+            ref_low: low,
+            ref_high: high,
+            ref_text: None,
+            flag: None,
+            time: day(date),
+            source: "test".into(),
+            source_id: format!("lab{i}"),
+        })
+        .unwrap();
+    }
+    w.commit().unwrap();
+    Mutex::new(store)
+}
