@@ -1,0 +1,68 @@
+//! Every prompt the agent sends, rendered for one scripted question and
+//! pinned as a snapshot, so a prompt change shows in a diff: Phase I's
+//! assessment, Phase II's system prompt (baseline prompt, tools, lab
+//! concepts, workflow skills) and plan request, a Phase III round, the
+//! Phase IV synthesis (context items, policy, style skills); and the LLM
+//! baseline's prompt.
+
+mod support;
+
+use evident_chart::{ask, prompts, AgentConfig, Method, Question, RecordView, SkillLibrary};
+use evident_llm::StructuredModel;
+use serde_json::json;
+use support::{day, store, Scripted, AS_OF};
+
+fn rendered(model: &Scripted) -> String {
+    let mut out = String::new();
+    for (i, request) in model.requests().iter().enumerate() {
+        // Each request repeats its predecessor's messages; show only the new ones.
+        out.push_str(&format!(
+            "=== request {} (temperature {}, max_tokens {})\n",
+            i + 1,
+            request.temperature,
+            request.max_tokens
+        ));
+        for m in &request.messages {
+            out.push_str(&format!("--- {}\n{}\n", m.role.as_str(), m.content));
+        }
+    }
+    out
+}
+
+fn run(method: Method, answers: &[String]) -> String {
+    let model = Scripted::new(answers);
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default();
+    let q = Question {
+        text: "Is the patient currently receiving metformin?",
+        method,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+    };
+    ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
+    rendered(&model)
+}
+
+#[test]
+fn agent_prompts() {
+    let answers = vec![
+        json!({"intent": "current metformin status", "hypotheses": [], "required_information": ["metformin administration"],
+               "missing_information": ["metformin administration"], "complexity": "low", "skills": ["current-medication-status"]})
+        .to_string(),
+        json!({"steps": [{"step": 1, "objective": "find metformin", "tool": "search_reports", "arguments": {"query": "metformin"},
+               "evidence_requirements": ["a mention"], "stop_rule": "found"}], "stop_conditions": ["found"]})
+        .to_string(),
+        json!({"action": "call_tool", "tool": "search_reports", "arguments": {"query": "metformin"}, "reason": "planned"}).to_string(),
+        json!({"action": "finish", "reason": "found"}).to_string(),
+        "Answer: Yes\nReasoning: Started on 2023-01-20 [1].".to_string(),
+    ];
+    insta::assert_snapshot!(run(Method::Agent, &answers));
+}
+
+#[test]
+fn llm_baseline_prompt() {
+    insta::assert_snapshot!(run(Method::Baseline, &["Answer: Not documented\nReasoning: No record.".to_string()]));
+}
