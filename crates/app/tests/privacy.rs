@@ -78,6 +78,8 @@ fn a_screening_is_refused() {
     for matching in remote_choices() {
         let request = TrialsRequest {
             trials: vec![repo().join("examples/trials/t2dm-example.yaml")],
+            stdin: None,
+            names: Default::default(),
             patients: Some(vec!["P001".into()]),
             out: dir.path().join("report"),
             run_name: None,

@@ -112,6 +112,9 @@ impl ScreenArgs {
             max_critic_rounds: self.max_critic_rounds,
             use_cache: !self.no_cache,
             embedder: self.embed_model.choice(),
+            // `match` sets these from its own flags; evaluations leave them.
+            checks: None,
+            screening_date: None,
         })
     }
 }

@@ -59,6 +59,10 @@ pub enum Command {
     Stats(commands::stats::Args),
     /// The local knowledge base that MAKAR's retrieval agent searches.
     Kb(commands::kb::Args),
+    /// Ask a question about one patient's whole record; the answer cites stored text.
+    Ask(commands::ask::Args),
+    /// Trial criteria: split pasted eligibility text into a criteria set.
+    Criteria(commands::criteria::Args),
 }
 
 /// The exit status of a command that succeeded: whether it found

@@ -112,6 +112,7 @@ impl AnnotationRow {
                 pooling: None,
                 window_months: None,
                 structured: None,
+                check: None,
             }],
         })
     }

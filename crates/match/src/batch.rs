@@ -10,6 +10,13 @@
 //! and never stores a decision twice. Patients are worked on by
 //! `concurrency` threads sharing one store connection (held only for reads
 //! and writes, never across a model call).
+//!
+//! Checks: with [`ChecksMode::On`] a criterion with a reviewed check is
+//! decided by the check alone and never shown to the model; with
+//! [`ChecksMode::Both`] the model decides every criterion as well and the
+//! report compares the two. Each patient's check decisions are one task
+//! (`checks`), stored like any other, under the document id
+//! [`CHECK_DOCUMENT`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,7 +29,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::criteria::CriteriaSet;
+use crate::checks::{evaluate, CheckOutcome, ChecksMode, CompiledCheck, PatientFacts};
+use crate::criteria::{CriteriaSet, CriterionType};
 use crate::decision::CriterionResult;
 use crate::makar::{
     apply_augmentations, Augmentation, KnowledgeSource, MakarConfig, MakarMatcher, OnlineSearch, Variant,
@@ -98,6 +106,26 @@ pub struct BatchConfig {
     pub makar: MakarConfig,
     /// Names the run instead of the definition hash.
     pub run_name: Option<String>,
+    /// Whether reviewed checks decide criteria.
+    pub checks: ChecksMode,
+    /// The date checks are evaluated at; `None`: each patient's most
+    /// recent dated document.
+    pub screening_date: Option<chrono::NaiveDate>,
+}
+
+/// The document id under which check decisions are stored (a model's
+/// patient-level result uses '', a note-level one the note's id).
+pub const CHECK_DOCUMENT: &str = "#check";
+
+/// The task key of a patient's check decisions.
+const CHECK_TASK: &str = "checks";
+
+/// A check's decision for one criterion of one patient, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct CheckResult {
+    pub criterion_id: String,
+    pub criterion_type: CriterionType,
+    pub outcome: CheckOutcome,
 }
 
 /// The models of a run. `augmenting` writes criteria augmentations (not
@@ -167,6 +195,12 @@ pub struct BatchSummary {
     pub tasks_skipped: usize,
     pub tasks_run: usize,
     pub patients: usize,
+    /// Whether checks decided criteria, and how.
+    pub checks: ChecksMode,
+    /// Patient-criterion decisions made by reviewed checks (all patients).
+    pub check_decisions: usize,
+    /// Model tasks (model-call groups) the checks made unnecessary.
+    pub model_tasks_saved: usize,
 }
 
 /// sha256 (hex) of a value's canonical JSON. A value that cannot be
@@ -218,7 +252,7 @@ pub fn run_definition(
     models: &Models,
     prompt_dir: Option<&std::path::Path>,
 ) -> Result<Value, BatchError> {
-    Ok(json!({
+    let mut definition = json!({
         "prompts": prompts_fingerprint(prompt_dir)?,
         "criteria": set,
         "method": config.method.as_str(),
@@ -227,7 +261,14 @@ pub fn run_definition(
         "augmenting_model": config.method.augments().then(|| models.augmenting.model_id()),
         "max_critic_rounds": config.method.augments().then_some(config.makar.max_critic_rounds),
         "evident": env!("CARGO_PKG_VERSION"),
-    }))
+    });
+    // Runs without checks keep the definition (and so the id) they had
+    // before checks existed.
+    if config.checks != ChecksMode::Off {
+        definition["checks"] = json!(config.checks.as_str());
+        definition["screening_date"] = json!(config.screening_date.map(|d| d.to_string()));
+    }
+    Ok(definition)
 }
 
 /// The run id: the given name, or `<trial>-<method>-<first 10 hex of the definition hash>`.
@@ -292,6 +333,36 @@ struct PlannedTask {
 struct PlannedPatient {
     record: PatientRecord,
     tasks: Vec<PlannedTask>,
+    /// The check decisions to store, when they are not stored yet.
+    checks: Option<Vec<CheckResult>>,
+}
+
+/// The criteria whose reviewed checks run in this mode.
+fn checked_criteria(set: &CriteriaSet, mode: ChecksMode) -> Vec<(String, CriterionType, CompiledCheck)> {
+    if mode == ChecksMode::Off {
+        return Vec::new();
+    }
+    set.criteria.iter().filter_map(|c| c.reviewed_check().map(|k| (c.id.clone(), c.criterion_type, k))).collect()
+}
+
+/// Every check of `checked` decided for one patient.
+fn decide_checks(
+    checked: &[(String, CriterionType, CompiledCheck)],
+    facts: &PatientFacts,
+    screening_date: Option<chrono::NaiveDate>,
+) -> Vec<CheckResult> {
+    let date = screening_date.or(facts.latest_document);
+    checked
+        .iter()
+        .map(|(id, ty, check)| CheckResult {
+            criterion_id: id.clone(),
+            criterion_type: *ty,
+            outcome: match date {
+                Some(d) => evaluate(check, facts, d),
+                None => CheckOutcome::undated(),
+            },
+        })
+        .collect()
 }
 
 /// Runs (or resumes) a batch. Returns when every task of every patient is
@@ -314,6 +385,18 @@ pub fn run_batch(
         &serde_json::to_string(&definition).expect("definitions serialise"),
     )?;
     lock(store).link_match_model_run(&run_id, &models.model_run_id)?;
+
+    // With checks on, the model never sees a criterion a reviewed check decides.
+    let checked = checked_criteria(set, config.checks);
+    let full_set = set;
+    let model_set = if config.checks == ChecksMode::On {
+        let mut reduced = set.clone();
+        reduced.criteria.retain(|c| !checked.iter().any(|(id, _, _)| id == &c.id));
+        reduced
+    } else {
+        set.clone()
+    };
+    let set = &model_set;
 
     let engine = match config.method {
         Method::ZeroShot(strategy) => Engine::ZeroShot {
@@ -359,7 +442,7 @@ pub fn run_batch(
 
     // Plan: every patient's record and tasks, minus those already stored.
     let mut planned = Vec::new();
-    let (mut total, mut skipped) = (0, 0);
+    let (mut total, mut skipped, mut saved) = (0, 0, 0);
     for patient_id in patients {
         let st = lock(store);
         if st.patient(patient_id)?.is_none() {
@@ -367,13 +450,25 @@ pub fn run_batch(
         }
         let record = PatientRecord::from_store(&st, patient_id)?;
         let done = st.match_tasks_done(&run_id, patient_id)?;
+        let facts =
+            if checked.is_empty() || done.contains(CHECK_TASK) { None } else { PatientFacts::load(&st, patient_id)? };
         drop(st);
-        let tasks = plan_tasks(&engine, set, &record);
+        let tasks = if set.criteria.is_empty() { Vec::new() } else { plan_tasks(&engine, set, &record) };
+        if config.checks == ChecksMode::On && !checked.is_empty() {
+            saved += count_tasks(&engine, full_set, &record).saturating_sub(tasks.len());
+        }
         let all = tasks.len();
         let todo: Vec<PlannedTask> = tasks.into_iter().filter(|t| !done.contains(&t.key)).collect();
         total += all;
         skipped += all - todo.len();
-        planned.push(PlannedPatient { record, tasks: todo });
+        if !checked.is_empty() {
+            total += 1;
+            if done.contains(CHECK_TASK) {
+                skipped += 1;
+            }
+        }
+        let checks = facts.map(|f| decide_checks(&checked, &f, config.screening_date));
+        planned.push(PlannedPatient { record, tasks: todo, checks });
     }
     progress(Progress::Planned { total, done: skipped });
 
@@ -388,6 +483,19 @@ pub fn run_batch(
                 while !failed.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(patient) = planned.get(i) else { break };
+                    if let Some(checks) = &patient.checks {
+                        match store_checks(store, &run_id, &patient.record.patient_id, checks) {
+                            Ok(()) => {
+                                ran.fetch_add(1, Ordering::SeqCst);
+                                progress(Progress::TaskDone);
+                            }
+                            Err(e) => {
+                                failed.store(true, Ordering::SeqCst);
+                                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                                break;
+                            }
+                        }
+                    }
                     for task in &patient.tasks {
                         if failed.load(Ordering::SeqCst) {
                             break;
@@ -420,7 +528,38 @@ pub fn run_batch(
         tasks_skipped: skipped,
         tasks_run: ran.into_inner(),
         patients: patients.len(),
+        checks: config.checks,
+        check_decisions: checked.len() * patients.len(),
+        model_tasks_saved: saved,
     })
+}
+
+/// Stores one patient's check decisions as one task.
+fn store_checks(
+    store: &Mutex<Store>,
+    run_id: &str,
+    patient_id: &str,
+    checks: &[CheckResult],
+) -> Result<(), BatchError> {
+    let rows: Vec<NewMatchResult> = checks
+        .iter()
+        .map(|c| NewMatchResult {
+            criterion_id: c.criterion_id.clone(),
+            document_id: CHECK_DOCUMENT.to_string(),
+            result_json: serde_json::to_string(c).expect("check results serialise"),
+            trace_json: None,
+        })
+        .collect();
+    lock(store).put_match_task(run_id, patient_id, CHECK_TASK, None, &rows)?;
+    Ok(())
+}
+
+/// How many tasks the engine would plan for `set` (to count what checks save).
+fn count_tasks(engine: &Engine, set: &CriteriaSet, record: &PatientRecord) -> usize {
+    match engine {
+        Engine::ZeroShot { matcher, .. } => matcher.tasks(set, record).len(),
+        Engine::Makar { .. } => set.criteria.len(),
+    }
 }
 
 fn plan_tasks(engine: &Engine, set: &CriteriaSet, record: &PatientRecord) -> Vec<PlannedTask> {
@@ -548,19 +687,28 @@ pub struct StoredPatientResults {
     pub stored: Vec<CriterionResult>,
     /// criterion id -> agent trace (MAKAR).
     pub traces: BTreeMap<String, Value>,
+    /// criterion id -> the check's decision.
+    pub checks: BTreeMap<String, CheckResult>,
 }
 
 /// Reads every stored result of a run, grouped by patient.
 pub fn stored_results(store: &Store, run_id: &str) -> Result<Vec<StoredPatientResults>, BatchError> {
     let mut by_patient: BTreeMap<String, StoredPatientResults> = BTreeMap::new();
     for row in store.match_results(run_id)? {
-        let result: CriterionResult = serde_json::from_str(&row.result_json)
-            .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;
         let entry = by_patient.entry(row.patient_id.clone()).or_insert_with(|| StoredPatientResults {
             patient_id: row.patient_id.clone(),
             stored: Vec::new(),
             traces: BTreeMap::new(),
+            checks: BTreeMap::new(),
         });
+        if row.document_id == CHECK_DOCUMENT {
+            let check: CheckResult = serde_json::from_str(&row.result_json)
+                .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;
+            entry.checks.insert(row.criterion_id.clone(), check);
+            continue;
+        }
+        let result: CriterionResult = serde_json::from_str(&row.result_json)
+            .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;
         if let Some(trace) = row.trace_json {
             let value: Value = serde_json::from_str(&trace)
                 .map_err(|e| BatchError::Corrupt { run_id: run_id.to_string(), message: e.to_string() })?;

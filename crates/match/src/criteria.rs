@@ -10,6 +10,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checks::{Check, CheckStatus, CompiledCheck};
+
 /// Whether a criterion must hold (inclusion) or must not hold (exclusion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,12 +79,23 @@ pub struct Criterion {
     pub window_months: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<Structured>,
+    /// A predicate over the structured record that decides the criterion
+    /// (once reviewed) instead of a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
 }
 
 impl Criterion {
     /// The text a prompt should show: the refined definition when present.
     pub fn prompt_text(&self) -> &str {
         self.refined.as_deref().unwrap_or(&self.text)
+    }
+
+    /// The criterion's check when it is reviewed (only reviewed checks
+    /// decide criteria), compiled. Sets are validated on load, so a loaded
+    /// set's checks compile.
+    pub fn reviewed_check(&self) -> Option<CompiledCheck> {
+        self.check.as_ref().filter(|c| c.status == CheckStatus::Reviewed).and_then(|c| c.compile().ok())
     }
 
     /// The pooling rule, `max` when unset.
@@ -113,6 +126,9 @@ pub enum CriteriaError {
     Parse { path: String, message: String },
     #[error("{path}: {field}: {message}")]
     Invalid { path: String, field: String, message: String },
+    /// A text in none of the accepted forms (or with no items).
+    #[error("{path}: no criteria: {message}")]
+    Unrecognised { path: String, message: String },
     #[error("{path}: not a ClinicalTrials.gov API v2 study: {message}")]
     ClinicalTrialsGov { path: String, message: String },
 }
@@ -205,6 +221,12 @@ impl CriteriaSet {
                     return Err(invalid(field("structured.years"), "must be a non-negative number of years"));
                 }
             }
+            if let Some(check) = &c.check {
+                if let Err(p) = check.compile() {
+                    let name = if p.field.is_empty() { "check".to_string() } else { format!("check.{}", p.field) };
+                    return Err(invalid(field(&name), &format!("criterion {:?}: {}", c.id, p.message)));
+                }
+            }
         }
         Ok(())
     }
@@ -215,6 +237,11 @@ impl CriteriaSet {
 
     pub fn inclusions(&self) -> impl Iterator<Item = &Criterion> {
         self.criteria.iter().filter(|c| c.criterion_type == CriterionType::Inclusion)
+    }
+
+    /// Whether any criterion carries a reviewed check.
+    pub fn has_reviewed_checks(&self) -> bool {
+        self.criteria.iter().any(|c| c.check.as_ref().is_some_and(|k| k.status == CheckStatus::Reviewed))
     }
 
     pub fn exclusions(&self) -> impl Iterator<Item = &Criterion> {

@@ -1,10 +1,12 @@
 //! ClinicalTrials.gov API v2 study JSON (`/api/v2/studies/{nct}`) read into
 //! a criteria set: `protocolSection.eligibilityModule.eligibilityCriteria`
 //! split into inclusion and exclusion items by [`crate::plain`], and
-//! `minimumAge`, `maximumAge` and `sex` as structured inclusion criteria.
+//! `minimumAge`, `maximumAge` and `sex` as structured inclusion criteria,
+//! each with the reviewed check that states it over the record.
 
 use serde_json::Value;
 
+use crate::checks::{Check, CheckStatus, SexCheck};
 use crate::criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Structured};
 use crate::plain::split_criteria_text;
 
@@ -29,14 +31,26 @@ pub fn criteria_from_ctgov_json(text: &str, origin: &str) -> Result<CriteriaSet,
         .ok_or_else(|| err(format!("study {nct_id} has no protocolSection.eligibilityModule")))?;
 
     let mut criteria = Vec::new();
-    let structured = |id: &str, text: String, s: Structured| Criterion {
-        id: id.to_string(),
-        criterion_type: CriterionType::Inclusion,
-        text,
-        refined: None,
-        pooling: None,
-        window_months: None,
-        structured: Some(s),
+    // The registry states these as data, so each carries the check that
+    // says exactly what the field says; it is marked reviewed because no
+    // model wrote it.
+    let structured = |id: &str, text: String, s: Structured| {
+        let check = match &s {
+            Structured::MinimumAge { years } => Check::age(Some(*years), None, CheckStatus::Reviewed),
+            Structured::MaximumAge { years } => Check::age(None, Some(*years), CheckStatus::Reviewed),
+            Structured::Sex { sex } if sex == "female" => Check::sex(SexCheck::Female, CheckStatus::Reviewed),
+            Structured::Sex { .. } => Check::sex(SexCheck::Male, CheckStatus::Reviewed),
+        };
+        Criterion {
+            id: id.to_string(),
+            criterion_type: CriterionType::Inclusion,
+            text,
+            refined: None,
+            pooling: None,
+            window_months: None,
+            structured: Some(s),
+            check: Some(check),
+        }
     };
     if let Some(age) = eligibility.get("minimumAge").and_then(Value::as_str) {
         let years = age_in_years(age)
@@ -112,6 +126,8 @@ mod tests {
         assert_eq!(ids, ["age-min", "age-max", "inc-1", "inc-2", "exc-1", "exc-2"]);
         assert_eq!(set.criteria[0].structured, Some(Structured::MinimumAge { years: 18.0 }));
         assert_eq!(set.criteria[1].structured, Some(Structured::MaximumAge { years: 65.0 }));
+        assert_eq!(set.criteria[1].check, Some(Check::age(None, Some(65.0), CheckStatus::Reviewed)));
+        assert!(set.criteria[2].check.is_none(), "text items carry no check");
         assert_eq!(set.criteria[4].criterion_type, CriterionType::Exclusion);
         assert_eq!(set.criteria[5].text, "Hypersensitivity to nicorandil or atenolol; including any excipient");
     }

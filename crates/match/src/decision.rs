@@ -138,6 +138,16 @@ pub enum Determination {
     Failed(DecisionFailure),
 }
 
+impl Determination {
+    /// The assessment, unless the decision failed.
+    pub fn assessment(&self) -> Option<&Assessment> {
+        match self {
+            Determination::Assessed(a) => Some(a),
+            Determination::Failed(_) => None,
+        }
+    }
+}
+
 impl CriterionResult {
     pub fn decision(&self) -> Option<Decision> {
         match &self.outcome {
@@ -415,6 +425,7 @@ mod tests {
                     pooling: None,
                     window_months: None,
                     structured: None,
+                    check: None,
                 })
                 .collect(),
         }

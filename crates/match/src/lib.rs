@@ -1,6 +1,8 @@
 //! Trial eligibility screening. [`criteria`] holds the criteria-set format
 //! and its validation; [`plain`] and [`ctgov`] read eligibility text and
-//! ClinicalTrials.gov studies into it; [`decision`] holds the labels
+//! ClinicalTrials.gov studies into it ([`forms`] tells the forms apart);
+//! [`checks`] are predicates over the structured record that decide the
+//! criteria they are attached to, without a model; [`decision`] holds the labels
 //! (MET / NOT MET / NOT ENOUGH INFORMATION / NOT APPLICABLE, shown in
 //! TrialGPT's wording), note-level pooling, trial-level eligibility and
 //! TrialGPT's ranking score; [`zero_shot`] is Wornow et al.'s matcher with
@@ -11,9 +13,11 @@
 //! [`report`] turns a stored run into JSON, CSV and HTML.
 
 pub mod batch;
+pub mod checks;
 pub mod criteria;
 pub mod ctgov;
 pub mod decision;
+pub mod forms;
 pub mod makar;
 pub mod plain;
 pub mod report;
@@ -25,4 +29,5 @@ pub use decision::{
     count_labels, matching_score, pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision,
     DecisionFailure, Determination, Eligibility, LabelCounts, SentenceRef, TrialVerdict,
 };
+pub use forms::{read_criteria, CriteriaForm, TrialNames};
 pub use plain::{split_criteria_text, SplitCriteria};

@@ -31,6 +31,7 @@ impl SplitCriteria {
                     pooling: None,
                     window_months: None,
                     structured: None,
+                    check: None,
                 });
             }
         }
@@ -86,6 +87,13 @@ fn is_label(label: &str) -> bool {
 
 fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
+}
+
+/// Whether a text has anything the splitter recognises: an inclusion or
+/// exclusion heading, or a bulleted or numbered item. Prose without either
+/// is not taken for criteria.
+pub fn has_items(text: &str) -> bool {
+    text.lines().any(|l| header(l).is_some() || strip_marker(l).is_some_and(|rest| !rest.is_empty()))
 }
 
 /// Splits eligibility text into inclusion and exclusion items.
@@ -212,6 +220,15 @@ mod tests {
     fn lead_in_line_is_dropped_but_a_real_item_is_kept() {
         check("Inclusion Criteria:\nPatients must meet all of:\n- A\n- B\n", &["A", "B"], &[]);
         check("Exclusion Criteria:\nKnown HIV infection\n- A\n", &[], &["Known HIV infection", "A"]);
+    }
+
+    #[test]
+    fn items_are_recognised_by_headings_or_markers() {
+        assert!(has_items("Exclusion Criteria:\nKnown HIV infection"));
+        assert!(has_items("1. Adults"));
+        assert!(has_items("- Adults"));
+        assert!(!has_items("Adults with COPD.\n\nNo exacerbation."));
+        assert!(!has_items(""));
     }
 
     #[test]

@@ -5,6 +5,11 @@
 //! Written as JSON, CSV (one row per decision) and one self-contained HTML
 //! file. A citation that does not resolve to a stored sentence is shown as
 //! a problem of its decision, never dropped.
+//!
+//! Every decision says what made it ([`DecidedBy`]): the model, a reviewed
+//! check (with the lab values or timeline sentences it read), or both; when
+//! both ran and disagree the criterion is "needs review" (counted as not
+//! enough information) with both evidences shown.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -15,10 +20,12 @@ use evident_store::{ModelRunSummary, Store};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::batch::{stored_results, BatchError, Method};
+use crate::batch::{stored_results, BatchError, CheckResult, Method};
+use crate::checks::CheckOutcome;
 use crate::criteria::{CriteriaSet, Criterion};
 use crate::decision::{
-    pool, rank, trial_verdict, CriterionResult, Determination, Eligibility, SentenceRef, TrialVerdict,
+    pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision, Determination, Eligibility,
+    SentenceRef, TrialVerdict,
 };
 
 /// Sentences shown before and after each cited sentence.
@@ -43,6 +50,39 @@ pub struct TrialReport {
     pub usage: Option<ModelRunSummary>,
     /// Ranked best first.
     pub patients: Vec<PatientReport>,
+    /// Patient-criterion decisions made by reviewed checks.
+    pub check_decisions: usize,
+    /// Model tasks the checks made unnecessary in this job (set by the
+    /// caller that ran the screening; `None` when unknown).
+    pub model_tasks_saved: Option<usize>,
+}
+
+/// What made a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// The text strategy's model.
+    Model,
+    /// A reviewed check over the structured record.
+    Check,
+    /// Both ran and agree; the check's evidence and the model's are shown.
+    CheckAndModel,
+    /// Both ran and disagree: a person must decide.
+    NeedsReview,
+    /// Nothing is stored for the criterion yet.
+    Nothing,
+}
+
+impl DecidedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Model => "model",
+            DecidedBy::Check => "check",
+            DecidedBy::CheckAndModel => "check and model",
+            DecidedBy::NeedsReview => "needs review",
+            DecidedBy::Nothing => "nothing",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,6 +106,11 @@ pub struct CriterionView {
     pub note_results: Vec<CriterionResult>,
     /// The agents' trace (MAKAR).
     pub trace: Option<Value>,
+    pub decided_by: DecidedBy,
+    /// The check's decision and the rows it read, when a check ran.
+    pub check: Option<CheckOutcome>,
+    /// The model's own decision when a check ran too (`--checks both`).
+    pub model_result: Option<CriterionResult>,
 }
 
 /// Cited sentences of one document with their surroundings.
@@ -103,6 +148,88 @@ pub fn patient_level(set: &CriteriaSet, method: Method, stored: &[CriterionResul
         .collect()
 }
 
+/// A check's decision as a criterion result: its summary as rationale and
+/// its timeline sentences as evidence (so the report shows them from the
+/// store like any citation); checks are certain of what they read.
+pub fn check_as_result(check: &CheckResult) -> CriterionResult {
+    CriterionResult {
+        criterion_id: check.criterion_id.clone(),
+        criterion_type: check.criterion_type,
+        document_id: None,
+        document_date: None,
+        outcome: Determination::Assessed(Assessment {
+            medications_and_supplements: Vec::new(),
+            rationale: check.outcome.summary.clone(),
+            decision: check.outcome.decision,
+            confidence: Confidence::High,
+            evidence: check
+                .outcome
+                .sentences
+                .iter()
+                .map(|s| SentenceRef { document_id: s.document_id.clone(), ordinal: s.ordinal })
+                .collect(),
+        }),
+        unresolved_citations: Vec::new(),
+    }
+}
+
+/// The decision for one criterion from what ran: the check, the model,
+/// or both (agreeing, or needing review).
+pub fn combine(check: Option<&CheckResult>, model: Option<&CriterionResult>) -> (Option<CriterionResult>, DecidedBy) {
+    match (check, model) {
+        (None, None) => (None, DecidedBy::Nothing),
+        (None, Some(m)) => (Some(m.clone()), DecidedBy::Model),
+        (Some(c), None) => (Some(check_as_result(c)), DecidedBy::Check),
+        (Some(c), Some(m)) if m.decision() == Some(c.outcome.decision) => {
+            let mut result = check_as_result(c);
+            if let (Determination::Assessed(a), Determination::Assessed(b)) = (&mut result.outcome, &m.outcome) {
+                for e in &b.evidence {
+                    if !a.evidence.contains(e) {
+                        a.evidence.push(e.clone());
+                    }
+                }
+            }
+            result.unresolved_citations = m.unresolved_citations.clone();
+            (Some(result), DecidedBy::CheckAndModel)
+        }
+        (Some(c), Some(m)) => {
+            let model_said = m.decision().map_or("no valid answer", Decision::as_str);
+            let model_why = match &m.outcome {
+                Determination::Assessed(a) => a.rationale.clone(),
+                Determination::Failed(f) => f.errors.join("; "),
+            };
+            let mut evidence: Vec<SentenceRef> =
+                check_as_result(c).outcome.assessment().map(|a| a.evidence.clone()).unwrap_or_default();
+            if let Determination::Assessed(b) = &m.outcome {
+                for e in &b.evidence {
+                    if !evidence.contains(e) {
+                        evidence.push(e.clone());
+                    }
+                }
+            }
+            let result = CriterionResult {
+                criterion_id: c.criterion_id.clone(),
+                criterion_type: c.criterion_type,
+                document_id: None,
+                document_date: None,
+                outcome: Determination::Assessed(Assessment {
+                    medications_and_supplements: Vec::new(),
+                    rationale: format!(
+                        "Needs review: the check decided {} ({}) but the model decided {model_said} ({model_why}).",
+                        c.outcome.decision.as_str(),
+                        c.outcome.summary
+                    ),
+                    decision: Decision::NotEnoughInformation,
+                    confidence: Confidence::Low,
+                    evidence,
+                }),
+                unresolved_citations: m.unresolved_citations.clone(),
+            };
+            (Some(result), DecidedBy::NeedsReview)
+        }
+    }
+}
+
 /// Builds the report of one stored run; `patients` lists who was asked for
 /// (a patient with no stored result yet is shown with missing decisions).
 pub fn trial_report(
@@ -129,15 +256,30 @@ pub fn trial_report(
     };
     let mut reports = Vec::new();
     for patient_id in patients {
-        let (results, traces) = match stored.get(patient_id) {
-            Some(p) => (p.stored.clone(), p.traces.clone()),
-            None => (Vec::new(), BTreeMap::new()),
+        let (results, traces, checks) = match stored.get(patient_id) {
+            Some(p) => (p.stored.clone(), p.traces.clone(), p.checks.clone()),
+            None => (Vec::new(), BTreeMap::new(), BTreeMap::new()),
         };
-        let patient_results = patient_level(set, method, &results);
+        let model_results = patient_level(set, method, &results);
+        let combined: Vec<(String, Option<CriterionResult>, DecidedBy)> = set
+            .criteria
+            .iter()
+            .map(|c| {
+                let (r, by) = combine(checks.get(&c.id), model_results.iter().find(|r| r.criterion_id == c.id));
+                (c.id.clone(), r, by)
+            })
+            .collect();
+        let patient_results: Vec<CriterionResult> = combined.iter().filter_map(|(_, r, _)| r.clone()).collect();
         let verdict = trial_verdict(set, &patient_results);
         let mut criteria = Vec::new();
-        for c in &set.criteria {
-            let result = patient_results.iter().find(|r| r.criterion_id == c.id).cloned();
+        for (c, (_, result, decided_by)) in set.criteria.iter().zip(combined) {
+            let check = checks.get(&c.id).map(|k| k.outcome.clone());
+            let model_result = match decided_by {
+                DecidedBy::CheckAndModel | DecidedBy::NeedsReview => {
+                    model_results.iter().find(|r| r.criterion_id == c.id).cloned()
+                }
+                _ => None,
+            };
             let note_results: Vec<CriterionResult> =
                 results.iter().filter(|r| r.criterion_id == c.id && r.document_id.is_some()).cloned().collect();
             let (evidence, problems) = match &result {
@@ -146,6 +288,7 @@ pub fn trial_report(
             };
             let label = match &result {
                 None => "missing".to_string(),
+                Some(_) if decided_by == DecidedBy::NeedsReview => "needs review".to_string(),
                 Some(r) => match r.decision() {
                     Some(d) => d.trialgpt_label(c.criterion_type).to_string(),
                     None => "failed".to_string(),
@@ -159,6 +302,9 @@ pub fn trial_report(
                 problems,
                 note_results,
                 trace: traces.get(&c.id).cloned(),
+                decided_by,
+                check,
+                model_result,
             });
         }
         reports.push(PatientReport { patient_id: patient_id.clone(), verdict, criteria });
@@ -170,7 +316,10 @@ pub fn trial_report(
         items.into_iter().map(|(id, _)| id).collect()
     };
     reports.sort_by_key(|r| order.iter().position(|id| id == &r.patient_id));
+    let check_decisions = stored.values().map(|p| p.checks.len()).sum();
     Ok(TrialReport {
+        check_decisions,
+        model_tasks_saved: None,
         run_id: run_id.to_string(),
         trial: set.clone(),
         method: run.method,
@@ -273,7 +422,7 @@ fn csv_field(text: &str) -> String {
 /// One row per patient-level decision.
 pub fn to_csv(report: &MatchReport) -> String {
     let mut out = String::from(
-        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure\n",
+        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,decided_by\n",
     );
     for t in &report.trials {
         for p in &t.patients {
@@ -314,6 +463,7 @@ pub fn to_csv(report: &MatchReport) -> String {
                     evidence,
                     c.problems.join("; "),
                     failure,
+                    c.decided_by.as_str().to_string(),
                 ];
                 let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
                 out.push_str(&row.join(","));
@@ -342,6 +492,47 @@ pub fn usage_text(u: &ModelRunSummary) -> String {
         u.pipeline_failures,
         u.models.join(", ")
     )
+}
+
+/// One sentence on what checks did: decisions made, model tasks saved.
+pub fn checks_text(decisions: usize, saved: Option<usize>) -> String {
+    match saved {
+        Some(saved) => {
+            format!("Reviewed checks made {decisions} decisions from stored data; {saved} model tasks were not needed.")
+        }
+        None => format!("Reviewed checks made {decisions} decisions from stored data."),
+    }
+}
+
+/// The check's decision and the lab rows it read (its timeline sentences
+/// are shown as the decision's evidence).
+fn write_check(h: &mut String, check: &CheckOutcome, decided_by: DecidedBy) {
+    if decided_by == DecidedBy::NeedsReview || decided_by == DecidedBy::CheckAndModel {
+        let _ = write!(h, "<div><b>Check</b>: {} — {}</div>", esc(check.decision.as_str()), esc(&check.summary));
+    }
+    if !check.labs.is_empty() {
+        h.push_str("<table><tr><th>Lab value read by the check</th><th>Date</th><th>Value</th><th>In the check's unit</th><th>Source</th></tr>");
+        for l in &check.labs {
+            let converted = l
+                .converted
+                .map_or("cannot be read".to_string(), |v| format!("{} {}", (v * 100.0).round() / 100.0, l.check_unit));
+            let _ = write!(
+                h,
+                "<tr><td>{}{}</td><td>{}</td><td>{} {}</td><td>{}</td><td><code>{}</code></td></tr>",
+                esc(&l.name),
+                if l.used { " <b>(used)</b>" } else { "" },
+                l.time.format("%Y-%m-%d %H:%M"),
+                esc(&l.value),
+                esc(l.unit.as_deref().unwrap_or("")),
+                esc(&converted),
+                esc(&l.source_id)
+            );
+        }
+        h.push_str("</table>");
+    }
+    for fact in &check.facts {
+        let _ = write!(h, "<div class=\"muted\">From the patient record: {}</div>", esc(fact));
+    }
 }
 
 pub fn eligibility_text(e: Eligibility) -> &'static str {
@@ -441,6 +632,9 @@ fn write_trial(h: &mut String, t: &TrialReport) {
     if let Some(u) = &t.usage {
         let _ = write!(h, " {}", esc(&usage_text(u)));
     }
+    if t.check_decisions > 0 {
+        let _ = write!(h, " {}", esc(&checks_text(t.check_decisions, t.model_tasks_saved)));
+    }
     h.push_str("</p>");
     h.push_str("<table><tr><th>Rank</th><th>Patient</th><th>Eligibility</th><th>Score</th><th>Inclusion met / not met / unknown</th><th>Exclusion met / not met / unknown</th><th>Failed</th><th>Flagged</th></tr>");
     for (i, p) in t.patients.iter().enumerate() {
@@ -498,7 +692,13 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
         Some(Determination::Assessed(a)) => format!("{:?}", a.confidence).to_lowercase(),
         _ => String::new(),
     };
-    let _ = write!(h, "<td>{}</td><td>{}</td><td>", pill(&c.label), esc(&confidence));
+    let _ = write!(
+        h,
+        "<td>{}<div class=\"muted\">by {}</div></td><td>{}</td><td>",
+        pill(&c.label),
+        esc(c.decided_by.as_str()),
+        esc(&confidence)
+    );
     match c.result.as_ref().map(|r| &r.outcome) {
         Some(Determination::Assessed(a)) => {
             let _ = write!(h, "{}", esc(&a.rationale));
@@ -515,6 +715,9 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
     }
     for problem in &c.problems {
         let _ = write!(h, "<div class=\"problem\">Citation problem: {}</div>", esc(problem));
+    }
+    if let Some(check) = &c.check {
+        write_check(h, check, c.decided_by);
     }
     for e in &c.evidence {
         let date = e

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, BatchError, Method, Models, Progress, RetrievalSettings};
+use evident_match::checks::ChecksMode;
 use evident_match::makar::{MakarConfig, Variant};
 use evident_match::report::{to_csv, to_html, trial_report};
 use evident_match::zero_shot::{Strategy, ZeroShotConfig};
@@ -117,6 +118,8 @@ fn config(strategy: Strategy, concurrency: usize) -> BatchConfig {
         zero_shot: ZeroShotConfig::default(),
         makar: MakarConfig { variant: Variant::Full, ..MakarConfig::default() },
         run_name: None,
+        checks: ChecksMode::Off,
+        screening_date: None,
     }
 }
 

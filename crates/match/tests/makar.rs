@@ -34,6 +34,7 @@ fn criterion(id: &str, criterion_type: CriterionType, text: &str) -> Criterion {
         pooling: None,
         window_months: None,
         structured: None,
+        check: None,
     }
 }
 

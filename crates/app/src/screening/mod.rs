@@ -6,6 +6,7 @@
 //! ([`trials`](crate::screening::trials)) and the evaluations use it. A
 //! killed screening resumes when started again with the same definition.
 
+mod criteria;
 mod trials;
 
 use std::path::PathBuf;
@@ -20,7 +21,10 @@ use evident_recorder::RecordingModel;
 use evident_retrieve::Mode;
 use evident_store::SectionFilter;
 
-pub use trials::{load_trial, screen_trials, write_report, PatientLine, ScreeningReport, TrialLine, TrialsRequest};
+pub use criteria::{load_trial, read_trial, split_criteria, SplitReport, SplitRequest, TrialSource};
+pub use evident_match::checks::ChecksMode;
+pub use evident_match::{CriteriaForm, TrialNames};
+pub use trials::{screen_trials, write_report, PatientLine, ScreeningReport, TrialLine, TrialsRequest};
 
 use crate::error::{input_error, AppError, Result};
 use crate::models::{embed_missing, EmbedderChoice, ModelChoice};
@@ -52,6 +56,12 @@ pub struct ScreeningOptions {
     /// Answer from (and add to) the model cache.
     pub use_cache: bool,
     pub embedder: EmbedderChoice,
+    /// Whether reviewed checks decide criteria; `None`: on for a trial
+    /// whose criteria carry reviewed checks, off otherwise.
+    pub checks: Option<ChecksMode>,
+    /// The date checks are evaluated at; `None`: each patient's most
+    /// recent dated document.
+    pub screening_date: Option<chrono::NaiveDate>,
 }
 
 impl Default for ScreeningOptions {
@@ -68,6 +78,8 @@ impl Default for ScreeningOptions {
             max_critic_rounds: 3,
             use_cache: true,
             embedder: EmbedderChoice::default(),
+            checks: None,
+            screening_date: None,
         }
     }
 }
@@ -80,6 +92,22 @@ pub fn parse_method(text: &str) -> Result<Method> {
         None => {
             input_error!("strategy {text:?} is not known; use one of {}", Method::ALL.map(|m| m.as_str()).join(", "))
         }
+    }
+}
+
+/// Parses a checks mode: `on`, `off` or `both`.
+pub fn parse_checks(text: &str) -> Result<ChecksMode> {
+    match ChecksMode::parse(text) {
+        Some(mode) => Ok(mode),
+        None => input_error!("checks {text:?} is not known; use on, off or both"),
+    }
+}
+
+/// Parses a screening date (YYYY-MM-DD).
+pub fn parse_screening_date(text: &str) -> Result<chrono::NaiveDate> {
+    match chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
+        Ok(date) => Ok(date),
+        Err(_) => input_error!("screening date {text:?} is not a date (expected YYYY-MM-DD)"),
     }
 }
 
@@ -109,6 +137,8 @@ pub struct Screening {
     embedder: Option<evident_embed::MiniLmEmbedder>,
     knowledge: Option<LocalKnowledgeBase>,
     online: Option<OnlineSearch>,
+    /// The requested checks mode (`None`: decided per trial).
+    checks: Option<ChecksMode>,
 }
 
 impl Screening {
@@ -164,6 +194,8 @@ impl Screening {
             zero_shot: ZeroShotConfig { repair, ..ZeroShotConfig::default() },
             makar: MakarConfig { repair, max_critic_rounds: options.max_critic_rounds, ..MakarConfig::default() },
             run_name: None,
+            checks: ChecksMode::Off,
+            screening_date: options.screening_date,
         };
         Ok(Screening {
             store,
@@ -176,7 +208,14 @@ impl Screening {
             embedder,
             knowledge,
             online,
+            checks: options.checks,
         })
+    }
+
+    /// The checks mode for a trial: as requested, or on where the trial
+    /// carries reviewed checks.
+    pub fn checks_for(&self, set: &CriteriaSet) -> ChecksMode {
+        self.checks.unwrap_or(if set.has_reviewed_checks() { ChecksMode::On } else { ChecksMode::Off })
     }
 
     /// The store the screening writes to.
@@ -243,7 +282,7 @@ impl Screening {
         models: &Models<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<BatchSummary> {
-        let config = BatchConfig { run_name, ..self.batch.clone() };
+        let config = BatchConfig { run_name, checks: self.checks_for(set), ..self.batch.clone() };
         progress.report(ProgressEvent::ScreeningStarted { label: label.to_string() });
         let on_progress = |p| progress.report(screening_event(p));
         let result = run_batch(&self.store, set, patients, &config, models, self.prompts_dir.as_deref(), &on_progress);

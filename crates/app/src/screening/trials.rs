@@ -7,33 +7,28 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use evident_match::batch::BatchSummary;
-use evident_match::report::{self, eligibility_text, MatchReport};
-use evident_match::{criteria_from_ctgov_json, CriteriaSet, Eligibility, LabelCounts};
+use evident_match::report::{self, checks_text, eligibility_text, MatchReport};
+use evident_match::{CriteriaSet, Eligibility, LabelCounts, TrialNames};
 use evident_store::ModelRunSummary;
 use serde::Serialize;
 
+use super::criteria::{read_trial, TrialSource};
 use super::{stopped, Screening, ScreeningOptions};
 use crate::error::{input_error, AppError, Result};
 use crate::progress::ProgressSink;
 use crate::session::{lock, Session};
 
-/// Reads a trial: an Evident criteria set (YAML/JSON), or a
-/// ClinicalTrials.gov API v2 study (JSON with a `protocolSection`).
-pub fn load_trial(path: &Path) -> Result<CriteriaSet> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| AppError::Input(format!("cannot read trial file {}: {e}", path.display())))?;
-    let looks_ctgov = path.extension().is_some_and(|e| e == "json") && text.contains("\"protocolSection\"");
-    if looks_ctgov {
-        return Ok(criteria_from_ctgov_json(&text, &path.display().to_string())?);
-    }
-    Ok(CriteriaSet::load(path)?)
-}
-
 /// One screening job.
 #[derive(Debug, Clone)]
 pub struct TrialsRequest {
-    /// Criteria files; several trials rank trials for each patient.
+    /// Criteria files in any accepted form (Evident set, ClinicalTrials.gov
+    /// study, eligibility text); `-` is `stdin`. Several trials rank trials
+    /// for each patient.
     pub trials: Vec<PathBuf>,
+    /// The text `-` stands for, read by the front end.
+    pub stdin: Option<String>,
+    /// Trial id and title for a trial given as text (one trial only).
+    pub names: TrialNames,
     /// The patients to screen; `None`: every patient in the store.
     pub patients: Option<Vec<String>>,
     /// The report folder.
@@ -82,7 +77,14 @@ pub fn screen_trials(
     request: &TrialsRequest,
     progress: &dyn ProgressSink,
 ) -> Result<ScreeningReport> {
-    let trials: Vec<CriteriaSet> = request.trials.iter().map(|p| load_trial(p)).collect::<Result<_>>()?;
+    if request.trials.len() > 1 && request.names != TrialNames::default() {
+        input_error!("a trial id or title can be given for one trial only, not for {}", request.trials.len());
+    }
+    let trials: Vec<CriteriaSet> = request
+        .trials
+        .iter()
+        .map(|p| Ok(read_trial(&TrialSource::from_path(p, request.stdin.as_deref()), &request.names)?.0))
+        .collect::<Result<_>>()?;
     let store = session.store()?;
     let patients: Vec<String> = match &request.patients {
         None => lock(&store).patients()?.into_iter().map(|p| p.patient.id).collect(),
@@ -123,6 +125,11 @@ pub fn screen_trials(
         trial_reports.push(report::trial_report(&st, &outcome.run_id, set, &patients)?);
     }
     drop(st);
+    for (t, (_, outcome)) in trial_reports.iter_mut().zip(&outcomes) {
+        if outcome.check_decisions > 0 {
+            t.model_tasks_saved = Some(outcome.model_tasks_saved);
+        }
+    }
     let full = report::match_report(trial_reports);
     write_report(&full, &request.out)?;
     let trials = full
@@ -194,6 +201,14 @@ impl fmt::Display for ScreeningReport {
             }
             if let Some(u) = &t.usage {
                 writeln!(f, "  usage: {}", report::usage_text(u))?;
+            }
+            if o.check_decisions > 0 {
+                writeln!(
+                    f,
+                    "  checks ({}): {}",
+                    o.checks.as_str(),
+                    checks_text(o.check_decisions, Some(o.model_tasks_saved))
+                )?;
             }
         }
         writeln!(f, "report: {}", self.report.display())

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use evident_app::screening::TrialsRequest;
+use evident_app::screening::{parse_checks, parse_screening_date, TrialNames, TrialsRequest};
 
 use crate::args::ScreenArgs;
 use crate::commands::Context;
@@ -15,10 +15,26 @@ use crate::Exit;
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("who").required(true).args(["patients", "all"])))]
 pub struct Args {
-    /// Criteria files: Evident criteria sets (YAML/JSON) or ClinicalTrials.gov
-    /// API v2 study JSON. Several trials rank trials for each patient.
+    /// Criteria files: Evident criteria sets (YAML/JSON), ClinicalTrials.gov
+    /// API v2 study JSON, or eligibility text pasted from a registry (`-`:
+    /// standard input). Several trials rank trials for each patient.
     #[arg(long = "trial", required = true)]
     pub trials: Vec<PathBuf>,
+    /// The trial id of criteria given as text (default: the file name).
+    #[arg(long)]
+    pub trial_id: Option<String>,
+    /// The title of criteria given as text.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Whether reviewed checks over the structured record decide their
+    /// criteria: on, off, or both (the model decides too; disagreements
+    /// need review). Default: on where the criteria carry reviewed checks.
+    #[arg(long)]
+    pub checks: Option<String>,
+    /// The date checks are evaluated at, YYYY-MM-DD (default: each
+    /// patient's most recent dated document).
+    #[arg(long)]
+    pub screening_date: Option<String>,
     /// Patients to screen, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub patients: Vec<String>,
@@ -36,14 +52,33 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
+    let mut options = args.screen.options()?;
+    options.checks =
+        args.checks.as_deref().map(parse_checks).transpose().map_err(|e| anyhow::anyhow!("--checks: {e}"))?;
+    options.screening_date = args
+        .screening_date
+        .as_deref()
+        .map(parse_screening_date)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--screening-date: {e}"))?;
+    let stdin = if args.trials.iter().any(|t| t.as_os_str() == "-") { Some(read_stdin()?) } else { None };
     let request = TrialsRequest {
         trials: args.trials.clone(),
+        stdin,
+        names: TrialNames { trial_id: args.trial_id.clone(), title: args.title.clone() },
         patients: if args.all { None } else { Some(args.patients.clone()) },
         out: args.out.clone(),
         run_name: args.run.clone(),
-        options: args.screen.options()?,
+        options,
     };
     let report = evident_app::screening::screen_trials(&ctx.session, &request, &ctx.bars())?;
     ctx.print(&report)?;
     Ok(Exit::Found)
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| anyhow::anyhow!("cannot read the criteria from standard input: {e}"))?;
+    Ok(text)
 }

@@ -3,6 +3,8 @@
 //! [`Exit`](crate::Exit). No command module imports from another; what
 //! several share lives in `crate::args`.
 
+pub mod criteria;
+pub mod ask;
 pub mod embed;
 pub mod eval;
 pub mod ingest;
@@ -39,6 +41,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Kb(args) => kb::run(&ctx, args),
         Command::Match(args) => match_trials::run(&ctx, args),
         Command::Eval(args) => eval::run(&ctx, args),
+        Command::Ask(args) => ask::run(&ctx, args),
+        Command::Criteria(args) => criteria::run(&ctx, args),
     }
 }
 
