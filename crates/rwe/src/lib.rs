@@ -8,6 +8,7 @@
 //! ([`leak`]), the R sandbox ([`sandbox`]) and the cohort audit ([`audit`]).
 
 pub mod audit;
+pub mod database;
 pub mod gold;
 pub mod leak;
 pub mod metrics;
