@@ -3,8 +3,9 @@
 //! with SIGKILL midway and started again (no decision lost or doubled,
 //! earlier decisions kept, every citation resolving to stored text); an
 //! exclusion a patient plainly meets puts the patient in "excluded" while a
-//! control patient screened beside them, plainly without it, is not; and
-//! bad input is refused with a clear message.
+//! control patient screened beside them, plainly without it, is not (the
+//! criteria pasted as registry text); and bad input is refused with a
+//! clear message.
 
 mod common;
 
@@ -157,13 +158,14 @@ fn a_patient_who_meets_an_exclusion_is_excluded() {
         "Progress note.\nThe patient is a 28-year-old woman seen for a sprained left ankle after a fall while jogging.\nHer pregnancy test today was negative.\nThe ankle is swollen; rest, ice and elevation advised.\n",
     );
     sb.run(&["ingest", "notes"]).ok();
-    let trial = sb.write(
-        "trial.yaml",
-        "trial_id: EXCL-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: \"Age 18 years or older.\"\n  - id: pregnant\n    type: exclusion\n    text: \"Pregnant.\"\n",
-    );
-    let out =
-        sb.run(&["--json", "match", "--trial", trial.to_str().unwrap(), "--patients", "X1,X2", "--out", "out"]).ok();
+    // The criteria as a coordinator pastes them from a registry.
+    let trial = sb
+        .write("pasted.txt", "Inclusion Criteria:\n\n* Age 18 years or older.\n\nExclusion Criteria:\n\n* Pregnant.\n");
+    let args =
+        ["--json", "match", "--trial", trial.to_str().unwrap(), "--trial-id", "EXCL-TEST", "--patients", "X1,X2"];
+    let out = sb.run(&[&args[..], &["--out", "out"]].concat()).ok();
     let summary = out.json();
+    assert_eq!(summary["trials"][0]["trial_id"], "EXCL-TEST", "{summary}");
     let pregnant = patient_in(&summary, "X1");
     assert_eq!(pregnant["counts"]["excluded"], 1, "{summary}");
     assert_eq!(pregnant["eligibility"], "excluded", "{summary}");
@@ -185,6 +187,11 @@ fn bad_input_is_refused_with_a_clear_message() {
     sb.run(&["match", "--trial", t, "--all", "--retrieval", "magic"]).fails_with(2, "unknown retrieval mode");
     let bad = sb.write("bad.yaml", "trial_id: T\ncriteria:\n  - id: a\n    type: maybe\n    text: x\n");
     sb.run(&["match", "--trial", bad.to_str().unwrap(), "--all"]).fails_with(2, "bad.yaml");
+    let empty = sb.write("empty.txt", "Inclusion Criteria:\n\nExclusion Criteria:\n");
+    sb.run(&["match", "--trial", empty.to_str().unwrap(), "--all"]).fails_with(
+        2,
+        "empty.txt: no criteria: the headings have no items under them; expected an Evident criteria set",
+    );
     sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"])
         .fails_with(2, "a knowledge base and online search are for the makar");
 }
