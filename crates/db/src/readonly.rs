@@ -188,19 +188,17 @@ fn connect_sqlite(
 fn sqlite_error(e: rusqlite::Error, limits: &QueryLimits) -> DbError {
     use rusqlite::ErrorCode;
     let refused = "the database is read-only for agents: only SELECT (and WITH ... SELECT) and the PRAGMAs that describe a table run";
-    match &e {
-        rusqlite::Error::SqliteFailure(f, _) => match f.code {
-            ErrorCode::OperationInterrupted => DbError::Timeout { limit_ms: limits.timeout.as_millis() as u64 },
-            ErrorCode::AuthorizationForStatementDenied | ErrorCode::ReadOnly => {
-                DbError::Refused { message: format!("{refused} ({e})") }
-            }
-            _ if e.to_string().contains("not authorized") => DbError::Refused { message: format!("{refused} ({e})") },
-            _ => DbError::Query { message: e.to_string() },
-        },
-        rusqlite::Error::MultipleStatement => {
-            DbError::Refused { message: "one statement at a time; send the others separately".into() }
+    if let rusqlite::Error::MultipleStatement = e {
+        return DbError::Refused { message: "one statement at a time; send the others separately".into() };
+    }
+    let text = e.to_string();
+    match e.sqlite_error_code() {
+        Some(ErrorCode::OperationInterrupted) => DbError::Timeout { limit_ms: limits.timeout.as_millis() as u64 },
+        Some(ErrorCode::AuthorizationForStatementDenied | ErrorCode::ReadOnly) => {
+            DbError::Refused { message: format!("{refused} ({text})") }
         }
-        _ => DbError::Query { message: e.to_string() },
+        _ if text.contains("not authorized") => DbError::Refused { message: format!("{refused} ({text})") },
+        _ => DbError::Query { message: text },
     }
 }
 
