@@ -1,8 +1,9 @@
 //! The Evident store: one SQLite file (WAL mode, foreign keys on, bundled
 //! SQLite with FTS5) holding patients, documents, their sections (indexed
 //! for BM25 with porter stemming) and sentences, lab observations,
-//! evaluation labels, section embeddings, model calls, match runs, and the
-//! knowledge base's reference documents in tables of their own. Writes go
+//! evaluation labels, section embeddings, model calls, match runs, the
+//! knowledge base's reference documents in tables of their own, and the
+//! review service's accounts, overrides, sign-offs and audit trail. Writes go
 //! through a [`Writer`], one transaction, so an ingest either lands whole
 //! or not at all.
 
@@ -11,6 +12,7 @@ mod knowledge;
 mod matches;
 mod migrate;
 mod read;
+mod review;
 mod search;
 mod write;
 
@@ -22,6 +24,9 @@ pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureR
 pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
+pub use review::{
+    AuditRecord, NewAuditEntry, NewOverride, OverrideRecord, SignoffRecord, UserRecord, WebSessionRecord, ROLES,
+};
 pub use search::{Bm25Index, ScoredSection, SectionFilter, SectionRecord};
 pub use write::{PutEffect, Writer};
 
