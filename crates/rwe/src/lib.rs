@@ -7,6 +7,7 @@
 //! metrics ([`metrics`]), the check that a protocol does not leak its results
 //! ([`leak`]), the R sandbox ([`sandbox`]) and the cohort audit ([`audit`]).
 
+pub mod agent;
 pub mod audit;
 pub mod database;
 pub mod gold;

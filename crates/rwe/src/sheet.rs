@@ -102,6 +102,16 @@ impl AnswerSheet {
         &self.task
     }
 
+    /// The same task and gold with `answers` in place of the current ones.
+    pub fn with_answers(&self, answers: BTreeMap<String, RecordedAnswer>) -> AnswerSheet {
+        AnswerSheet { task: self.task.clone(), gold: self.gold.clone(), answers }
+    }
+
+    /// What is visible before any answer: baseline fields and choice questions.
+    pub fn visible_at_start(&self) -> Vec<VisibleItem> {
+        self.with_answers(BTreeMap::new()).visible()
+    }
+
     pub fn answers(&self) -> &BTreeMap<String, RecordedAnswer> {
         &self.answers
     }

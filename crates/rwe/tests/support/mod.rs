@@ -37,7 +37,8 @@ impl ChatModel for Scripted {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.seen.lock().unwrap().push(request.clone());
-        let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
+        // An exhausted script fails like a lost connection (a killed run).
+        let text = self.answers.lock().unwrap().pop().ok_or(LlmError::Backend("script exhausted".into()))?;
         Ok(ChatResponse {
             text,
             prompt_tokens: 0,

@@ -1,0 +1,396 @@
+//! The agent's actions: their names, parameters and descriptions (the
+//! `tools_desc` of Figure 17), and parsing one action out of a model answer
+//! written in Figure 17's format (`Action:` followed by one JSON object
+//! `{"action": NAME, "params": {...}}`, optionally in a code fence).
+
+use serde_json::{Map, Value};
+
+use super::Strategy;
+
+/// One action the environment can execute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    ListFiles {
+        path: String,
+    },
+    ReadFile {
+        path: String,
+    },
+    WriteFile {
+        path: String,
+        content: String,
+    },
+    /// Runs R code in the sandbox (saved in the workspace first).
+    ExecuteR {
+        code: String,
+    },
+    /// Runs an R script of the workspace in the sandbox.
+    ExecuteRScript {
+        path: String,
+    },
+    ListTables,
+    DescribeTable {
+        table: String,
+    },
+    /// Runs read-only SQL; with `save_as`, writes the whole result as CSV.
+    RunSql {
+        sql: String,
+        save_as: Option<String>,
+    },
+    /// A typed statistics tool on a CSV table of the workspace.
+    Statistics {
+        tool: StatsTool,
+        params: Map<String, Value>,
+    },
+    SubmitAnswers {
+        answers: Vec<(String, Value)>,
+    },
+    FinishTask,
+}
+
+/// The typed statistics tools (`--strategy typed`), each over Evident's
+/// own estimators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsTool {
+    Describe,
+    LogisticRegression,
+    CoxRegression,
+    KaplanMeierLogrank,
+    RocAuc,
+    FisherTest,
+}
+
+impl StatsTool {
+    pub const ALL: [StatsTool; 6] = [
+        StatsTool::Describe,
+        StatsTool::LogisticRegression,
+        StatsTool::CoxRegression,
+        StatsTool::KaplanMeierLogrank,
+        StatsTool::RocAuc,
+        StatsTool::FisherTest,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StatsTool::Describe => "describe",
+            StatsTool::LogisticRegression => "logistic_regression",
+            StatsTool::CoxRegression => "cox_regression",
+            StatsTool::KaplanMeierLogrank => "kaplan_meier_logrank",
+            StatsTool::RocAuc => "roc_auc",
+            StatsTool::FisherTest => "fisher_test",
+        }
+    }
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::ListFiles { .. } => "list_files",
+            Action::ReadFile { .. } => "read_file",
+            Action::WriteFile { .. } => "write_file",
+            Action::ExecuteR { .. } => "execute_r",
+            Action::ExecuteRScript { .. } => "execute_r_script",
+            Action::ListTables => "list_tables",
+            Action::DescribeTable { .. } => "describe_table",
+            Action::RunSql { .. } => "run_sql",
+            Action::Statistics { tool, .. } => tool.name(),
+            Action::SubmitAnswers { .. } => "submit_answers",
+            Action::FinishTask => "finish_task",
+        }
+    }
+}
+
+struct ActionDoc {
+    name: &'static str,
+    description: &'static str,
+    parameters: &'static [&'static str],
+    returns: &'static str,
+    example: &'static str,
+}
+
+const COMMON: &[ActionDoc] = &[
+    ActionDoc {
+        name: "list_files",
+        description: "Lists files and directories in a specified path.",
+        parameters: &["path (optional): str, a relative path to list contents from. Defaults to agent workspace."],
+        returns: "A list of files and directories in the specified path.",
+        example: r#"{"action": "list_files", "params": {"path": "."}}"#,
+    },
+    ActionDoc {
+        name: "read_file",
+        description: "Reads a text file of the workspace.",
+        parameters: &["path: str, a path relative to the workspace."],
+        returns: "The file's content (cut at the observation limit).",
+        example: r#"{"action": "read_file", "params": {"path": "db_connect.R"}}"#,
+    },
+    ActionDoc {
+        name: "write_file",
+        description: "Writes (or replaces) a text file in the workspace, e.g. an R script.",
+        parameters: &["path: str, a path relative to the workspace.", "content: str, the whole file content."],
+        returns: "Confirmation.",
+        example: r#"{"action": "write_file", "params": {"path": "cohort.R", "content": "source(\"db_connect.R\")\n..."}}"#,
+    },
+    ActionDoc {
+        name: "execute_r",
+        description: "Runs R code in the workspace (Rscript). Start with source(\"db_connect.R\") to get `con`, a DBI connection to the database.",
+        parameters: &["code: str, the R code to run."],
+        returns: "The standard output and error of the run.",
+        example: r#"{"action": "execute_r", "params": {"code": "source(\"db_connect.R\")\nprint(dbGetQuery(con, \"SELECT count(*) FROM mimiciv_icu.icustays\"))"}}"#,
+    },
+    ActionDoc {
+        name: "execute_r_script",
+        description: "Runs an R script of the workspace (Rscript).",
+        parameters: &["path: str, the script's path relative to the workspace."],
+        returns: "The standard output and error of the run.",
+        example: r#"{"action": "execute_r_script", "params": {"path": "cohort.R"}}"#,
+    },
+];
+
+const TYPED: &[ActionDoc] = &[
+    ActionDoc {
+        name: "list_tables",
+        description: "Lists the database's tables (schema.table) with their row counts.",
+        parameters: &[],
+        returns: "The tables.",
+        example: r#"{"action": "list_tables", "params": {}}"#,
+    },
+    ActionDoc {
+        name: "describe_table",
+        description: "Lists a table's columns and their types.",
+        parameters: &["table: str, schema.table, e.g. mimiciv_hosp.patients."],
+        returns: "The columns.",
+        example: r#"{"action": "describe_table", "params": {"table": "mimiciv_icu.icustays"}}"#,
+    },
+    ActionDoc {
+        name: "run_sql",
+        description: "Runs one read-only SQL query. With save_as, the whole result is written to that CSV file in the workspace (use this to build the cohort and the analysis table).",
+        parameters: &["sql: str, one SELECT statement.", "save_as (optional): str, a CSV file name, e.g. cohort.csv."],
+        returns: "The first rows of the result, and the file written.",
+        example: r#"{"action": "run_sql", "params": {"sql": "SELECT subject_id, anchor_age FROM mimiciv_hosp.patients", "save_as": "patients.csv"}}"#,
+    },
+    ActionDoc {
+        name: "describe",
+        description: "Counts, means, medians and quartiles of columns of a CSV file of the workspace.",
+        parameters: &["file: str, the CSV file.", "columns: list of str."],
+        returns: "One summary per column.",
+        example: r#"{"action": "describe", "params": {"file": "cohort.csv", "columns": ["age"]}}"#,
+    },
+    ActionDoc {
+        name: "logistic_regression",
+        description: "Logistic regression of a 0/1 outcome on predictors (numeric columns) of a CSV file; odds ratios with Wald 95% CIs and p-values.",
+        parameters: &["file: str.", "outcome: str, a 0/1 column.", "predictors: list of str."],
+        returns: "The coefficient table.",
+        example: r#"{"action": "logistic_regression", "params": {"file": "cohort.csv", "outcome": "died", "predictors": ["lactate", "age"]}}"#,
+    },
+    ActionDoc {
+        name: "cox_regression",
+        description: "Cox proportional hazards model (Efron ties) of (time, event) on predictors of a CSV file; hazard ratios with Wald 95% CIs and p-values.",
+        parameters: &["file: str.", "time: str.", "event: str, a 0/1 column.", "predictors: list of str."],
+        returns: "The coefficient table.",
+        example: r#"{"action": "cox_regression", "params": {"file": "cohort.csv", "time": "days", "event": "died", "predictors": ["high_rdw", "age"]}}"#,
+    },
+    ActionDoc {
+        name: "kaplan_meier_logrank",
+        description: "Kaplan-Meier survival by group and the log-rank test between groups.",
+        parameters: &["file: str.", "time: str.", "event: str.", "group: str, a numeric group column."],
+        returns: "Events and survival at the last time per group, and the log-rank test.",
+        example: r#"{"action": "kaplan_meier_logrank", "params": {"file": "cohort.csv", "time": "days", "event": "died", "group": "high_rdw"}}"#,
+    },
+    ActionDoc {
+        name: "roc_auc",
+        description: "Area under the ROC curve of a predictor for a 0/1 outcome, with DeLong 95% CI.",
+        parameters: &["file: str.", "outcome: str.", "predictor: str."],
+        returns: "The AUC.",
+        example: r#"{"action": "roc_auc", "params": {"file": "cohort.csv", "outcome": "died", "predictor": "anion_gap"}}"#,
+    },
+    ActionDoc {
+        name: "fisher_test",
+        description: "Fisher's exact test (two-sided) between two 0/1 columns.",
+        parameters: &["file: str.", "row: str, a 0/1 column.", "column: str, a 0/1 column."],
+        returns: "The p-value and odds ratio.",
+        example: r#"{"action": "fisher_test", "params": {"file": "cohort.csv", "row": "older", "column": "died"}}"#,
+    },
+];
+
+const FINAL: &[ActionDoc] = &[
+    ActionDoc {
+        name: "submit_answers",
+        description: "Submits answers: option letters for choice questions, numbers for fields. Allowed only after the cohort audit file cohort_audit.csv exists in the workspace. Each question is answered once; answering a choice question correctly reveals its follow-up fields.",
+        parameters: &["answers: object, question id or field name -> answer."],
+        returns: "What was accepted, new follow-up fields, and what remains.",
+        example: r#"{"action": "submit_answers", "params": {"answers": {"q_main": "A", "n_patients": 120}}}"#,
+    },
+    ActionDoc {
+        name: "finish_task",
+        description: "Ends the task.",
+        parameters: &[],
+        returns: "Nothing.",
+        example: r#"{"action": "finish_task", "params": {}}"#,
+    },
+];
+
+fn docs(strategy: Strategy) -> Vec<&'static ActionDoc> {
+    let mut all: Vec<&ActionDoc> = COMMON.iter().collect();
+    if strategy == Strategy::Typed {
+        all.extend(TYPED);
+    }
+    all.extend(FINAL);
+    all
+}
+
+/// The action names a strategy offers.
+pub fn action_names(strategy: Strategy) -> Vec<&'static str> {
+    docs(strategy).iter().map(|d| d.name).collect()
+}
+
+/// The toolset description that replaces `{tools_desc}` in Figure 17.
+pub fn tools_desc(strategy: Strategy) -> String {
+    let mut out = String::new();
+    for d in docs(strategy) {
+        out.push_str(&format!("{}: {}\n* parameters:\n", d.name, d.description));
+        if d.parameters.is_empty() {
+            out.push_str("    (none)\n");
+        }
+        for p in d.parameters {
+            out.push_str(&format!("    - {p}\n"));
+        }
+        out.push_str(&format!("* return: {}\n", d.returns));
+        out.push_str(&format!("* valid response format to execute this action:\n```json\n{}\n```\n\n", d.example));
+    }
+    out
+}
+
+/// Finds the action in a model answer and checks it against the strategy's
+/// actions. The error says what to fix, for the model to read.
+pub fn parse_action(text: &str, strategy: Strategy) -> Result<Action, String> {
+    let after = match text.rfind("Action:") {
+        Some(i) => &text[i + "Action:".len()..],
+        None => return Err("no `Action:` section; end your response with Action: and one JSON action".into()),
+    };
+    let value = first_json_object(after)
+        .ok_or("the Action section holds no JSON object; write {\"action\": NAME, \"params\": {...}}".to_string())?;
+    let name = value.get("action").and_then(Value::as_str).ok_or("the action object has no \"action\" name")?;
+    if !action_names(strategy).contains(&name) {
+        return Err(format!("unknown action {name:?}; use one of {}", action_names(strategy).join(", ")));
+    }
+    let empty = Map::new();
+    let params = match value.get("params") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("\"params\" must be an object".into()),
+    };
+    let string = |key: &str| -> Result<String, String> {
+        params
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or(format!("{name} needs the string parameter {key:?}"))
+    };
+    let optional = |key: &str| params.get(key).and_then(Value::as_str).map(str::to_string);
+    Ok(match name {
+        "list_files" => Action::ListFiles { path: optional("path").unwrap_or_else(|| ".".into()) },
+        "read_file" => Action::ReadFile { path: string("path")? },
+        "write_file" => Action::WriteFile { path: string("path")?, content: string("content")? },
+        "execute_r" => Action::ExecuteR { code: string("code")? },
+        "execute_r_script" => Action::ExecuteRScript { path: string("path")? },
+        "list_tables" => Action::ListTables,
+        "describe_table" => Action::DescribeTable { table: string("table")? },
+        "run_sql" => Action::RunSql { sql: string("sql")?, save_as: optional("save_as") },
+        "submit_answers" => match params.get("answers") {
+            Some(Value::Object(m)) if !m.is_empty() => {
+                Action::SubmitAnswers { answers: m.iter().map(|(k, v)| (k.clone(), v.clone())).collect() }
+            }
+            _ => {
+                return Err("submit_answers needs \"answers\": an object of question id or field name -> answer".into())
+            }
+        },
+        "finish_task" => Action::FinishTask,
+        other => match StatsTool::ALL.iter().find(|t| t.name() == other) {
+            Some(tool) => Action::Statistics { tool: *tool, params: params.clone() },
+            None => return Err(format!("unknown action {other:?}")),
+        },
+    })
+}
+
+/// The first complete JSON object in `text` (inside a code fence or not).
+fn first_json_object(text: &str) -> Option<Value> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    while let Some(offset) = text[start..].find('{') {
+        let open = start + offset;
+        let mut depth = 0usize;
+        let mut in_string = false;
+        let mut escaped = false;
+        for (i, &b) in bytes.iter().enumerate().skip(open) {
+            if in_string {
+                match b {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if let Ok(v) = serde_json::from_str::<Value>(&text[open..=i]) {
+                            if v.is_object() {
+                                return Some(v);
+                            }
+                        }
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        start = open + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANSWER: &str = "Reflection: none yet.\nResearch Plan and Status: 1. look\nFact Check: none\nThought: list\nAction: ```json\n{\"action\": \"execute_r\", \"params\": {\"code\": \"cat(\\\"{}\\\")\"}}\n```";
+
+    #[test]
+    fn figure_17_answers_parse() {
+        assert_eq!(parse_action(ANSWER, Strategy::R).unwrap(), Action::ExecuteR { code: "cat(\"{}\")".into() });
+        let submit = "Thought: t\nAction: {\"action\": \"submit_answers\", \"params\": {\"answers\": {\"q1\": \"B\", \"n\": 74}}}";
+        assert_eq!(
+            parse_action(submit, Strategy::R).unwrap(),
+            Action::SubmitAnswers { answers: vec![("q1".into(), "B".into()), ("n".into(), 74.into())] }
+        );
+        assert_eq!(parse_action("Action: {\"action\": \"finish_task\"}", Strategy::R).unwrap(), Action::FinishTask);
+    }
+
+    #[test]
+    fn invalid_answers_say_what_to_fix() {
+        let e = |t: &str, s| parse_action(t, s).unwrap_err();
+        assert!(e("I will run R now.", Strategy::R).contains("no `Action:` section"));
+        assert!(e("Action: run it", Strategy::R).contains("holds no JSON object"));
+        assert!(e("Action: {\"action\": \"run_sql\", \"params\": {\"sql\": \"x\"}}", Strategy::R)
+            .contains("unknown action \"run_sql\""));
+        assert!(
+            parse_action("Action: {\"action\": \"run_sql\", \"params\": {\"sql\": \"x\"}}", Strategy::Typed).is_ok()
+        );
+        assert!(e("Action: {\"action\": \"execute_r\", \"params\": {}}", Strategy::R)
+            .contains("the string parameter \"code\""));
+        assert!(e("Action: {\"action\": \"submit_answers\", \"params\": {\"answers\": {}}}", Strategy::R)
+            .contains("needs \"answers\""));
+    }
+
+    #[test]
+    fn the_r_strategy_has_no_table_lookups() {
+        let r = action_names(Strategy::R);
+        assert!(!r.contains(&"list_tables") && !r.contains(&"run_sql") && !r.contains(&"logistic_regression"));
+        assert!(action_names(Strategy::Typed).contains(&"cox_regression"));
+        assert!(tools_desc(Strategy::R).starts_with("list_files: Lists files and directories in a specified path."));
+    }
+}

@@ -1,0 +1,323 @@
+//! The study environment: executes one [`Action`] and returns the
+//! observation the agent reads. Files are confined to the run's workspace;
+//! R runs in the sandbox; SQL goes through a read-only connection; typed
+//! statistics call `evident-stats` on a CSV table the agent built; answers
+//! go to the [`AnswerSheet`], gated on the cohort audit file.
+
+use std::path::{Component, Path, PathBuf};
+
+use evident_db::{ReadOnlyConnection, Value as DbValue};
+use evident_stats::glm::{glm, Family, GlmConfig, Predictor};
+use evident_stats::survival::{coxph, logrank, Ties};
+use serde_json::{Map, Value};
+
+use super::actions::{Action, StatsTool};
+use crate::audit::AUDIT_FILE;
+use crate::sandbox::{truncate_chars, SandboxConfig, Workspace};
+use crate::sheet::AnswerSheet;
+
+/// What the agent sees after an action, and whether the run ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub text: String,
+    pub finished: bool,
+}
+
+/// A study run's world: the answer sheet, the workspace and its sandbox,
+/// and (for the typed strategy) a read-only database connection.
+pub struct StudyEnv {
+    pub sheet: AnswerSheet,
+    workspace: Workspace,
+    sandbox: SandboxConfig,
+    db: Option<ReadOnlyConnection>,
+}
+
+impl StudyEnv {
+    pub fn new(
+        sheet: AnswerSheet,
+        workspace: Workspace,
+        sandbox: SandboxConfig,
+        db: Option<ReadOnlyConnection>,
+    ) -> Self {
+        StudyEnv { sheet, workspace, sandbox, db }
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    pub fn audit_file_present(&self) -> bool {
+        self.workspace.root().join(AUDIT_FILE).is_file()
+    }
+
+    /// Executes `action` as step `step`; the observation is cut at the
+    /// sandbox's observation limit.
+    pub fn execute(&mut self, step: u32, action: &Action) -> Observation {
+        let limit = self.sandbox.max_observation_chars;
+        let (text, finished) = match self.dispatch(step, action) {
+            Ok(done) => done,
+            Err(message) => (format!("The action failed: {message}"), false),
+        };
+        Observation { text: truncate_chars(&text, limit), finished }
+    }
+
+    fn dispatch(&mut self, step: u32, action: &Action) -> Result<(String, bool), String> {
+        let done = |t: String| Ok((t, false));
+        match action {
+            Action::ListFiles { path } => {
+                let dir = self.resolve(path)?;
+                let mut names: Vec<String> = std::fs::read_dir(&dir)
+                    .map_err(|e| format!("{path}: {e}"))?
+                    .filter_map(|e| e.ok())
+                    .map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        if e.path().is_dir() {
+                            format!("{name}/")
+                        } else {
+                            name
+                        }
+                    })
+                    .collect();
+                names.sort();
+                done(names.join("\n"))
+            }
+            Action::ReadFile { path } => {
+                let file = self.resolve(path)?;
+                done(std::fs::read_to_string(&file).map_err(|e| format!("{path}: {e}"))?)
+            }
+            Action::WriteFile { path, content } => {
+                let file = self.resolve(path)?;
+                if let Some(parent) = file.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| format!("{path}: {e}"))?;
+                }
+                std::fs::write(&file, content).map_err(|e| format!("{path}: {e}"))?;
+                done(format!("Wrote {path} ({} bytes).", content.len()))
+            }
+            Action::ExecuteR { code } => {
+                let run = self
+                    .workspace
+                    .run_code(&self.sandbox, &format!("step_{step:03}"), code)
+                    .map_err(|e| e.to_string())?;
+                done(run.observation(usize::MAX))
+            }
+            Action::ExecuteRScript { path } => {
+                self.resolve(path)?;
+                let run = self.workspace.run_script(&self.sandbox, path).map_err(|e| e.to_string())?;
+                done(run.observation(usize::MAX))
+            }
+            Action::ListTables => {
+                let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
+                let tables = db.tables().map_err(|e| e.to_string())?;
+                done(tables.iter().map(|t| t.qualified_name()).collect::<Vec<_>>().join("\n"))
+            }
+            Action::DescribeTable { table } => {
+                let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
+                let info = db.describe(table).map_err(|e| e.to_string())?;
+                done(serde_json::to_string_pretty(&info).unwrap_or_default())
+            }
+            Action::RunSql { sql, save_as } => self.run_sql(sql, save_as.as_deref()).map(|t| (t, false)),
+            Action::Statistics { tool, params } => {
+                let text = statistics(&self.workspace, *tool, params, |p| self.resolve(p))?;
+                done(text)
+            }
+            Action::SubmitAnswers { answers } => {
+                let present = self.audit_file_present();
+                match self.sheet.submit(step, present, answers) {
+                    Ok(report) => {
+                        let finished = self.sheet.is_complete();
+                        Ok((report.to_string(), finished))
+                    }
+                    Err(refused) => Err(refused.to_string()),
+                }
+            }
+            Action::FinishTask => Ok(("The task is finished.".into(), true)),
+        }
+    }
+
+    /// A path of the workspace: relative, without `..`, and (once it
+    /// exists) not leading outside through a link.
+    fn resolve(&self, relative: &str) -> Result<PathBuf, String> {
+        let path = Path::new(relative);
+        if path.is_absolute() || path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(format!("{relative}: use a path inside the workspace, relative to it, without .."));
+        }
+        let full = self.workspace.root().join(path);
+        if let Ok(real) = full.canonicalize() {
+            if !real.starts_with(self.workspace.root()) {
+                return Err(format!("{relative}: leads outside the workspace"));
+            }
+        }
+        Ok(full)
+    }
+
+    fn run_sql(&mut self, sql: &str, save_as: Option<&str>) -> Result<String, String> {
+        let target = save_as.map(|name| self.resolve(name)).transpose()?;
+        let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
+        let result = db.query(sql).map_err(|e| e.to_string())?;
+        let mut text =
+            format!("{} rows{}\n", result.rows.len(), if result.truncated { " (cut at the row limit)" } else { "" });
+        let cell = |v: &DbValue| if matches!(v, DbValue::Null) { String::new() } else { v.to_text() };
+        text.push_str(&result.columns.join(","));
+        text.push('\n');
+        for row in result.rows.iter().take(20) {
+            text.push_str(&row.iter().map(cell).collect::<Vec<_>>().join(","));
+            text.push('\n');
+        }
+        if result.rows.len() > 20 {
+            text.push_str(&format!("... {} more rows\n", result.rows.len() - 20));
+        }
+        if let (Some(path), Some(name)) = (target, save_as) {
+            let mut w = csv::Writer::from_path(&path).map_err(|e| format!("{name}: {e}"))?;
+            w.write_record(&result.columns).map_err(|e| e.to_string())?;
+            for row in &result.rows {
+                w.write_record(row.iter().map(cell)).map_err(|e| e.to_string())?;
+            }
+            w.flush().map_err(|e| e.to_string())?;
+            text.push_str(&format!("Saved all {} rows to {name}.", result.rows.len()));
+        }
+        Ok(text)
+    }
+}
+
+/// Numeric columns of a workspace CSV, rows with a missing or non-numeric
+/// value in any of them dropped.
+fn read_columns(path: &Path, names: &[String]) -> Result<(Vec<Vec<f64>>, usize), String> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| e.to_string())?;
+    let headers = reader.headers().map_err(|e| e.to_string())?.clone();
+    let idx: Vec<usize> = names
+        .iter()
+        .map(|n| {
+            headers
+                .iter()
+                .position(|h| h == n)
+                .ok_or(format!("no column {n:?}; the columns are {}", headers.iter().collect::<Vec<_>>().join(", ")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut cols = vec![Vec::new(); names.len()];
+    let mut dropped = 0;
+    for record in reader.records() {
+        let record = record.map_err(|e| e.to_string())?;
+        let values: Option<Vec<f64>> = idx
+            .iter()
+            .map(|&i| record.get(i).and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite()))
+            .collect();
+        match values {
+            Some(v) => v.into_iter().zip(cols.iter_mut()).for_each(|(x, c)| c.push(x)),
+            None => dropped += 1,
+        }
+    }
+    Ok((cols, dropped))
+}
+
+fn names(params: &Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match params.get(key) {
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) => {
+            a.iter().map(|v| v.as_str().map(str::to_string).ok_or(format!("{key} must list column names"))).collect()
+        }
+        _ => Err(format!("the parameter {key:?} is missing")),
+    }
+}
+
+fn name(params: &Map<String, Value>, key: &str) -> Result<String, String> {
+    params.get(key).and_then(Value::as_str).map(str::to_string).ok_or(format!("the parameter {key:?} is missing"))
+}
+
+fn statistics(
+    _workspace: &Workspace,
+    tool: StatsTool,
+    params: &Map<String, Value>,
+    resolve: impl Fn(&str) -> Result<PathBuf, String>,
+) -> Result<String, String> {
+    let file = name(params, "file")?;
+    let path = resolve(&file)?;
+    let err = |e: evident_stats::StatsError| e.to_string();
+    let dropped_note =
+        |d: usize| if d > 0 { format!(" ({d} rows with a missing value dropped)") } else { String::new() };
+    match tool {
+        StatsTool::Describe => {
+            let cols = names(params, "columns")?;
+            let mut out = String::new();
+            for c in &cols {
+                let (v, dropped) = read_columns(&path, std::slice::from_ref(c))?;
+                let s = evident_stats::describe::summarize(&v[0]).map_err(err)?;
+                out.push_str(&format!(
+                    "{c}: n {} (missing {dropped}), mean {:.4}, sd {:.4}, median {:.4}, q1 {:.4}, q3 {:.4}, min {:.4}, max {:.4}\n",
+                    s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max
+                ));
+            }
+            Ok(out)
+        }
+        StatsTool::LogisticRegression | StatsTool::CoxRegression => {
+            let predictors = names(params, "predictors")?;
+            let lead: Vec<String> = if tool == StatsTool::LogisticRegression {
+                vec![name(params, "outcome")?]
+            } else {
+                vec![name(params, "time")?, name(params, "event")?]
+            };
+            let all: Vec<String> = lead.iter().chain(&predictors).cloned().collect();
+            let (cols, dropped) = read_columns(&path, &all)?;
+            let x: Vec<Predictor> =
+                predictors.iter().zip(&cols[lead.len()..]).map(|(n, v)| Predictor { name: n, values: v }).collect();
+            let (coefficients, header, n) = if tool == StatsTool::LogisticRegression {
+                let fit = glm(&cols[0], &x, Family::Binomial, &GlmConfig { conf_level: 0.95, ..GlmConfig::default() })
+                    .map_err(err)?;
+                (fit.coefficients, "odds ratio", fit.n)
+            } else {
+                let fit = coxph(&cols[0], &cols[1], &x, None, Ties::Efron, 0.95).map_err(err)?;
+                (fit.coefficients, "hazard ratio (Efron ties)", fit.n)
+            };
+            let mut out = format!("n = {n}{}\nterm, {header}, 95% CI (Wald), p-value\n", dropped_note(dropped));
+            for c in coefficients.iter().filter(|c| c.term != "(Intercept)") {
+                let (lo, hi) = c.exp_conf();
+                out.push_str(&format!("{}, {:.6}, {:.6}-{:.6}, {:.6e}\n", c.term, c.exp_estimate(), lo, hi, c.p_value));
+            }
+            Ok(out)
+        }
+        StatsTool::KaplanMeierLogrank => {
+            let cols_wanted = vec![name(params, "time")?, name(params, "event")?, name(params, "group")?];
+            let (cols, dropped) = read_columns(&path, &cols_wanted)?;
+            let test = logrank(&cols[0], &cols[1], &cols[2], None).map_err(err)?;
+            let mut out =
+                format!("n = {}{}\ngroup, n, observed events, expected events\n", cols[0].len(), dropped_note(dropped));
+            for (i, g) in test.groups.iter().enumerate() {
+                let n = cols[2].iter().filter(|v| *v == g).count();
+                out.push_str(&format!("{g}, {n}, {}, {:.4}\n", test.observed[i], test.expected[i]));
+            }
+            out.push_str(&format!(
+                "log-rank chi-square {:.4} on {} df, p-value {:.6e}\n",
+                test.test.statistic, test.test.df, test.test.p_value
+            ));
+            Ok(out)
+        }
+        StatsTool::RocAuc => {
+            let (cols, dropped) = read_columns(&path, &[name(params, "outcome")?, name(params, "predictor")?])?;
+            let auc = evident_stats::roc::auc_delong(&cols[0], &cols[1], 0.95).map_err(err)?;
+            Ok(format!(
+                "AUC {:.6} (95% CI DeLong {:.6}-{:.6}); {} cases, {} controls; higher values {} cases{}\n",
+                auc.auc,
+                auc.conf_low,
+                auc.conf_high,
+                auc.n_cases,
+                auc.n_controls,
+                if auc.cases_higher { "indicate" } else { "do not indicate" },
+                dropped_note(dropped)
+            ))
+        }
+        StatsTool::FisherTest => {
+            let (cols, dropped) = read_columns(&path, &[name(params, "row")?, name(params, "column")?])?;
+            let count =
+                |r: f64, c: f64| cols[0].iter().zip(&cols[1]).filter(|(a, b)| **a == r && **b == c).count() as u64;
+            let (a, b, c, d) = (count(1.0, 1.0), count(1.0, 0.0), count(0.0, 1.0), count(0.0, 0.0));
+            let f = evident_stats::htest::fisher_test(a, b, c, d, 0.95).map_err(err)?;
+            Ok(format!(
+                "table [[{a}, {b}], [{c}, {d}]] (row 1/0 by column 1/0); p-value {:.6e}; odds ratio {:.6} (95% CI {:.6}-{:.6}){}\n",
+                f.p_value,
+                f.odds_ratio,
+                f.conf_low,
+                f.conf_high,
+                dropped_note(dropped)
+            ))
+        }
+    }
+}

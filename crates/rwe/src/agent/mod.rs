@@ -1,0 +1,387 @@
+//! The study agent: RWEAgent as RWE-bench describes it (Appendix E.2,
+//! Figure 17), in two named modes. `Strategy::R` is the paper's: the agent
+//! reaches the database only through R (no table-lookup actions) and
+//! answers in Figure 17's format (Reflection, Research Plan and Status,
+//! Fact Check, Thought, Action) with the paper's settings: memory
+//! compression past 32,768 tokens with Figure 18's prompt, summarising from
+//! the first input to the penultimate output; observations cut at 10,000
+//! characters; temperature 0.6; 100 steps; 20 minutes per step (the R
+//! sandbox's wall time); 2 hours per task; termination after more than 5
+//! invalid outputs in one turn. `Strategy::Typed` (Evident's) adds SQL and
+//! typed statistics actions for models that cannot write R.
+//!
+//! Every step is appended to `steps.jsonl` in the run folder as soon as it
+//! is done (the answer sheet after it included), so a killed run started
+//! again replays the stored steps into its history and goes on from the
+//! next step without repeating one.
+
+pub mod actions;
+pub mod env;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use evident_llm::prompts::Prompts;
+use evident_llm::{ChatModel, ChatRequest, LlmError, Message, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::sheet::{RecordedAnswer, VisibleItem};
+use crate::task::Task;
+use actions::{parse_action, tools_desc};
+use env::StudyEnv;
+
+/// The templates of the agent, with the model layer's repair prompt.
+pub const AGENT_PROMPTS: &[(&str, &str)] = &[
+    ("rwe_agent_system.prompt.md", include_str!("../../prompts/rwe_agent_system.prompt.md")),
+    ("rwe_agent_task.prompt.md", include_str!("../../prompts/rwe_agent_task.prompt.md")),
+    ("rwe_memory_system.prompt.md", include_str!("../../prompts/rwe_memory_system.prompt.md")),
+];
+
+/// All templates of this crate (agent and cohort judge) and of `evident_llm`.
+pub fn study_prompts(override_dir: Option<&Path>) -> Prompts {
+    let mut all: Vec<(&'static str, &'static str)> = AGENT_PROMPTS.to_vec();
+    all.extend_from_slice(crate::audit::RWE_PROMPTS);
+    all.extend_from_slice(evident_llm::prompts::BUILTIN_PROMPTS);
+    Prompts::new(&all, override_dir)
+}
+
+/// Which actions the agent has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// RWEAgent as in the paper: R only.
+    R,
+    /// Evident's: R plus SQL and typed statistics actions.
+    Typed,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::R => "r",
+            Strategy::Typed => "typed",
+        }
+    }
+}
+
+/// The agent's budgets and sampling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub strategy: Strategy,
+    pub max_steps: u32,
+    /// A turn ends the run when it gets more than this many invalid outputs.
+    pub max_invalid_per_turn: u32,
+    pub max_memory_tokens: usize,
+    pub temperature: f32,
+    pub max_response_tokens: u32,
+    pub task_time: Duration,
+    pub seed: Option<u64>,
+}
+
+impl AgentConfig {
+    /// RWE-bench's settings (section 3.1, Appendix E, G.1).
+    pub fn paper(strategy: Strategy) -> AgentConfig {
+        AgentConfig {
+            strategy,
+            max_steps: 100,
+            max_invalid_per_turn: 5,
+            max_memory_tokens: 32_768,
+            temperature: 0.6,
+            max_response_tokens: 4096,
+            task_time: Duration::from_secs(2 * 3600),
+            seed: None,
+        }
+    }
+}
+
+/// One stored step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub step: u32,
+    /// The model's valid answer (or its last invalid one when the turn ended the run).
+    pub output: String,
+    pub action: String,
+    pub observation: String,
+    /// The answer sheet after the step.
+    pub answers: BTreeMap<String, RecordedAnswer>,
+    /// The memory summary that replaced the history before this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    pub invalid_outputs: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub elapsed_ms: u64,
+    /// The run ended with this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination: Option<Termination>,
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Termination {
+    /// The agent called finish_task.
+    Finished,
+    /// Every visible question is answered.
+    Completed,
+    StepBudget,
+    TimeLimit,
+    /// More than the allowed invalid outputs in one turn.
+    InvalidOutputs,
+}
+
+/// The steps file of a run: one JSON record per line, appended and synced
+/// after each step.
+#[derive(Debug, Clone)]
+pub struct StepStore {
+    path: PathBuf,
+}
+
+impl StepStore {
+    pub fn new(run_dir: &Path) -> StepStore {
+        StepStore { path: run_dir.join("steps.jsonl") }
+    }
+
+    /// The stored steps; a last line cut by a kill is ignored.
+    pub fn load(&self) -> std::io::Result<Vec<StepRecord>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut steps = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<StepRecord>(line) {
+                Ok(r) => steps.push(r),
+                Err(_) => break,
+            }
+        }
+        Ok(steps)
+    }
+
+    pub fn append(&self, record: &StepRecord) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(record).map_err(std::io::Error::other)?;
+        line.push('\n');
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+        f.write_all(line.as_bytes())?;
+        f.sync_data()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("model call failed: {0}")]
+    Model(#[from] LlmError),
+    #[error("the run's steps file: {0}")]
+    Store(#[from] std::io::Error),
+    #[error("prompt: {0}")]
+    Prompt(String),
+}
+
+/// A finished (or resumed-and-finished) run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentRun {
+    pub steps: Vec<StepRecord>,
+    pub termination: Termination,
+    /// Steps read back from an earlier process rather than run now.
+    pub resumed_steps: usize,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// The first user message: the protocol, the workspace and the questions
+/// visible at the start.
+pub fn task_message(
+    prompts: &Prompts,
+    task: &Task,
+    visible: &[VisibleItem],
+    files: &[String],
+) -> Result<String, AgentError> {
+    let questions: Vec<serde_json::Value> =
+        visible.iter().map(|v| serde_json::to_value(v).unwrap_or_default()).collect();
+    prompts
+        .render(
+            "rwe_agent_task.prompt.md",
+            json!({
+                "title": task.title,
+                "background": task.protocol.background.trim(),
+                "methods": task.protocol.methods.trim(),
+                "files": files.join(", "),
+                "questions": questions,
+            }),
+        )
+        .map_err(|e| AgentError::Prompt(e.to_string()))
+}
+
+fn estimate_tokens(messages: &[Message]) -> usize {
+    messages.iter().map(|m| m.content.chars().count()).sum::<usize>() / 4
+}
+
+/// Replaces the history from the first input to the penultimate agent
+/// output with the memory summary (Appendix E.2); the last exchange stays.
+fn compress(messages: &mut Vec<Message>, summary: &str) {
+    // Layout: system, first input, then (agent output, observation) pairs.
+    let n = messages.len();
+    if n < 6 {
+        return;
+    }
+    let last_output = n - 2;
+    let penultimate_observation = &messages[last_output - 1].content;
+    let memory = Message::user(format!(
+        "Memory of your work so far (a summary of the earlier history):\n{summary}\n\n{penultimate_observation}"
+    ));
+    let tail: Vec<Message> = messages[last_output..].to_vec();
+    messages.truncate(1);
+    messages.push(memory);
+    messages.extend(tail);
+}
+
+/// The memory model's summary of everything but the system prompt and the
+/// last exchange.
+fn summarise(
+    memory_model: &dyn ChatModel,
+    prompts: &Prompts,
+    messages: &[Message],
+) -> Result<(String, u64, u64), AgentError> {
+    let system =
+        prompts.render("rwe_memory_system.prompt.md", json!({})).map_err(|e| AgentError::Prompt(e.to_string()))?;
+    let history: Vec<String> = messages[1..messages.len() - 2]
+        .iter()
+        .map(|m| match m.role {
+            Role::Assistant => format!("Scientist:\n{}", m.content),
+            _ => format!("Environment:\n{}", m.content),
+        })
+        .collect();
+    let request =
+        ChatRequest::new(vec![Message::system(system), Message::user(history.join("\n\n"))]).with_max_tokens(2048);
+    let response = memory_model.chat(&request)?;
+    Ok((response.text, u64::from(response.prompt_tokens), u64::from(response.completion_tokens)))
+}
+
+/// Runs (or resumes) the agent on `env` until it finishes or a budget ends it.
+pub fn run_agent(
+    model: &dyn ChatModel,
+    memory_model: &dyn ChatModel,
+    env: &mut StudyEnv,
+    prompts: &Prompts,
+    config: &AgentConfig,
+    store: &StepStore,
+    auxiliary_files: &[String],
+) -> Result<AgentRun, AgentError> {
+    let system = prompts
+        .render("rwe_agent_system.prompt.md", json!({"tools_desc": tools_desc(config.strategy)}))
+        .map_err(|e| AgentError::Prompt(e.to_string()))?;
+    let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
+    let mut messages = vec![Message::system(system), Message::user(first)];
+
+    // Replay what an earlier process stored.
+    let mut steps = store.load()?;
+    let resumed_steps = steps.len();
+    for r in &steps {
+        if let Some(summary) = &r.memory {
+            compress(&mut messages, summary);
+        }
+        messages.push(Message::assistant(r.output.clone()));
+        messages.push(Message::user(format!("Observation: {}", r.observation)));
+    }
+    if let Some(last) = steps.last() {
+        env.sheet = env.sheet.with_answers(last.answers.clone());
+    }
+    let totals = |steps: &[StepRecord]| {
+        (steps.iter().map(|s| s.prompt_tokens).sum(), steps.iter().map(|s| s.completion_tokens).sum())
+    };
+    if let Some(termination) = steps.last().and_then(|s| s.termination) {
+        let (p, c) = totals(&steps);
+        return Ok(AgentRun { steps, termination, resumed_steps, prompt_tokens: p, completion_tokens: c });
+    }
+    let earlier_ms: u64 = steps.iter().map(|s| s.elapsed_ms).sum();
+    let started = Instant::now();
+
+    let termination = loop {
+        let step = steps.len() as u32 + 1;
+        if step > config.max_steps {
+            break Termination::StepBudget;
+        }
+        if Duration::from_millis(earlier_ms) + started.elapsed() >= config.task_time {
+            break Termination::TimeLimit;
+        }
+        let step_start = Instant::now();
+        let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
+        let mut memory = None;
+        if estimate_tokens(&messages) > config.max_memory_tokens && messages.len() >= 6 {
+            let (summary, p, c) = summarise(memory_model, prompts, &messages)?;
+            prompt_tokens += p;
+            completion_tokens += c;
+            compress(&mut messages, &summary);
+            memory = Some(summary);
+        }
+        // One turn: ask until a valid action, at most max_invalid + 1 times.
+        let mut turn = messages.clone();
+        let mut invalid = 0u32;
+        let parsed = loop {
+            let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.max_response_tokens);
+            request.temperature = config.temperature;
+            request.seed = config.seed;
+            let response = model.chat(&request)?;
+            prompt_tokens += u64::from(response.prompt_tokens);
+            completion_tokens += u64::from(response.completion_tokens);
+            match parse_action(&response.text, config.strategy) {
+                Ok(action) => break Ok((response.text, action)),
+                Err(problem) => {
+                    invalid += 1;
+                    if invalid > config.max_invalid_per_turn {
+                        break Err((response.text, problem));
+                    }
+                    turn.push(Message::assistant(response.text));
+                    turn.push(Message::user(format!(
+                        "Invalid response: {problem}. Respond in the required format, ending with Action: and one JSON action."
+                    )));
+                }
+            }
+        };
+        let (output, action_name, observation, termination) = match parsed {
+            Ok((output, action)) => {
+                let obs = env.execute(step, &action);
+                let termination = if matches!(action, actions::Action::FinishTask) {
+                    Some(Termination::Finished)
+                } else if obs.finished {
+                    Some(Termination::Completed)
+                } else {
+                    None
+                };
+                (output, action.name().to_string(), obs.text, termination)
+            }
+            Err((output, problem)) => (
+                output,
+                "(invalid output)".to_string(),
+                format!("Invalid response: {problem}"),
+                Some(Termination::InvalidOutputs),
+            ),
+        };
+        let record = StepRecord {
+            step,
+            output,
+            action: action_name,
+            observation,
+            answers: env.sheet.answers().clone(),
+            memory,
+            invalid_outputs: invalid,
+            prompt_tokens,
+            completion_tokens,
+            elapsed_ms: step_start.elapsed().as_millis() as u64,
+            termination,
+        };
+        store.append(&record)?;
+        messages.push(Message::assistant(record.output.clone()));
+        messages.push(Message::user(format!("Observation: {}", record.observation)));
+        steps.push(record);
+        if let Some(t) = termination {
+            break t;
+        }
+    };
+    let (p, c) = totals(&steps);
+    Ok(AgentRun { steps, termination, resumed_steps, prompt_tokens: p, completion_tokens: c })
+}
