@@ -52,6 +52,8 @@ pub enum AppError {
     #[error(transparent)]
     Stats(#[from] crate::stats::StatsJobError),
     #[error(transparent)]
+    Chart(#[from] evident_chart::ChartError),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
 
@@ -65,6 +67,7 @@ impl AppError {
             AppError::Interrupted { cause, .. } => cause.llm_error(),
             AppError::Match(MatchError::Llm { source, .. })
             | AppError::Batch(BatchError::Match(MatchError::Llm { source, .. })) => Some(source),
+            AppError::Chart(evident_chart::ChartError::Llm(e)) => Some(e),
             _ => None,
         }
     }

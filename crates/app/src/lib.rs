@@ -13,6 +13,7 @@
 //! - [`llm`]: ask a model, serve the local models, the model registry.
 //! - [`runs`]: what model runs cost, and their traces.
 //! - [`stats`]: one estimator on a CSV table.
+//! - [`chart`]: one question about one patient's record, answered with citations.
 //!
 //! Every model is built in [`models`]: the recorder, the cache and the
 //! privacy guard are applied there, whichever job asks. A new job (a chart
@@ -20,6 +21,7 @@
 //! type and a function over the [`Session`]; the front ends then only add
 //! argument parsing and printing.
 
+pub mod chart;
 mod config;
 mod error;
 pub mod evaluation;

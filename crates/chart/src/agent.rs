@@ -71,6 +71,9 @@ pub struct AgentConfig {
     pub max_plan_steps: usize,
     /// Tokens of context nodes after which retrieval ends.
     pub context_budget_tokens: usize,
+    /// The model's own context in tokens, when known (the embedded
+    /// model's `context_size`): no request is built larger than it.
+    pub model_context_tokens: Option<usize>,
     pub use_skills: bool,
     pub all_skills: bool,
     pub use_filters: bool,
@@ -85,8 +88,9 @@ impl Default for AgentConfig {
     fn default() -> Self {
         AgentConfig {
             max_rounds: 8,
-            max_plan_steps: 6,
+            max_plan_steps: 4,
             context_budget_tokens: 120_000,
+            model_context_tokens: None,
             use_skills: true,
             all_skills: false,
             use_filters: true,
@@ -106,6 +110,7 @@ impl AgentConfig {
     pub fn with_model_context(mut self, context_tokens: usize) -> Self {
         let reserve = 2_000.min(context_tokens / 2);
         self.context_budget_tokens = self.context_budget_tokens.min(context_tokens.saturating_sub(reserve));
+        self.model_context_tokens = Some(context_tokens);
         self
     }
 }
@@ -284,7 +289,13 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
 }
 
 fn string_list_schema() -> Value {
-    json!({"type": "array", "items": {"type": "string"}})
+    short_list_schema(6)
+}
+
+/// A list of at most `n` short strings (the embedded model otherwise
+/// writes until its token limit).
+fn short_list_schema(n: usize) -> Value {
+    json!({"type": "array", "items": {"type": "string", "maxLength": 120}, "maxItems": n})
 }
 
 /// Phase I.
@@ -296,17 +307,17 @@ pub(crate) fn assess(ctx: &Ctx<'_>) -> Result<Assessment, ChartError> {
         .collect();
     let ids: Vec<&str> = ctx.skills.selectable().map(|s| s.id.as_str()).collect();
     let schema = json!({"type": "object", "properties": {
-        "intent": {"type": "string"},
+        "intent": {"type": "string", "maxLength": 200},
         "hypotheses": string_list_schema(),
         "required_information": string_list_schema(),
         "missing_information": string_list_schema(),
         "complexity": {"type": "string", "enum": ["low", "medium", "high"]},
-        "skills": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 10}},
+        "skills": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 6}},
         "required": ["intent", "required_information", "missing_information", "complexity", "skills"],
         "additionalProperties": false});
     let user = ctx.render(
         "chart_assess.prompt.md",
-        json!({"question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient, "skills": selectable}),
+        json!({"question": ctx.question, "as_of": ctx.as_of(), "skills": selectable}),
     )?;
     let request = ctx.request(vec![Message::system(ctx.baseline()?), Message::user(user)], 384);
     let answer = chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)?;
@@ -351,7 +362,17 @@ fn agent_system(ctx: &Ctx<'_>, selection: &Selection) -> Result<String, ChartErr
             if !ctx.config.use_filters {
                 strip_filters(&mut schema);
             }
-            json!({"name": t.as_str(), "description": t.description(), "schema": schema["properties"].to_string()})
+            let args: Vec<String> = schema["properties"]
+                .as_object()
+                .map(|p| {
+                    let required: Vec<&str> = schema["required"]
+                        .as_array()
+                        .map(|r| r.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    p.keys().map(|k| if required.contains(&k.as_str()) { k.clone() } else { format!("{k}?") }).collect()
+                })
+                .unwrap_or_default();
+            json!({"name": t.as_str(), "description": t.description(), "schema": args.join(", ")})
         })
         .collect();
     let labs = ctx.view.available_lab_concepts()?;
@@ -361,6 +382,7 @@ fn agent_system(ctx: &Ctx<'_>, selection: &Selection) -> Result<String, ChartErr
             "baseline": ctx.baseline()?,
             "tools": tools,
             "kinds": DocKind::ALL.map(|k| k.as_str()).join(", "),
+            "calculators": crate::calculators::Calculator::ALL.map(|c| c.name()).join(", "),
             "labs": if labs.is_empty() { "none".to_string() } else { labs.join(", ") },
             "as_of": ctx.as_of(),
             "workflow": workflow_block(ctx, selection),
@@ -377,20 +399,64 @@ fn strip_filters(schema: &mut Value) {
     }
 }
 
+/// The arguments of any tool as one object with known, optional
+/// properties (each tool checks its own on the call). Known properties
+/// keep constrained decoding fast and the arguments short.
+fn arguments_schema() -> Value {
+    let text = |n: u32| json!({"type": "string", "maxLength": n});
+    json!({"type": "object", "properties": {
+        "query": text(80), "kind": text(30),
+        "scope": {"type": "string", "enum": ["all", "most_recent", "on_date", "range"]},
+        "date": text(10), "since": text(10), "until": text(10),
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
+        "concepts": {"type": "array", "items": text(40), "maxItems": 4},
+        "record": {"type": "string", "enum": ["medications", "conditions", "procedures"]},
+        "calculator": {"type": "string", "enum": crate::calculators::Calculator::ALL.map(|c| c.name())},
+        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}}},
+        "additionalProperties": false})
+}
+
+/// Only the arguments `tool` accepts (the shared argument schema allows
+/// every tool's); what was dropped is reported.
+fn arguments_for(tool: ToolName, args: &Value, adjustments: &mut Vec<String>) -> Value {
+    let schema = tool.schema();
+    let Some(accepted) = schema["properties"].as_object() else { return args.clone() };
+    let Some(given) = args.as_object() else { return args.clone() };
+    let mut kept = serde_json::Map::new();
+    for (k, v) in given {
+        if accepted.contains_key(k) {
+            kept.insert(k.clone(), v.clone());
+        } else {
+            adjustments.push(format!("argument {k} dropped ({} does not take it)", tool.as_str()));
+        }
+    }
+    Value::Object(kept)
+}
+
+/// The question's content words (stopwords and answer words out), shown
+/// to the planner as candidate search words.
+fn question_keywords(question: &str) -> String {
+    let cleaned: String = question.chars().map(|c| if c.is_alphanumeric() || c == '-' { c } else { ' ' }).collect();
+    let words = keyword_subset(&crate::tools::sanitise_query(&cleaned));
+    const QUESTION_WORDS: &[&str] =
+        &["currently", "receiving", "ever", "received", "does", "do", "how", "many", "who", "whether"];
+    words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
+}
+
 fn plan_schema(ctx: &Ctx<'_>) -> Value {
     let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
     json!({"type": "object", "properties": {
         "steps": {"type": "array", "minItems": 1, "maxItems": ctx.config.max_plan_steps, "items": {
             "type": "object", "properties": {
                 "step": {"type": "integer", "minimum": 1},
-                "objective": {"type": "string", "minLength": 1},
+                "objective": {"type": "string", "minLength": 1, "maxLength": 120},
                 "tool": {"type": "string", "enum": tools},
-                "arguments": {"type": "object"},
-                "evidence_requirements": string_list_schema(),
-                "stop_rule": {"type": "string"}},
+                "arguments": arguments_schema(),
+                "evidence_requirements": short_list_schema(3),
+                "stop_rule": {"type": "string", "maxLength": 120}},
             "required": ["step", "objective", "tool", "arguments", "evidence_requirements", "stop_rule"],
             "additionalProperties": false}},
-        "stop_conditions": string_list_schema()},
+        "stop_conditions": short_list_schema(3)},
         "required": ["steps", "stop_conditions"], "additionalProperties": false})
 }
 
@@ -405,7 +471,7 @@ pub(crate) fn plan(
         "missing": assessment.missing_information, "complexity": assessment.complexity});
     let user = ctx.render(
         "chart_plan.prompt.md",
-        json!({"question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient,
+        json!({"question": ctx.question, "as_of": ctx.as_of(), "keywords": question_keywords(ctx.question),
                "assessment": summary.to_string(), "max_steps": ctx.config.max_plan_steps}),
     )?;
     let messages = vec![Message::system(system), Message::user(user)];
@@ -442,9 +508,9 @@ fn action_schema(ctx: &Ctx<'_>) -> Value {
     json!({"type": "object", "properties": {
         "action": {"type": "string", "enum": actions},
         "tool": {"type": "string", "enum": tools},
-        "arguments": {"type": "object"},
-        "still_missing": string_list_schema(),
-        "reason": {"type": "string"}},
+        "arguments": arguments_schema(),
+        "still_missing": short_list_schema(4),
+        "reason": {"type": "string", "maxLength": 160}},
         "required": ["action", "reason"], "additionalProperties": false})
 }
 
@@ -539,6 +605,14 @@ pub(crate) fn execute(
             trace.stopped_because =
                 format!("the context budget ({} of {} tokens)", state.tokens, ctx.config.context_budget_tokens);
             break;
+        }
+        // The next exchange (prompt and answer) must fit the model's context.
+        if let Some(limit) = ctx.config.model_context_tokens {
+            let used = estimate_tokens(&conversation) + 500;
+            if used > limit {
+                trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
+                break;
+            }
         }
         let step = if ctx.config.use_plan { plan.steps.get(step_index) } else { None };
         let shown_memory = if ctx.config.use_memory { serde_json::to_string(&memory)? } else { "(not kept)".into() };
@@ -689,6 +763,7 @@ pub(crate) fn execute(
                         None => json!({}),
                     },
                 };
+                args = arguments_for(tool, &args, &mut adjustments);
                 if !ctx.config.use_filters {
                     if let Some(o) = args.as_object_mut() {
                         for key in ["kind", "scope", "date", "since", "until"] {
@@ -782,6 +857,23 @@ pub(crate) fn execute(
     Ok(state.nodes)
 }
 
+/// A conservative token estimate for messages (3.5 characters a token, for
+/// clinical text and JSON, plus the chat template's few tokens each).
+pub(crate) fn estimate_tokens(messages: &[Message]) -> usize {
+    messages.iter().map(|m| (m.content.len() * 2).div_ceil(7) + 8).sum()
+}
+
+/// The tokens left for context items in a prompt whose fixed parts are
+/// `fixed`, leaving room for an answer of `answer_tokens`.
+pub(crate) fn node_budget(config: &AgentConfig, fixed: &[Message], answer_tokens: usize) -> usize {
+    match config.model_context_tokens {
+        Some(limit) => {
+            config.context_budget_tokens.min(limit.saturating_sub(estimate_tokens(fixed) + answer_tokens + 100))
+        }
+        None => config.context_budget_tokens,
+    }
+}
+
 /// The paper's broadening: after one empty result k doubles (cap 30),
 /// after two the query is cut to its keywords, after three the temporal
 /// scope goes.
@@ -858,7 +950,7 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
     let mut kept = Vec::new();
     let mut shown = Vec::new();
     for n in unique {
-        let t = n.tokens();
+        let t = (n.text().len() + n.header().len()).div_ceil(3) + 6;
         if used + t > budget_tokens && !kept.is_empty() {
             break;
         }
@@ -932,9 +1024,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     };
     trace.plan = Some(plan.clone());
     let nodes = execute(ctx, &plan, &assessment, conversation, &mut trace)?;
-    let (nodes, shown) = number_nodes(&nodes, ctx.config.context_budget_tokens);
-    let resolution = resolve(&nodes);
-    trace.policy = Some(resolution.clone());
+    let style = style_block(ctx, &assessment.selection);
     let plan_summary = trace
         .rounds
         .iter()
@@ -949,17 +1039,26 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let user = ctx.render(
-        "chart_synthesis.prompt.md",
-        json!({
-            "question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient,
-            "plan_summary": plan_summary,
-            "requirements": assessment.required_information.join("; "),
-            "nodes": shown,
-            "policy": {"decision": resolution.decision, "selected": format!("{:?}", resolution.selected), "note": resolution.note},
-            "style": style_block(ctx, &assessment.selection),
-        }),
-    )?;
+    let render = |shown: &[ShownNode], resolution: Option<&Resolution>| {
+        ctx.render(
+            "chart_synthesis.prompt.md",
+            json!({
+                "question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient,
+                "plan_summary": plan_summary,
+                "requirements": assessment.required_information.join("; "),
+                "nodes": shown,
+                "policy": resolution.map(|r| json!({"decision": r.decision, "selected": format!("{:?}", r.selected), "note": r.note})),
+                "style": style,
+            }),
+        )
+    };
+    // The prompt without context items (and room for the policy line)
+    // decides how many items fit the model's context.
+    let fixed = vec![Message::system(ctx.baseline()?), Message::user(render(&[], None)? + &" ".repeat(300))];
+    let (nodes, shown) = number_nodes(&nodes, node_budget(ctx.config, &fixed, 512));
+    let resolution = resolve(&nodes);
+    trace.policy = Some(resolution.clone());
+    let user = render(&shown, Some(&resolution))?;
     let outcome = synthesise(ctx, ctx.baseline()?, user, 512, &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }

@@ -362,15 +362,19 @@ fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let mut nodes = ctx.view.everything()?;
     nodes.sort_by_key(|n| std::cmp::Reverse(n.date()));
     let total = nodes.len();
-    let (nodes, shown) = agent::number_nodes(&nodes, ctx.config.context_budget_tokens);
+    let render = |shown: &[agent::ShownNode]| {
+        ctx.prompts.render(
+            "chart_synthesis.prompt.md",
+            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+        )
+    };
+    let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
+    let fixed = vec![Message::system(system.clone()), Message::user(render(&[])?)];
+    let (nodes, shown) = agent::number_nodes(&nodes, agent::node_budget(ctx.config, &fixed, 512));
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
-    let user = ctx.prompts.render(
-        "chart_synthesis.prompt.md",
-        json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
-    )?;
-    let outcome =
-        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &mut trace)?;
+    let user = render(&shown)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }
 

@@ -61,6 +61,8 @@ pub enum Command {
     Kb(commands::kb::Args),
     /// Ask a question about one patient's whole record; the answer cites stored text.
     Ask(commands::ask::Args),
+    /// Ask a question about one patient's whole record; the answer cites stored text.
+    Ask(commands::ask::Args),
     /// Trial criteria: split pasted eligibility text into a criteria set.
     Criteria(commands::criteria::Args),
 }

@@ -5,6 +5,7 @@
 
 pub mod criteria;
 pub mod ask;
+pub mod ask;
 pub mod embed;
 pub mod eval;
 pub mod ingest;
@@ -41,6 +42,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Kb(args) => kb::run(&ctx, args),
         Command::Match(args) => match_trials::run(&ctx, args),
         Command::Eval(args) => eval::run(&ctx, args),
+        Command::Ask(args) => ask::run(&ctx, args),
         Command::Ask(args) => ask::run(&ctx, args),
         Command::Criteria(args) => criteria::run(&ctx, args),
     }

@@ -1,0 +1,212 @@
+//! The chart job: one question about one patient's whole record, answered
+//! in the two-line format with citations that resolve to stored text
+//! (`evident_chart`). The reference date defaults to the date of the
+//! patient's last document; nothing dated after it is seen. Every model
+//! call is recorded under a model run of its own; with an output folder
+//! the answer's JSON is written there whole (written to a temporary file,
+//! then renamed).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use chrono::{NaiveDate, NaiveDateTime};
+use evident_chart::{AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
+use evident_llm::StructuredModel;
+use serde::Serialize;
+
+use crate::error::{input_error, AppError, Result};
+use crate::models::ModelChoice;
+use crate::session::{lock, Session};
+
+/// One question.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    pub patient_id: String,
+    pub question: String,
+    /// The reference date, YYYY-MM-DD (default: the last document's date).
+    pub as_of: Option<String>,
+    /// agent, an ablation (agent-no-skills, ...), baseline or full-context.
+    pub method: String,
+    /// A folder of skill files added to the built-in library.
+    pub skills_dir: Option<PathBuf>,
+    pub model: ModelChoice,
+    pub use_cache: bool,
+    /// Where to write `answer.json`.
+    pub out_dir: Option<PathBuf>,
+}
+
+/// The answer and where it was written.
+#[derive(Debug, Serialize)]
+pub struct AskResult {
+    /// The model run that holds every call.
+    pub run: String,
+    #[serde(flatten)]
+    pub answer: ChartAnswer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<PathBuf>,
+}
+
+/// The comparators the issue names that this version does not run yet.
+const NOT_YET: &[&str] = &["simple-rag", "advanced-rag", "iterative-rag"];
+
+fn parse_method(text: &str) -> Result<Method> {
+    if let Some(m) = Method::parse(text) {
+        return Ok(m);
+    }
+    let known = Method::ALL.map(|m| m.as_str()).join(", ");
+    if NOT_YET.contains(&text) {
+        input_error!("method {text:?} is not implemented yet; use one of {known}");
+    }
+    input_error!("method {text:?} is unknown; use one of {known}")
+}
+
+fn parse_as_of(text: &str) -> Result<NaiveDateTime> {
+    match NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
+        Ok(d) => Ok(d.and_hms_opt(23, 59, 59).expect("a valid time of day")),
+        Err(_) => input_error!("reference date {text:?} is not a date; write it as YYYY-MM-DD"),
+    }
+}
+
+/// Answers the question.
+pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
+    if request.question.trim().is_empty() {
+        input_error!("the question is empty; ask something about the patient's record");
+    }
+    let method = parse_method(&request.method)?;
+    let skills = match &request.skills_dir {
+        Some(dir) => SkillLibrary::with_user_dir(dir),
+        None => SkillLibrary::builtin(),
+    }
+    .map_err(|e| AppError::Input(format!("skill file {e}")))?;
+    let explicit_as_of = request.as_of.as_deref().map(parse_as_of).transpose()?;
+    let store = session.store()?;
+    let (as_of, patient) = {
+        let guard = lock(&store);
+        let Some(patient) = guard.patient(&request.patient_id)? else {
+            return Err(session.unknown_patient(&request.patient_id));
+        };
+        let as_of = match explicit_as_of {
+            Some(t) => t,
+            None => {
+                let last = guard.documents(&request.patient_id)?.iter().filter_map(|d| d.date).max();
+                match last {
+                    Some(t) => t.date().and_hms_opt(23, 59, 59).expect("a valid time of day"),
+                    None => input_error!(
+                        "patient {} has no dated document, so there is no default reference date; give one",
+                        request.patient_id
+                    ),
+                }
+            }
+        };
+        (as_of, patient)
+    };
+    let mut description = Vec::new();
+    if let Some(sex) = &patient.sex {
+        description.push(sex.clone());
+    }
+    if let Some(birth) = patient.birth_date {
+        if let Some(age) = as_of.date().years_since(birth) {
+            description.push(format!("{age} years old on the reference date"));
+        }
+    }
+    let mut config = AgentConfig::default();
+    if request.model.endpoint.is_none() {
+        config = config.with_model_context(session.config().llm.context_size as usize);
+    }
+    let prompts = evident_chart::prompts(session.config().llm.prompts_dir.as_deref());
+    let run_id = session.begin_model_run(&format!("chart ask {} {}", method.as_str(), request.patient_id))?;
+    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let view = RecordView::new(&store, request.patient_id.clone(), as_of);
+    let question = Question {
+        text: request.question.trim(),
+        method,
+        skills: &skills,
+        config: &config,
+        patient: if description.is_empty() { "unknown".into() } else { description.join(", ") },
+    };
+    let answered = evident_chart::ask(StructuredModel::recorded(&model), &prompts, &view, &question);
+    session.finish_model_run(&run_id)?;
+    let answer = answered?;
+    let mut result = AskResult { run: run_id, answer, written: None };
+    if let Some(dir) = &request.out_dir {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::file(dir, e))?;
+        let path = dir.join("answer.json");
+        let partial = dir.join("answer.json.partial");
+        std::fs::write(&partial, serde_json::to_vec_pretty(&result)?).map_err(|e| AppError::file(&partial, e))?;
+        std::fs::rename(&partial, &path).map_err(|e| AppError::file(&path, e))?;
+        result.written = Some(path);
+    }
+    Ok(result)
+}
+
+fn describe(source: &CitedSource) -> String {
+    match source {
+        CitedSource::Text { document_id, section_id, sentence_ids, start, end, text, date } => {
+            let short: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(240).collect();
+            format!(
+                "{document_id} ({}){} sentences {:?} bytes {start}..{end}: \"{short}\"",
+                date.as_deref().unwrap_or("undated"),
+                section_id.map(|s| format!(" section {s}")).unwrap_or_default(),
+                sentence_ids
+            )
+        }
+        CitedSource::Lab { name, value, unit, time, source_id, .. } => {
+            format!(
+                "lab {name} = {value}{} on {time} ({source_id})",
+                unit.as_ref().map(|u| format!(" {u}")).unwrap_or_default()
+            )
+        }
+        CitedSource::Calculation { calculator, output, used } => {
+            let inputs: Vec<String> = used.iter().map(describe).collect();
+            format!("{calculator} -> {output}; from {}", inputs.join("; "))
+        }
+    }
+}
+
+impl fmt::Display for AskResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = &self.answer;
+        match (&a.answer, &a.reasoning) {
+            (Some(answer), Some(reasoning)) => {
+                writeln!(f, "Answer: {answer}")?;
+                writeln!(f, "Reasoning: {reasoning}")?;
+            }
+            _ => {
+                writeln!(
+                    f,
+                    "No valid answer (pipeline failure): {}",
+                    a.failure.clone().unwrap_or_default().join("; ")
+                )?;
+            }
+        }
+        if !a.citations.is_empty() {
+            writeln!(f)?;
+        }
+        for c in &a.citations {
+            match &c.source {
+                Some(s) => writeln!(f, "[{}] {}", c.number, describe(s))?,
+                None => writeln!(f, "[{}] UNSUPPORTED: no context item has this number", c.number)?,
+            }
+        }
+        if !a.retrieved_not_cited.is_empty() {
+            let ids: Vec<&str> = a.retrieved_not_cited.iter().map(|d| d.document_id.as_str()).collect();
+            writeln!(f, "\nRetrieved, not cited: {}", ids.join(", "))?;
+        }
+        writeln!(
+            f,
+            "\n{} as of {}, method {}; {} model calls, {} prompt tokens ({} reused), {} completion tokens, {:.1} s",
+            a.patient,
+            a.as_of,
+            a.method.as_str(),
+            a.usage.calls,
+            a.usage.prompt_tokens,
+            a.usage.reused_prompt_tokens,
+            a.usage.completion_tokens,
+            a.usage.wall_ms as f64 / 1000.0
+        )?;
+        if let Some(path) = &self.written {
+            writeln!(f, "written to {}", path.display())?;
+        }
+        Ok(())
+    }
+}

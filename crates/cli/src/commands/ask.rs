@@ -1,0 +1,76 @@
+//! `evident ask PATIENT "QUESTION"`: one question about one patient's
+//! whole record, answered in the two-line format (`Answer:` /
+//! `Reasoning:` with citations `[n]`), each citation shown with the stored
+//! text or lab value it resolves to. `--json` prints the answer with its
+//! citations, the retrieved-but-not-cited documents, the trace and usage.
+
+use std::path::PathBuf;
+
+use evident_app::chart::AskRequest;
+use evident_app::ModelChoice;
+
+use crate::commands::Context;
+use crate::Exit;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    pub patient: String,
+    pub question: String,
+    /// The reference date (YYYY-MM-DD): nothing dated after it is seen.
+    /// Default: the date of the patient's last document.
+    #[arg(long)]
+    pub as_of: Option<String>,
+    /// agent, baseline, full-context, or an ablation of the agent
+    /// (agent-no-skills, agent-all-skills, agent-no-filters,
+    /// agent-no-calculators, agent-no-memory, agent-reactive).
+    #[arg(long, default_value = "agent")]
+    pub method: String,
+    /// A folder of skill files (Markdown with front matter) added to the
+    /// built-in skill library.
+    #[arg(long)]
+    pub skills: Option<PathBuf>,
+    /// Write answer.json into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// The model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long, conflicts_with = "endpoint")]
+    pub model: Option<String>,
+    /// An OpenAI-compatible base URL.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, default_value = "default", requires = "endpoint")]
+    pub endpoint_model: String,
+    /// Allow patient text to reach a non-loopback endpoint.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Do not serve answers from the model cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
+    let request = AskRequest {
+        patient_id: args.patient.clone(),
+        question: args.question.clone(),
+        as_of: args.as_of.clone(),
+        method: args.method.clone(),
+        skills_dir: args.skills.clone(),
+        model: ModelChoice {
+            model: args.model.clone(),
+            endpoint: args.endpoint.clone(),
+            endpoint_model: args.endpoint_model.clone(),
+            allow_remote: args.allow_remote,
+        },
+        use_cache: !args.no_cache,
+        out_dir: args.out.clone(),
+    };
+    let result = evident_app::chart::ask(&ctx.session, &request).map_err(|e| match e {
+        evident_app::AppError::Input(m) if m.starts_with("reference date") => {
+            anyhow::anyhow!("--as-of: {}", m.trim_start_matches("reference date "))
+        }
+        evident_app::AppError::Input(m) if m.starts_with("skill file") => anyhow::anyhow!("--skills: {m}"),
+        other => other.into(),
+    })?;
+    ctx.print(&result)?;
+    Ok(Exit::found_if(result.answer.status == "answered"))
+}
