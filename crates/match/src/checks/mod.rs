@@ -13,8 +13,10 @@
 //! store; [`evaluate`] decides MET / NOT MET / NOT ENOUGH INFORMATION with
 //! the rows it used. A check never guesses: no value in the window, or only
 //! values it cannot read (an unknown unit, a text value), is NOT ENOUGH
-//! INFORMATION.
+//! INFORMATION. [`compile`] has a model propose checks once per trial,
+//! marked proposed until a person reviews them.
 
+pub mod compile;
 pub mod evaluate;
 pub mod facts;
 pub mod units;
