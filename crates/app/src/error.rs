@@ -54,6 +54,8 @@ pub enum AppError {
     #[error(transparent)]
     Chart(#[from] evident_chart::ChartError),
     #[error(transparent)]
+    Db(#[from] evident_db::DbError),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
 

@@ -13,6 +13,7 @@
 //! - [`llm`]: ask a model, serve the local models, the model registry.
 //! - [`runs`]: what model runs cost, and their traces.
 //! - [`stats`]: one estimator on a CSV table.
+//! - [`db`]: load MIMIC-IV into SQLite or PostgreSQL; one read-only query.
 //! - [`chart`]: one question about one patient's record, answered with citations.
 //!
 //! Every model is built in [`models`]: the recorder, the cache and the
@@ -23,6 +24,7 @@
 
 pub mod chart;
 mod config;
+pub mod db;
 mod error;
 pub mod evaluation;
 pub mod knowledge;

@@ -28,6 +28,9 @@ pub enum ProgressEvent {
     TaskDone,
     /// The screening ended (finished or stopped).
     ScreeningFinished,
+    /// A database load finished table `done` (1-based) of `total`,
+    /// `table` (e.g. `mimiciv_hosp.labevents`); `done` 0 is the start.
+    DatabaseTable { table: String, done: usize, total: usize },
 }
 
 /// Receives progress events. Jobs may call it from several threads.

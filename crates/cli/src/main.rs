@@ -57,6 +57,8 @@ pub enum Command {
     Eval(commands::eval::Args),
     /// Statistics for observational studies.
     Stats(commands::stats::Args),
+    /// Clinical databases for studies: load MIMIC-IV into SQLite or PostgreSQL, query read-only.
+    Db(commands::db::Args),
     /// The local knowledge base that MAKAR's retrieval agent searches.
     Kb(commands::kb::Args),
     /// Ask a question about one patient's whole record; the answer cites stored text.

@@ -48,6 +48,7 @@ impl Drop for Bars {
 
 const INGEST: &str = "{prefix} {bar:30} {pos}/{len} documents {elapsed}";
 const EMBED: &str = "embedding {bar:40} {pos}/{len} sections ({per_sec}, eta {eta})";
+const LOAD: &str = "loading {bar:30} {pos}/{len} tables {elapsed} {msg}";
 const SCREEN: &str = "{prefix} [{bar:30}] {pos}/{len} tasks {elapsed_precise} (eta {eta}) {msg}";
 
 impl ProgressSink for Bars {
@@ -86,6 +87,15 @@ impl ProgressSink for Bars {
             }
             ProgressEvent::Augmenting { criterion, of } => {
                 self.current_or(SCREEN).set_message(format!("augmenting criterion {criterion}/{of}"))
+            }
+            ProgressEvent::DatabaseTable { table, done, total } => {
+                let bar = if done == 0 { self.start(LOAD) } else { self.current_or(LOAD) };
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+                bar.set_message(table);
+                if done == total {
+                    self.finish();
+                }
             }
             ProgressEvent::TaskDone => {
                 let bar = self.current_or(SCREEN);

@@ -11,7 +11,8 @@
 //! `load` (the load, all or nothing), [`sqlite`] (the SQLite file layout and
 //! load target), `postgres` (connection, load target, value decoding),
 //! `derived` (the `mimiciv_derived` tables), `readonly` (agent
-//! connections), `query` (values, limits and results).
+//! connections), `query` (values, limits and results), [`testing`] (the
+//! test PostgreSQL server, for any crate's tests).
 
 mod derived;
 mod error;
@@ -22,6 +23,7 @@ mod readonly;
 mod schema;
 mod source;
 pub mod sqlite;
+pub mod testing;
 pub mod url;
 
 pub use error::DbError;

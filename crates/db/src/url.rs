@@ -111,6 +111,18 @@ impl DatabaseUrl {
     }
 }
 
+impl DatabaseUrl {
+    /// The same PostgreSQL server and role, another database (SQLite URLs
+    /// are returned unchanged).
+    pub fn with_database(&self, database: &str) -> DatabaseUrl {
+        let DatabaseUrl::Postgres { url } = self else { return self.clone() };
+        let (scheme, rest) = url.split_once("://").expect("checked on parse");
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let query = rest[authority_end..].find('?').map(|q| &rest[authority_end + q..]).unwrap_or("");
+        DatabaseUrl::Postgres { url: format!("{scheme}://{}/{database}{query}", &rest[..authority_end]) }
+    }
+}
+
 impl FromStr for DatabaseUrl {
     type Err = DbError;
 
@@ -159,6 +171,9 @@ mod tests {
         let other = url.with_credentials("ro_1", "pw").unwrap();
         assert_eq!(other.expose(), "postgres://ro_1:pw@127.0.0.1:5432/mimic");
         assert!(DatabaseUrl::parse("postgresql://u@localhost/db").is_ok());
+        assert_eq!(url.with_database("other").expose(), "postgres://evident:secret@127.0.0.1:5432/other");
+        let with_query = DatabaseUrl::parse("postgres://u:p@h/db?sslmode=disable").unwrap();
+        assert_eq!(with_query.with_database("x").expose(), "postgres://u:p@h/x?sslmode=disable");
     }
 
     #[test]

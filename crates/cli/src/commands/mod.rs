@@ -4,6 +4,7 @@
 //! several share lives in `crate::args`.
 
 pub mod criteria;
+pub mod db;
 pub mod ask;
 pub mod ask;
 pub mod embed;
@@ -39,6 +40,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Llm(args) => llm::run(&ctx, args),
         Command::Runs(args) => runs::run(&ctx, args),
         Command::Stats(args) => stats::run(&ctx, args),
+        Command::Db(args) => db::run(&ctx, args),
         Command::Kb(args) => kb::run(&ctx, args),
         Command::Match(args) => match_trials::run(&ctx, args),
         Command::Eval(args) => eval::run(&ctx, args),
