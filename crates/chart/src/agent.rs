@@ -598,6 +598,8 @@ pub(crate) fn execute(
     let mut finish_repaired = false;
     let mut notice: Option<String> = None;
     let mut last_result: Option<Value> = None;
+    let mut blocked_in_step = 0usize;
+    let mut checked_step = usize::MAX;
     let schema = action_schema(ctx);
     trace.stopped_because = format!("the {}-round limit", ctx.config.max_rounds);
     for round in 1..=ctx.config.max_rounds {
@@ -613,6 +615,48 @@ pub(crate) fn execute(
                 trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
                 break;
             }
+        }
+        // A planned call identical to one already made is skipped (a
+        // small model's plan often repeats a step), and two blocked calls
+        // in a row end the step; both show in the trace.
+        if ctx.config.use_plan && blocked_in_step >= 2 {
+            let s = plan.steps.get(step_index);
+            let r = round_record(
+                round,
+                s,
+                "advance (after two blocked calls)",
+                None,
+                None,
+                vec![],
+                None,
+                0,
+                0,
+                false,
+                &memory,
+                "",
+            );
+            trace.rounds.push(r);
+            step_index += 1;
+            step_ran = false;
+            blocked_in_step = 0;
+        }
+        // (Only on arriving at a step: the current step may make more calls.)
+        while ctx.config.use_plan
+            && step_index != checked_step
+            && plan.steps.get(step_index).is_some_and(|s| {
+                ToolName::parse(&s.tool).is_some_and(|t| {
+                    let args = arguments_for(t, &s.arguments, &mut vec![]);
+                    state.seen_calls.contains(&format!("{}:{}", t.as_str(), canonical(&args)))
+                })
+            })
+        {
+            step_index += 1;
+            step_ran = false;
+        }
+        checked_step = step_index;
+        if ctx.config.use_plan && step_index >= plan.steps.len() && !plan.steps.is_empty() {
+            trace.stopped_because = "every plan step done".into();
+            break;
         }
         let step = if ctx.config.use_plan { plan.steps.get(step_index) } else { None };
         let shown_memory = if ctx.config.use_memory { serde_json::to_string(&memory)? } else { "(not kept)".into() };
@@ -702,6 +746,7 @@ pub(crate) fn execute(
             "advance" => {
                 step_index += 1;
                 step_ran = false;
+                blocked_in_step = 0;
                 finish_repaired = false;
                 trace.rounds.push(round_record(
                     round,
@@ -793,9 +838,11 @@ pub(crate) fn execute(
                         &reason,
                     ));
                     notice = Some(n);
+                    blocked_in_step += 1;
                     continue;
                 }
                 state.seen_calls.insert(identity.clone());
+                blocked_in_step = 0;
                 // Broadening after repeated empty report searches.
                 if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
                     broaden(&mut args, state.consecutive_empty, &mut adjustments);

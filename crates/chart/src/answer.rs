@@ -24,7 +24,18 @@ pub struct FormatError(pub String);
 /// Parses `text` as the two-line format.
 pub fn parse_two_line(text: &str) -> Result<TwoLine, FormatError> {
     let clean = |l: &str| l.trim().trim_start_matches(['*', '#', '-', ' ']).replace("**", "").trim().to_string();
-    let lines: Vec<String> = text.lines().map(clean).filter(|l| !l.is_empty()).collect();
+    // "Answer: x Reasoning: y" on one line is the same two fields: split it.
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines().map(clean).filter(|l| !l.is_empty()) {
+        let lower = line.to_ascii_lowercase();
+        match lower.find("reasoning:") {
+            Some(i) if i > 0 && lower.starts_with("answer:") && line.is_char_boundary(i) => {
+                lines.push(line[..i].trim().to_string());
+                lines.push(line[i..].to_string());
+            }
+            _ => lines.push(line),
+        }
+    }
     let find =
         |label: &str| lines.iter().position(|l| l.len() >= label.len() && l[..label.len()].eq_ignore_ascii_case(label));
     let Some(a) = find("answer:") else {
@@ -101,6 +112,11 @@ mod tests {
         let t =
             parse_two_line("\n**Answer:** Not documented\n\n**Reasoning:** Nothing in the record [1][3].\n").unwrap();
         assert_eq!((t.answer.as_str(), t.cited.clone()), ("Not documented", vec![1, 3]));
+        let t = parse_two_line("Answer: Yes. Reasoning: Listed on 2022-06-12 [1].").unwrap();
+        assert_eq!(
+            (t.answer.as_str(), t.reasoning.as_str(), t.cited.clone()),
+            ("Yes.", "Listed on 2022-06-12 [1].", vec![1])
+        );
     }
 
     #[test]

@@ -249,3 +249,37 @@ fn the_llm_baseline_sees_no_record_and_full_context_sees_it_all_up_to_the_date()
     assert!(prompt.find("Albumin").unwrap() < prompt.find("CT abdomen").unwrap());
     assert!(out.citations[0].supported);
 }
+
+#[test]
+fn a_repeated_plan_step_is_skipped_and_two_blocked_calls_end_a_step() {
+    let search = json!({"query": "metformin"});
+    let model = Scripted::new(&[
+        ASSESS.to_string(),
+        plan(json!([
+            step(1, "search_reports", search.clone()),
+            step(2, "search_reports", search.clone()),
+            step(3, "query_labs", json!({"concepts": ["Albumin"]}))
+        ])),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        // Step 2 repeats step 1's call and is skipped: this is step 3.
+        action("call_tool", Some("query_labs"), json!({"concepts": ["Albumin"]})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    assert!(model.exhausted());
+    let actions: Vec<(&str, Option<u32>)> = out.trace.rounds.iter().map(|r| (r.action.as_str(), r.plan_step)).collect();
+    assert_eq!(
+        actions,
+        vec![
+            ("call_tool", Some(1)),
+            ("call_tool (blocked)", Some(1)),
+            ("call_tool (blocked)", Some(1)),
+            ("advance (after two blocked calls)", Some(1)),
+            ("call_tool", Some(3)),
+            ("finish", Some(3)),
+        ]
+    );
+}
