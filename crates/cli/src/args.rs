@@ -38,7 +38,8 @@ pub fn method(flag: &str, text: &str) -> anyhow::Result<Method> {
 /// How to screen: method, retrieval, models. Shared by `match` and `eval`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ScreenArgs {
-    /// acan, acin, ican, icin, makar, makar-aug or makar-reason.
+    /// acan, acin, ican, icin; the paper's MAKAR: makar, makar-aug, makar-reason, makar-zero-shot;
+    /// Evident's MAKAR: makar-evident, makar-evident-aug, makar-evident-reason.
     #[arg(long, default_value = "ican")]
     pub strategy: String,
     /// Two-stage retrieval: none (whole notes), bm25, dense or hybrid.

@@ -52,22 +52,24 @@ impl From<Method> for String {
 }
 
 impl Method {
-    pub const ALL: [Method; 7] = [
+    pub const ALL: [Method; 11] = [
         Method::ZeroShot(Strategy::Acan),
         Method::ZeroShot(Strategy::Acin),
         Method::ZeroShot(Strategy::Ican),
         Method::ZeroShot(Strategy::Icin),
-        Method::Makar(Variant::Full),
-        Method::Makar(Variant::Aug),
-        Method::Makar(Variant::Reason),
+        Method::Makar(Variant::ALL[0]),
+        Method::Makar(Variant::ALL[1]),
+        Method::Makar(Variant::ALL[2]),
+        Method::Makar(Variant::ALL[3]),
+        Method::Makar(Variant::ALL[4]),
+        Method::Makar(Variant::ALL[5]),
+        Method::Makar(Variant::ALL[6]),
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Method::ZeroShot(s) => s.as_str(),
-            Method::Makar(Variant::Full) => "makar",
-            Method::Makar(Variant::Aug) => "makar-aug",
-            Method::Makar(Variant::Reason) => "makar-reason",
+            Method::Makar(variant) => variant.as_str(),
         }
     }
 
@@ -77,7 +79,7 @@ impl Method {
 
     /// Whether the method augments criteria first (stored per trial).
     pub fn augments(self) -> bool {
-        matches!(self, Method::Makar(Variant::Full | Variant::Aug))
+        matches!(self, Method::Makar(variant) if variant.augments())
     }
 }
 
@@ -421,7 +423,7 @@ pub fn run_batch(
                 makar = makar.with_online_search(o);
             }
             let augs = if config.method.augments() {
-                augmentations(store, &makar, set, models.augmenting.model_id(), progress)?
+                augmentations(store, &makar, set, &makar.augmentation_key(models.augmenting.model_id()), progress)?
             } else {
                 Vec::new()
             };

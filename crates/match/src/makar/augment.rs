@@ -229,6 +229,9 @@ impl MakarMatcher<'_> {
     /// Runs the augmentation module for one criterion: router, the chosen
     /// agent, and the critic loop.
     pub fn augment_criterion(&self, criterion: &Criterion) -> Result<Augmentation, MatchError> {
+        if self.config.variant.paper() {
+            return self.augment_criterion_paper(criterion);
+        }
         let routes = self.enabled_routes();
         let mut calls = 0;
         let mut failures = Vec::new();
@@ -311,7 +314,7 @@ impl MakarMatcher<'_> {
     }
 
     /// The passages an agent augments from: none for self-augment.
-    fn gather_sources(&self, criterion: &Criterion, route: Route) -> Result<Vec<Passage>, MatchError> {
+    pub(crate) fn gather_sources(&self, criterion: &Criterion, route: Route) -> Result<Vec<Passage>, MatchError> {
         match route {
             Route::AsIs | Route::SelfAugment => Ok(Vec::new()),
             Route::Retrieval => {

@@ -15,18 +15,20 @@
 //!   criterion against the record, the matching agent decides, and the
 //!   supervision agent approves or corrects the decision.
 //!
-//! [`Variant`] selects the whole workflow or one of the paper's ablations:
-//! MAKAR-Aug (augmentation, then the zero-shot ICAN matcher on the augmented
-//! criteria) and MAKAR-Reason (reasoning, matching and supervision on the
-//! original criteria).
-//!
-//! Decisions use Evident's four labels (not the paper's 0/1) and the same
-//! polarity as the zero-shot matcher: for an exclusion, MET means the
-//! patient has the excluding condition.
+//! [`Variant`] selects the whole workflow or one of the paper's ablations,
+//! in two flavours. The paper's exact prompts and 0/1 answers ([`paper`]:
+//! `makar`, `makar-aug` with the zero-shot prompt C-A on the augmented
+//! criteria, `makar-reason`, and C-A alone as `makar-zero-shot`), and
+//! Evident's richer workflow described above (`makar-evident`,
+//! `makar-evident-aug` with Evident's ICAN matcher, `makar-evident-reason`),
+//! whose decisions use Evident's four labels with rationale, cited evidence
+//! and confidence. Both use the same polarity as the zero-shot matcher: for
+//! an exclusion, MET means the patient has the excluding condition.
 
 pub mod augment;
 pub mod knowledge;
 pub mod online;
+pub mod paper;
 pub mod reason;
 
 use std::path::Path;
@@ -61,42 +63,73 @@ pub const MAKAR_PROMPTS: &[(&str, &str)] = &[
 /// override them by name.
 pub fn makar_prompts(override_dir: Option<&Path>) -> Prompts {
     let mut all: Vec<(&'static str, &'static str)> = MAKAR_PROMPTS.to_vec();
+    all.extend_from_slice(paper::PAPER_PROMPTS);
     all.extend_from_slice(MATCH_PROMPTS);
     all.extend_from_slice(evident_llm::prompts::BUILTIN_PROMPTS);
     Prompts::new(&all, override_dir)
 }
 
-/// The whole workflow or one of the paper's ablations (Table II).
+/// The whole workflow or one of the paper's ablations (Table II), either
+/// exactly as the paper gives them ([`paper`]: `makar`, `makar-aug`,
+/// `makar-reason`, `makar-zero-shot`) or Evident's richer workflow (four
+/// labels, rationale, cited evidence, confidence, the router's "detailed
+/// enough" exit, a critic with feedback: `makar-evident`,
+/// `makar-evident-aug`, `makar-evident-reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Variant {
-    /// Augmentation, then reasoning, matching and supervision.
+    /// Evident's workflow: augmentation, then reasoning, matching and supervision.
     Full,
-    /// MAKAR-Aug: augmentation, then zero-shot ICAN matching.
+    /// Evident's MAKAR-Aug: augmentation, then Evident's zero-shot ICAN matching.
     Aug,
-    /// MAKAR-Reason: reasoning, matching and supervision on the original criteria.
+    /// Evident's MAKAR-Reason: reasoning, matching and supervision on the original criteria.
     Reason,
+    /// The paper's MAKAR (Appendix C-C, Algorithm 1).
+    Paper,
+    /// The paper's MAKAR-Aug: augmentation, then the zero-shot prompt C-A.
+    PaperAug,
+    /// The paper's MAKAR-Reason: reasoning, matching and supervision on the original criteria.
+    PaperReason,
+    /// The paper's zero-shot prompt (C-A) on the original criteria.
+    PaperZeroShot,
 }
 
 impl Variant {
+    pub const ALL: [Variant; 7] = [
+        Variant::Paper,
+        Variant::PaperAug,
+        Variant::PaperReason,
+        Variant::PaperZeroShot,
+        Variant::Full,
+        Variant::Aug,
+        Variant::Reason,
+    ];
+
     /// The strategy names of `evident match --strategy`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Variant::Full => "makar",
-            Variant::Aug => "makar-aug",
-            Variant::Reason => "makar-reason",
+            Variant::Paper => "makar",
+            Variant::PaperAug => "makar-aug",
+            Variant::PaperReason => "makar-reason",
+            Variant::PaperZeroShot => "makar-zero-shot",
+            Variant::Full => "makar-evident",
+            Variant::Aug => "makar-evident-aug",
+            Variant::Reason => "makar-evident-reason",
         }
     }
 
     pub fn parse(text: &str) -> Option<Variant> {
-        [Variant::Full, Variant::Aug, Variant::Reason]
-            .into_iter()
-            .find(|v| v.as_str().eq_ignore_ascii_case(text.trim()))
+        Variant::ALL.into_iter().find(|v| v.as_str().eq_ignore_ascii_case(text.trim()))
     }
 
-    /// Whether this variant augments criteria (MAKAR-Reason does not).
+    /// Whether this variant augments criteria (the Reason and zero-shot ones do not).
     pub fn augments(self) -> bool {
-        !matches!(self, Variant::Reason)
+        !matches!(self, Variant::Reason | Variant::PaperReason | Variant::PaperZeroShot)
+    }
+
+    /// Whether this is one of the paper's exact strategies.
+    pub fn paper(self) -> bool {
+        matches!(self, Variant::Paper | Variant::PaperAug | Variant::PaperReason | Variant::PaperZeroShot)
     }
 }
 
@@ -216,6 +249,17 @@ impl<'a> MakarMatcher<'a> {
     /// MAKAR-Aug.
     pub fn apply(&self, set: &CriteriaSet, augmentations: &[Augmentation]) -> CriteriaSet {
         apply_augmentations(set, augmentations)
+    }
+
+    /// The key augmentations are stored under for `augmenting_model`: the
+    /// model id for Evident's workflow, with " (paper prompts)" appended for
+    /// the paper's, so the two augmentations of a criterion never mix.
+    pub fn augmentation_key(&self, augmenting_model: &str) -> String {
+        if self.config.variant.paper() {
+            format!("{augmenting_model} (paper prompts)")
+        } else {
+            augmenting_model.to_string()
+        }
     }
 }
 

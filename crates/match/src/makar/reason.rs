@@ -195,7 +195,7 @@ impl MakarMatcher<'_> {
     ) -> Result<MakarResult, MatchError> {
         let variant = self.config.variant;
         let criterion_text = match (variant, augmentation) {
-            (Variant::Reason, _) | (_, None) => criterion.text.as_str(),
+            (Variant::Reason | Variant::PaperReason | Variant::PaperZeroShot, _) | (_, None) => criterion.text.as_str(),
             (_, Some(a)) => a.text_for(criterion),
         };
         let augmented = criterion_text != criterion.text;
@@ -207,6 +207,9 @@ impl MakarMatcher<'_> {
             matching: None,
             supervision: None,
         };
+        if variant.paper() {
+            return self.match_criterion_paper(criterion, criterion_text, notes, trace);
+        }
         if variant == Variant::Aug {
             return self.match_zero_shot(criterion, criterion_text, notes, trace);
         }
