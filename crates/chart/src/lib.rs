@@ -11,18 +11,22 @@
 //! - [`policy`]: the deterministic policy engine (select/abstain/conflict).
 //! - [`answer`]: the two-line format and citation numbers.
 //! - `agent`: Phases I-IV.
+//! - [`scoring`]: binary and list-F1 scoring against reference answers,
+//!   cluster-bootstrap intervals and paired differences.
 //!
 //! The entry point is [`ask`]: a question, a [`RecordView`] (store,
 //! patient, reference date), a model and a [`Method`]; it returns a
 //! [`ChartAnswer`] with the citations resolved, the retrieved-but-not-cited
 //! documents, the trace and the usage. Methods: the agent (with its
-//! ablations), the LLM baseline (no record) and full context (every
-//! document and lab, newest first, until the context is full).
+//! ablations), the LLM baseline (no record), full context (every
+//! document and lab, newest first, until the context is full) and simple
+//! RAG (single-pass dense retrieval).
 
 mod agent;
 pub mod answer;
 pub mod calculators;
 pub mod policy;
+pub mod scoring;
 pub mod skills;
 pub mod tools;
 
@@ -52,6 +56,11 @@ pub enum ChartError {
     Store(#[from] evident_store::StoreError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Retrieve(#[from] evident_retrieve::RetrieveError),
+    /// The method needs something it was not given.
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// How a question is answered.
@@ -71,10 +80,13 @@ pub enum Method {
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
     FullContext,
+    /// Single-pass dense retrieval of the question (top 10 sections), no
+    /// rewriting or reranking.
+    SimpleRag,
 }
 
 impl Method {
-    pub const ALL: [Method; 9] = [
+    pub const ALL: [Method; 10] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -84,6 +96,7 @@ impl Method {
         Method::AgentReactive,
         Method::Baseline,
         Method::FullContext,
+        Method::SimpleRag,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -97,6 +110,7 @@ impl Method {
             Method::AgentReactive => "agent-reactive",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
+            Method::SimpleRag => "simple-rag",
         }
     }
 
@@ -115,7 +129,7 @@ impl Method {
             Method::AgentNoCalculators => c.use_calculators = false,
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
-            Method::Baseline | Method::FullContext => return None,
+            Method::Baseline | Method::FullContext | Method::SimpleRag => return None,
         }
         Some(c)
     }
@@ -260,6 +274,8 @@ pub struct Question<'a> {
     pub config: &'a AgentConfig,
     /// A one-line patient description for the prompts (sex, age).
     pub patient: String,
+    /// The dense retriever's embedder (simple RAG only).
+    pub embedder: Option<&'a dyn evident_llm::Embedder>,
 }
 
 /// Answers one question about the record in `view` with `model`.
@@ -288,6 +304,12 @@ pub fn ask(
     let produced = match question.method {
         Method::Baseline => llm_baseline(&ctx)?,
         Method::FullContext => full_context(&ctx)?,
+        Method::SimpleRag => {
+            let Some(embedder) = question.embedder else {
+                return Err(ChartError::Setup("simple RAG needs an embedder for dense retrieval".into()));
+            };
+            simple_rag(&ctx, embedder)?
+        }
         _ => agent::run_agent(&ctx)?,
     };
     let Produced { nodes, outcome, trace } = produced;
@@ -373,6 +395,54 @@ fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let (nodes, shown) = agent::number_nodes(&nodes, agent::node_budget(ctx.config, &fixed, 512));
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
+    let user = render(&shown)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &mut trace)?;
+    Ok(Produced { nodes, outcome, trace })
+}
+
+/// Sections simple RAG retrieves.
+pub const SIMPLE_RAG_K: usize = 10;
+
+/// Simple RAG: the question embedded once, the top sections by cosine
+/// similarity among the patient's sections up to the reference date (their
+/// vectors must be stored), answered in one call.
+fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Produced, ChartError> {
+    let mut trace = Trace::default();
+    let filter = evident_store::SectionFilter {
+        patient_id: Some(ctx.view.patient_id().to_string()),
+        until: Some(ctx.view.as_of()),
+        ..evident_store::SectionFilter::default()
+    };
+    let hits = {
+        let store = ctx.view.lock();
+        let config = evident_retrieve::RetrieverConfig { mode: evident_retrieve::Mode::Dense, ..Default::default() };
+        evident_retrieve::Retriever::new(&store, config).with_embedder(embedder).search(ctx.question, &filter, SIMPLE_RAG_K)?
+    };
+    let nodes: Vec<Evidence> = hits
+        .into_iter()
+        .map(|h| Evidence::Section {
+            document_id: h.document_id,
+            section_id: h.section_id,
+            kind: h.kind,
+            date: h.date,
+            heading: h.heading,
+            start: h.start,
+            end: h.end,
+            text: h.text,
+        })
+        .collect();
+    let total = nodes.len();
+    let render = |shown: &[agent::ShownNode]| {
+        ctx.prompts.render(
+            "chart_synthesis.prompt.md",
+            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+        )
+    };
+    let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
+    let fixed = vec![Message::system(system.clone()), Message::user(render(&[])?)];
+    let (nodes, shown) = agent::number_nodes(&nodes, agent::node_budget(ctx.config, &fixed, 512));
+    trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
+    trace.stopped_because = format!("dense top {SIMPLE_RAG_K}: {} of {total} sections fit the context", nodes.len());
     let user = render(&shown)?;
     let outcome = agent::synthesise(ctx, system, user, 512, &mut trace)?;
     Ok(Produced { nodes, outcome, trace })

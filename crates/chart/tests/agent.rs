@@ -36,7 +36,7 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
     let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
     let config = AgentConfig::default();
-    let q = Question { text: question, method, skills: &skills, config: &config, patient: "female, 67 years".into() };
+    let q = Question { text: question, method, skills: &skills, config: &config, patient: "female, 67 years".into(), embedder: None };
     ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
 }
 
@@ -282,4 +282,57 @@ fn a_repeated_plan_step_is_skipped_and_two_blocked_calls_end_a_step() {
             ("finish", Some(3)),
         ]
     );
+}
+
+/// Bag-of-words vectors over hashed words: enough for dense retrieval to
+/// prefer sections sharing the question's words.
+struct WordHash;
+
+impl evident_llm::Embedder for WordHash {
+    fn model_id(&self) -> &str {
+        "word-hash"
+    }
+    fn dimensions(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, evident_llm::EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 64];
+                for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 3) {
+                    let h = w.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
+                    v[(h % 64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn simple_rag_retrieves_densely_up_to_the_reference_date_in_one_call() {
+    let store = store();
+    let filter = evident_store::SectionFilter::patient("P1");
+    evident_retrieve::embed_missing(&mut store.lock().unwrap(), &WordHash, &filter, 16, &mut |_, _| {}).unwrap();
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default();
+    let model = Scripted::new(&["Answer: Yes\nReasoning: Started on 2023-01-20 [1]."]);
+    let q = Question {
+        text: "Is the patient receiving metformin?",
+        method: Method::SimpleRag,
+        skills: &skills,
+        config: &config,
+        patient: "female".into(),
+        embedder: Some(&WordHash),
+    };
+    let out = ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
+    assert_eq!(out.usage.calls, 1);
+    assert!(!out.context.is_empty());
+    assert!(out.context.iter().all(|n| n.document_id() != Some("d4")), "nothing after the reference date");
+    assert!(out.context[0].text().contains("etformin"), "{:?}", out.context[0]);
+    assert!(out.citations[0].supported);
+    assert_eq!(model.requests()[0].temperature, 0.2);
 }

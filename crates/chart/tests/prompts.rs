@@ -41,6 +41,7 @@ fn run(method: Method, answers: &[String]) -> String {
         skills: &skills,
         config: &config,
         patient: "female, 67 years".into(),
+        embedder: None,
     };
     ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
     rendered(&model)
