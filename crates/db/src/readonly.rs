@@ -15,7 +15,8 @@
 //! one statement at a time (the extended protocol refuses several), each in
 //! a READ ONLY transaction that is rolled back, fetched through a portal
 //! that stops at the row limit. `close` (or drop) ends the role's sessions
-//! and drops the role.
+//! and drops the role; a role left by a killed process expires after a day
+//! and the next connection drops it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -287,6 +288,9 @@ fn connect_postgres(admin_url: &DatabaseUrl, limits: QueryLimits) -> Result<Read
         ),
     }
     };
+    // Roles of runs that never dropped theirs (a killed process) expire
+    // after a day; the next run on this server drops the expired ones.
+    admin.batch_execute(DROP_EXPIRED_ROLES).map_err(admin_error)?;
     let timeout_ms = limits.timeout.as_millis().max(1);
     let database: String = admin.query_one("SELECT current_database()", &[]).map_err(admin_error)?.get(0);
     let schemas: Vec<String> = admin
@@ -332,6 +336,20 @@ ALTER ROLE {role} SET idle_in_transaction_session_timeout = {idle};\n",
         agent_url,
     })
 }
+
+/// Drops every run role whose password has expired; a role that still owns
+/// something in another database stays until a run there drops it.
+const DROP_EXPIRED_ROLES: &str = "DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'evident\\_ro\\_%' AND rolvaliduntil < now() LOOP
+    BEGIN
+      EXECUTE format('DROP OWNED BY %I', r.rolname);
+      EXECUTE format('DROP ROLE %I', r.rolname);
+    EXCEPTION WHEN others THEN NULL;
+    END;
+  END LOOP;
+END $$";
 
 fn drop_role(admin: &mut postgres::Client, role: &str) -> Result<(), DbError> {
     let sql = format!(

@@ -121,7 +121,13 @@ fn sqlite_agent_sql_cannot_write() {
 fn postgresql_agent_sql_cannot_write_and_its_role_is_dropped() {
     let pg = TempPgDatabase::new();
     load_mimic(&demo_dir(), &pg.url, &mut |_| {}).unwrap();
+    // A role a killed run left behind, expired.
+    let stale = format!("evident_ro_stale_{}", pg.name);
+    pg.client().batch_execute(&format!("CREATE ROLE {stale} LOGIN VALID UNTIL '2000-01-01'")).unwrap();
     let mut conn = ReadOnlyConnection::connect(&pg.url, limits(800)).unwrap();
+    let stale_left: i64 =
+        pg.client().query_one("SELECT count(*) FROM pg_roles WHERE rolname = $1", &[&stale]).unwrap().get(0);
+    assert_eq!(stale_left, 0, "the expired role was not dropped");
     let agent_url = conn.agent_url().clone();
     let DatabaseUrl::Postgres { url: agent } = &agent_url else { panic!() };
     let role = agent.split("://").nth(1).unwrap().split(':').next().unwrap().to_string();
