@@ -13,6 +13,7 @@
 //! - [`llm`]: ask a model, serve the local models, the model registry.
 //! - [`runs`]: what model runs cost, and their traces.
 //! - [`stats`]: one estimator on a CSV table.
+//! - [`study`]: an observational-study task run by the study agent; RWE-bench's metrics over tasks.
 //! - [`db`]: load MIMIC-IV into SQLite or PostgreSQL; one read-only query.
 //! - [`chart`]: one question about one patient's record, answered with citations.
 //!
@@ -37,6 +38,7 @@ pub mod screening;
 pub mod search;
 mod session;
 pub mod stats;
+pub mod study;
 
 pub use config::{Config, RetrievalConfig};
 pub use error::{AppError, Result};

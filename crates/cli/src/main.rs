@@ -63,10 +63,10 @@ pub enum Command {
     Kb(commands::kb::Args),
     /// Ask a question about one patient's whole record; the answer cites stored text.
     Ask(commands::ask::Args),
-    /// Ask a question about one patient's whole record; the answer cites stored text.
-    Ask(commands::ask::Args),
     /// Trial criteria: split pasted eligibility text into a criteria set.
     Criteria(commands::criteria::Args),
+    /// Run an observational-study task on a MIMIC-IV database and write its evidence bundle.
+    Study(commands::study::Args),
 }
 
 /// The exit status of a command that succeeded: whether it found

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod audit;
+pub mod bundle;
 pub mod database;
 pub mod gold;
 pub mod leak;
@@ -17,6 +18,8 @@ pub mod sandbox;
 pub mod sheet;
 pub mod task;
 
+/// The database layer studies run on, re-exported for callers of this crate.
+pub use evident_db;
 pub use gold::{Gold, GoldError};
 pub use metrics::{aggregate_runs, score_task, MetricSummary, RunMetrics, TaskScore};
 pub use sheet::{AnswerSheet, AnswerValue, RecordedAnswer, SubmitItem, SubmitOutcome, SubmitReport};

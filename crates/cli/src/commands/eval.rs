@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 
 use evident_app::evaluation::{N2c2Request, TrialgptRequest};
+use evident_app::study::{EvalRequest as RweRequest, Strategy as RweStrategy};
+use evident_app::ModelChoice;
 
 use crate::args::{method, ScreenArgs};
 use crate::commands::Context;
@@ -24,6 +26,8 @@ enum EvalCommand {
     Trialgpt(TrialgptArgs),
     /// Score n2c2 2018 Track 1 predictions against gold XML.
     N2c2(N2c2Args),
+    /// RWE-bench's metrics (ACC, RAR, SMR, SR, CR, steps) of the study agent over a folder of tasks.
+    Rwe(RweArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -51,6 +55,36 @@ struct TrialgptArgs {
     baseline: Option<String>,
     #[command(flatten)]
     screen: ScreenArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct RweArgs {
+    /// A folder of task folders (task.yaml and gold.json each), e.g. crates/rwe/tasks.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// The study database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
+    #[arg(long)]
+    database: String,
+    /// r (RWEAgent as in RWE-bench) or typed.
+    #[arg(long, default_value = "r", value_parser = ["r", "typed"])]
+    strategy: String,
+    /// Runs per task (RWE-bench: 3); the table shows mean and standard error over runs.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Where each run's folders go (run-N/TASK).
+    #[arg(long, default_value = "evident-eval-rwe")]
+    out: PathBuf,
+    #[arg(long)]
+    max_steps: Option<u32>,
+    /// Skip the LLM cohort judge (the rule checks still run).
+    #[arg(long)]
+    no_judge: bool,
+    /// The model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long)]
+    model: Option<String>,
+    /// Do not serve answers from the model cache.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -82,6 +116,20 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 options: a.screen.options()?,
             };
             ctx.print(&evident_app::evaluation::evaluate_trialgpt(&ctx.session, &request, &ctx.bars())?)?;
+        }
+        EvalCommand::Rwe(a) => {
+            let request = RweRequest {
+                tasks: a.tasks.clone(),
+                db: a.database.clone(),
+                model: ModelChoice { model: a.model.clone(), ..ModelChoice::default() },
+                strategy: if a.strategy == "typed" { RweStrategy::Typed } else { RweStrategy::R },
+                runs: a.runs,
+                out: a.out.clone(),
+                max_steps: a.max_steps,
+                judge: !a.no_judge,
+                use_cache: !a.no_cache,
+            };
+            ctx.print(&evident_app::study::evaluate(&ctx.session, &request)?)?;
         }
         EvalCommand::N2c2(a) => {
             let request = N2c2Request {

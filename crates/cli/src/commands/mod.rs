@@ -6,7 +6,6 @@
 pub mod criteria;
 pub mod db;
 pub mod ask;
-pub mod ask;
 pub mod embed;
 pub mod eval;
 pub mod ingest;
@@ -20,6 +19,7 @@ pub mod runs;
 pub mod search;
 pub mod show;
 pub mod stats;
+pub mod study;
 
 use evident_app::Session;
 
@@ -45,8 +45,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Match(args) => match_trials::run(&ctx, args),
         Command::Eval(args) => eval::run(&ctx, args),
         Command::Ask(args) => ask::run(&ctx, args),
-        Command::Ask(args) => ask::run(&ctx, args),
         Command::Criteria(args) => criteria::run(&ctx, args),
+        Command::Study(args) => study::run(&ctx, args),
     }
 }
 

@@ -1,0 +1,286 @@
+//! Observational studies (Evident's third job): one task (a protocol with
+//! its questions and gold answers) on one database, run end to end by the
+//! study agent ([`run`]), and RWE-bench's metrics over a folder of tasks
+//! ([`evaluate`]). The work is `evident_rwe`'s: this module opens the
+//! database, the workspace and the models, audits the cohort the agent
+//! exported, scores the answers and writes the evidence bundle.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use evident_rwe::agent::env::StudyEnv;
+use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore};
+pub use evident_rwe::agent::{Strategy, Termination};
+use evident_rwe::audit::{judge_cohort, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
+use evident_rwe::bundle::{prompts_sha256, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo};
+use evident_rwe::database::{r_database, POSTGRES_SOCKET_DIR};
+use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
+use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
+use evident_rwe::sandbox::{SandboxConfig, Workspace};
+use evident_rwe::task::LoadedTask;
+use evident_rwe::{score_task, AnswerSheet, Gold, Task, TaskScore};
+use serde::Serialize;
+
+use crate::error::AppError;
+use crate::{ModelChoice, Result, Session};
+
+/// Run one study task.
+#[derive(Debug, Clone)]
+pub struct StudyRequest {
+    /// A task file (`task.yaml`) or the folder holding it, with `gold.json` beside it.
+    pub task: PathBuf,
+    /// `sqlite:PATH` or `postgres://...`.
+    pub db: String,
+    pub model: ModelChoice,
+    pub strategy: Strategy,
+    /// The run folder: workspace, steps, bundle. Reused to resume.
+    pub out: PathBuf,
+    /// Override the paper's 100 steps.
+    pub max_steps: Option<u32>,
+    /// Run the LLM cohort judge after the rule checks.
+    pub judge: bool,
+    pub use_cache: bool,
+}
+
+/// What a study run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct StudyReport {
+    pub task: String,
+    pub strategy: Strategy,
+    pub termination: Termination,
+    pub steps: usize,
+    pub resumed_steps: usize,
+    pub cohort_qualified: bool,
+    pub audit: Option<CohortAudit>,
+    pub score: TaskScore,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub bundle: PathBuf,
+}
+
+/// A database error as the user should read it: their input (a URL that
+/// does not parse or connect) or the setup.
+fn db_error(e: DbError) -> AppError {
+    if e.is_input() {
+        AppError::Input(e.to_string())
+    } else {
+        AppError::Setup(e.to_string())
+    }
+}
+
+fn load_task(path: &Path) -> Result<(LoadedTask, Gold)> {
+    let file = if path.is_dir() { path.join("task.yaml") } else { path.to_path_buf() };
+    let loaded = Task::load(&file).map_err(|e| AppError::Input(e.to_string()))?;
+    let gold = Gold::load(&loaded.dir().join("gold.json"), &loaded.task).map_err(|e| AppError::Input(e.to_string()))?;
+    Ok((loaded, gold))
+}
+
+fn database_info(url: &DatabaseUrl) -> Result<DatabaseInfo> {
+    let sha256 = match url.sqlite_path() {
+        Some(main) => {
+            let schemas = evident_rwe::evident_db::sqlite::attached_schemas(main).map_err(db_error)?;
+            let mut files: Vec<&Path> = vec![main];
+            files.extend(schemas.iter().map(|(_, p)| p.as_path()));
+            Some(sha256_files(&files).map_err(|cause| AppError::File { path: main.to_path_buf(), cause })?)
+        }
+        None => None,
+    };
+    Ok(DatabaseInfo { url: url.redacted(), sha256 })
+}
+
+/// Runs (or resumes) one task end to end and writes `bundle.json` in the run folder.
+pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
+    let (loaded, gold) = load_task(&request.task)?;
+    let task = loaded.task.clone();
+    let url = DatabaseUrl::parse(&request.db).map_err(db_error)?;
+    let limits = QueryLimits { max_rows: 50_001, ..QueryLimits::default() };
+    let mut conn = ReadOnlyConnection::connect(&url, limits.clone()).map_err(db_error)?;
+    std::fs::create_dir_all(&request.out).map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
+    let r_db = r_database(conn.agent_url(), Path::new(POSTGRES_SOCKET_DIR)).map_err(db_error)?;
+    let aux: Vec<PathBuf> = task.auxiliary_files.iter().map(|f| loaded.dir().join(f)).collect();
+    let workspace = Workspace::create(&request.out.join("workspace"), r_db, &aux)
+        .map_err(|e| AppError::Setup(e.to_string()))?;
+    let typed_db = match request.strategy {
+        Strategy::Typed => Some(ReadOnlyConnection::connect(&url, limits).map_err(db_error)?),
+        Strategy::R => None,
+    };
+    let mut env = StudyEnv::new(AnswerSheet::new(task.clone(), gold.clone()), workspace, SandboxConfig::default(), typed_db);
+    let mut config = AgentConfig::paper(request.strategy);
+    if let Some(steps) = request.max_steps {
+        config.max_steps = steps;
+    }
+    let run_id = session.begin_model_run(&format!("study {} ({})", task.id, request.strategy.as_str()))?;
+    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let prompts = study_prompts(None);
+    let store = StepStore::new(&request.out);
+    let run: AgentRun = run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files)
+        .map_err(|e| AppError::Interrupted { what: format!("study {}", task.id), cause: Box::new(AppError::Setup(e.to_string())) })?;
+
+    let audit_path = env.workspace().root().join(AUDIT_FILE);
+    let audit = if audit_path.is_file() {
+        let table = AuditTable::read(&audit_path).map_err(|e| AppError::Input(e.to_string()))?;
+        let rules = rule_checks(&table, &mut conn).map_err(|e| AppError::Setup(e.to_string()))?;
+        let judge = if rules.passed() && request.judge {
+            Some(
+                judge_cohort(&model, &prompts, &task.protocol.methods, &table, 1)
+                    .map_err(|e| AppError::Setup(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Some(CohortAudit { rules, judge })
+    } else {
+        None
+    };
+    session.finish_model_run(&run_id)?;
+    let qualified = audit.as_ref().is_some_and(CohortAudit::qualified);
+    let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, qualified);
+    let bundle = Bundle {
+        evident_version: env!("CARGO_PKG_VERSION"),
+        task: &task,
+        task_sha256: sha256_file(&loaded.path).map_err(|cause| AppError::File { path: loaded.path.clone(), cause })?,
+        prompts_sha256: prompts_sha256(),
+        strategy: request.strategy,
+        model: evident_llm::ChatModel::model_id(&model).to_string(),
+        database: database_info(&url)?,
+        cohort_audit: audit.as_ref(),
+        answers: env.sheet.answers(),
+        score: &score,
+        run: &run,
+    };
+    let bundle_path =
+        write_bundle(&request.out, &bundle).map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
+    Ok(StudyReport {
+        task: task.id.clone(),
+        strategy: request.strategy,
+        termination: run.termination,
+        steps: run.steps.len(),
+        resumed_steps: run.resumed_steps,
+        cohort_qualified: qualified,
+        audit,
+        score,
+        prompt_tokens: run.prompt_tokens,
+        completion_tokens: run.completion_tokens,
+        bundle: bundle_path,
+    })
+}
+
+impl fmt::Display for StudyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "task {} ({} strategy): {:?} after {} steps", self.task, self.strategy.as_str(), self.termination, self.steps)?;
+        match &self.audit {
+            None => writeln!(f, "cohort audit: no cohort_audit.csv was exported")?,
+            Some(a) => {
+                for c in &a.rules.checks {
+                    writeln!(f, "  rule {}: {} ({})", c.rule, if c.passed { "passed" } else { "FAILED" }, c.detail)?;
+                }
+                if let Some(j) = &a.judge {
+                    writeln!(f, "  judge: {} of {} judged rows excluded", j.excluded, j.judged)?;
+                }
+                writeln!(f, "cohort: {}", if self.cohort_qualified { "qualified" } else { "not qualified" })?;
+            }
+        }
+        let pct = |x: Option<f64>| x.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into());
+        writeln!(
+            f,
+            "ACC {}  RAR {}  SMR {}  success {}  complete {}",
+            pct(self.score.acc),
+            pct(self.score.rar),
+            pct(self.score.smr),
+            self.score.success,
+            self.score.complete
+        )?;
+        writeln!(f, "tokens: {} prompt, {} completion", self.prompt_tokens, self.completion_tokens)?;
+        write!(f, "bundle: {}", self.bundle.display())
+    }
+}
+
+/// RWE-bench's metrics over a folder of tasks.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    /// A folder whose subfolders hold `task.yaml` and `gold.json`.
+    pub tasks: PathBuf,
+    pub db: String,
+    pub model: ModelChoice,
+    pub strategy: Strategy,
+    pub runs: u32,
+    /// Run folders go under `out/run-N/TASK`.
+    pub out: PathBuf,
+    pub max_steps: Option<u32>,
+    pub judge: bool,
+    pub use_cache: bool,
+}
+
+/// The evaluation: every task score of every run, and the summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    pub strategy: Strategy,
+    pub runs: Vec<Vec<StudyReport>>,
+    pub summary: RunsSummary,
+}
+
+/// Runs every task `runs` times and computes ACC, RAR, SMR, SR, SR after
+/// screening, CR and steps (macro within tasks, then across tasks; mean
+/// and standard error over runs).
+pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&request.tasks)
+        .map_err(|cause| AppError::File { path: request.tasks.clone(), cause })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("task.yaml").is_file())
+        .collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        return Err(AppError::Input(format!("{}: no task folders (a folder with task.yaml and gold.json)", request.tasks.display())));
+    }
+    let mut runs = Vec::new();
+    for r in 1..=request.runs.max(1) {
+        let mut reports = Vec::new();
+        for dir in &dirs {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let study = StudyRequest {
+                task: dir.clone(),
+                db: request.db.clone(),
+                model: request.model.clone(),
+                strategy: request.strategy,
+                out: request.out.join(format!("run-{r}")).join(name),
+                max_steps: request.max_steps,
+                judge: request.judge,
+                use_cache: request.use_cache,
+            };
+            reports.push(run(session, &study)?);
+        }
+        runs.push(reports);
+    }
+    let per_run: Vec<_> = runs.iter().map(|rs| run_metrics(&rs.iter().map(|r| r.score.clone()).collect::<Vec<_>>())).collect();
+    Ok(EvalReport { strategy: request.strategy, summary: aggregate_runs(&per_run), runs })
+}
+
+impl fmt::Display for EvalReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cell = |m: &Option<evident_rwe::MetricSummary>, pct: bool| match m {
+            None => "-".to_string(),
+            Some(m) => {
+                let k = if pct { 100.0 } else { 1.0 };
+                match m.se {
+                    Some(se) => format!("{:.1} ± {:.1}", k * m.mean, k * se),
+                    None => format!("{:.1}", k * m.mean),
+                }
+            }
+        };
+        let s = &self.summary;
+        writeln!(f, "| strategy | ACC | RAR | SMR | SR | SR screened | CR | steps |")?;
+        writeln!(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")?;
+        write!(
+            f,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            self.strategy.as_str(),
+            cell(&s.acc, true),
+            cell(&s.rar, true),
+            cell(&s.smr, true),
+            cell(&s.sr, true),
+            cell(&s.sr_screened, true),
+            cell(&s.cr, true),
+            cell(&s.steps, false)
+        )
+    }
+}

@@ -1,0 +1,91 @@
+//! `evident study TASK --database URL [--strategy r|typed|both] [--out DIR]`:
+//! runs one observational-study task (a protocol with its questions and
+//! gold answers) on a MIMIC-IV database with the study agent, audits the
+//! cohort it exports, scores its answers and writes the evidence bundle.
+//! Calls `evident_app::study::run` once per strategy.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use evident_app::study::{Strategy, StudyReport, StudyRequest};
+use evident_app::ModelChoice;
+use serde::Serialize;
+
+use crate::commands::Context;
+use crate::Exit;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The task: a task.yaml (with gold.json beside it) or its folder.
+    pub task: PathBuf,
+    /// The study database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE
+    /// (`--db` is the global flag naming Evident's own store).
+    #[arg(long)]
+    pub database: String,
+    /// r (RWEAgent as in RWE-bench: R only), typed (adds SQL and typed statistics tools), or both.
+    #[arg(long, default_value = "r", value_parser = ["r", "typed", "both"])]
+    pub strategy: String,
+    /// The run folder (workspace, steps.jsonl, bundle.json); running again resumes it.
+    #[arg(long, default_value = "evident-study")]
+    pub out: PathBuf,
+    /// Steps at most (RWE-bench: 100).
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+    /// Skip the LLM cohort judge (the rule checks still run).
+    #[arg(long)]
+    pub no_judge: bool,
+    /// The model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long, conflicts_with = "endpoint")]
+    pub model: Option<String>,
+    /// An OpenAI-compatible base URL.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, default_value = "default", requires = "endpoint")]
+    pub endpoint_model: String,
+    /// Allow patient data to reach a non-loopback endpoint.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Do not serve answers from the model cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+#[derive(Serialize)]
+struct Reports(Vec<StudyReport>);
+
+impl fmt::Display for Reports {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        write!(f, "{}", text.join("\n\n"))
+    }
+}
+
+pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
+    let strategies = match args.strategy.as_str() {
+        "typed" => vec![Strategy::Typed],
+        "both" => vec![Strategy::R, Strategy::Typed],
+        _ => vec![Strategy::R],
+    };
+    let mut reports = Vec::new();
+    for strategy in &strategies {
+        let out = if strategies.len() > 1 { args.out.join(strategy.as_str()) } else { args.out.clone() };
+        let request = StudyRequest {
+            task: args.task.clone(),
+            db: args.database.clone(),
+            model: ModelChoice {
+                model: args.model.clone(),
+                endpoint: args.endpoint.clone(),
+                endpoint_model: args.endpoint_model.clone(),
+                allow_remote: args.allow_remote,
+            },
+            strategy: *strategy,
+            out,
+            max_steps: args.max_steps,
+            judge: !args.no_judge,
+            use_cache: !args.no_cache,
+        };
+        reports.push(evident_app::study::run(&ctx.session, &request)?);
+    }
+    ctx.print(&Reports(reports))?;
+    Ok(Exit::Found)
+}

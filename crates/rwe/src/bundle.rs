@@ -1,0 +1,86 @@
+//! The evidence bundle of one study run, `bundle.json`, written atomically
+//! (a temporary file renamed into place): the task and its protocol, the
+//! database (URL without password, and a SHA-256 of the SQLite files), the
+//! cohort audit, every answer with the step that produced it, the scores,
+//! the full trace of steps, usage, and hashes of the task file and the code
+//! (crate version and prompt files).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::agent::{AgentRun, Strategy, AGENT_PROMPTS};
+use crate::audit::{CohortAudit, RWE_PROMPTS};
+use crate::metrics::TaskScore;
+use crate::sheet::RecordedAnswer;
+use crate::task::Task;
+
+/// What a bundle records about the database.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DatabaseInfo {
+    /// The URL with any password replaced.
+    pub url: String,
+    /// SHA-256 over the SQLite files in order (main file, then each
+    /// schema file); `None` for PostgreSQL.
+    pub sha256: Option<String>,
+}
+
+/// The whole bundle.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bundle<'a> {
+    pub evident_version: &'static str,
+    pub task: &'a Task,
+    pub task_sha256: String,
+    pub prompts_sha256: String,
+    pub strategy: Strategy,
+    pub model: String,
+    pub database: DatabaseInfo,
+    pub cohort_audit: Option<&'a CohortAudit>,
+    pub answers: &'a BTreeMap<String, RecordedAnswer>,
+    pub score: &'a TaskScore,
+    pub run: &'a AgentRun,
+}
+
+/// SHA-256 of a file's bytes, hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut f = std::fs::File::open(path)?;
+    std::io::copy(&mut f, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// SHA-256 over several files in order.
+pub fn sha256_files(paths: &[&Path]) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    for p in paths {
+        let mut f = std::fs::File::open(p)?;
+        std::io::copy(&mut f, &mut hasher)?;
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// SHA-256 of the built-in prompt files the run used.
+pub fn prompts_sha256() -> String {
+    let mut hasher = Sha256::new();
+    for (name, text) in AGENT_PROMPTS.iter().chain(RWE_PROMPTS) {
+        hasher.update(name.as_bytes());
+        hasher.update(text.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// Writes `bundle` to `dir/bundle.json` through a temporary file, so a
+/// reader never sees half a bundle.
+pub fn write_bundle(dir: &Path, bundle: &Bundle) -> std::io::Result<std::path::PathBuf> {
+    let path = dir.join("bundle.json");
+    let tmp = dir.join(".bundle.json.tmp");
+    let text = serde_json::to_string_pretty(bundle).map_err(std::io::Error::other)?;
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
