@@ -43,3 +43,12 @@ fn example_trial_loads() {
     assert_eq!(insulin.criterion_type, CriterionType::Exclusion);
     assert_eq!((insulin.pooling, insulin.window_months), (Some(Pooling::MostRecent), Some(3)));
 }
+
+#[test]
+fn mimic_demo_check_set_loads_with_a_reviewed_check_per_criterion() {
+    let set = CriteriaSet::load(&repo().join("criteria/mimic-iv-demo-checks.yaml")).unwrap();
+    assert!(set.criteria.len() >= 10);
+    for c in &set.criteria {
+        assert!(c.reviewed_check().is_some(), "{} has a reviewed check", c.id);
+    }
+}
