@@ -218,6 +218,11 @@ pub struct ZeroShotMatcher<'a> {
 /// short enough that a small model cannot ramble for hundreds of tokens.
 const MAX_STRING: u64 = 600;
 
+/// Medications listed at most: the authors' list is unbounded and refined
+/// definitions (DIETSUPP-2MOS) tell the model to go through it, so the
+/// bound only stops a runaway list.
+const MAX_MEDICATIONS: u64 = 40;
+
 /// The JSON Schema of one assessment.
 pub fn assessment_schema() -> Value {
     assessment_schema_for(None)
@@ -234,13 +239,13 @@ pub fn assessment_schema_for(max_id: Option<i64>) -> Value {
     json!({
         "type": "object",
         "properties": {
+            "medications_and_supplements": {"type": "array", "maxItems": MAX_MEDICATIONS, "items": {"type": "string", "maxLength": 60}},
             "rationale": {"type": "string", "maxLength": MAX_STRING},
             "decision": {"type": "string", "enum": ["MET", "NOT MET", "NOT ENOUGH INFORMATION", "NOT APPLICABLE"]},
             "confidence": {"type": "string", "enum": ["low", "medium", "high"]},
-            "evidence": {"type": "array", "maxItems": 8, "items": id},
-            "medications_and_supplements": {"type": "array", "maxItems": 8, "items": {"type": "string", "maxLength": 60}}
+            "evidence": {"type": "array", "maxItems": 8, "items": id}
         },
-        "required": ["rationale", "decision", "confidence", "evidence", "medications_and_supplements"],
+        "required": ["medications_and_supplements", "rationale", "decision", "confidence", "evidence"],
         "additionalProperties": false
     })
 }
@@ -270,14 +275,34 @@ impl<'a> ZeroShotMatcher<'a> {
 
     /// Renders the request for some notes and criteria (one criterion for
     /// IC*, all for AC*).
+    /// The current date shown is the configured reference date, else the
+    /// latest date of the notes shown.
     pub fn render(&self, notes: &[&NoteText], criteria: &[&Criterion]) -> Result<RenderedPrompt, MatchError> {
+        let current = current_date(self.config.reference_date, notes.iter().copied());
+        self.render_at(notes, criteria, current)
+    }
+
+    /// Renders with the given current date (Wornow et al. anchor every
+    /// prompt at the patient's most recent record date, also when one note
+    /// is shown, so "in the past 6 months" has a reference).
+    pub fn render_at(
+        &self,
+        notes: &[&NoteText],
+        criteria: &[&Criterion],
+        current_date: Option<NaiveDateTime>,
+    ) -> Result<RenderedPrompt, MatchError> {
         let all_criteria = self.config.strategy.all_criteria();
         let (shown, sentence_ids) = record_context(notes);
         let criteria_ctx: Vec<Value> = criteria
             .iter()
             .map(|c| json!({"id": c.id, "type": c.criterion_type.as_str(), "text": c.prompt_text()}))
             .collect();
-        let ctx = json!({"all_criteria": all_criteria, "notes": shown, "criteria": criteria_ctx});
+        let ctx = json!({
+            "all_criteria": all_criteria,
+            "notes": shown,
+            "criteria": criteria_ctx,
+            "current_date": current_date.map(|d| d.format("%Y-%m-%d").to_string()),
+        });
         let system = self.prompts.render("zero_shot_system.prompt.md", &ctx)?;
         let user = self.prompts.render("zero_shot_user.prompt.md", &ctx)?;
         let max_id = sentence_ids.keys().next_back().copied();
@@ -294,10 +319,11 @@ impl<'a> ZeroShotMatcher<'a> {
         patient_id: &str,
         notes: &[&NoteText],
         criteria: &[&Criterion],
+        current: Option<NaiveDateTime>,
         calls: &mut u32,
         prompt_chars: &mut usize,
     ) -> Result<Vec<CriterionResult>, MatchError> {
-        let rendered = self.render(notes, criteria)?;
+        let rendered = self.render_at(notes, criteria, current)?;
         *prompt_chars += rendered.request.messages.iter().map(|m| m.content.len()).sum::<usize>();
         *calls += 1;
         let outcome = chat_json(self.model, &rendered.request, &rendered.schema, self.config.repair, &self.prompts)
@@ -395,7 +421,8 @@ impl<'a> ZeroShotMatcher<'a> {
         }
         let mut calls = 0;
         let mut prompt_chars = 0;
-        let results = self.assess(&record.patient_id, &notes, &criteria, &mut calls, &mut prompt_chars)?;
+        let current = current_date(self.config.reference_date, record.notes.iter());
+        let results = self.assess(&record.patient_id, &notes, &criteria, current, &mut calls, &mut prompt_chars)?;
         Ok(TaskOutput { results, calls, prompt_chars })
     }
 
@@ -439,6 +466,14 @@ impl<'a> ZeroShotMatcher<'a> {
             prompt_tokens_estimate: prompt_chars / 4,
         })
     }
+}
+
+/// `reference` when set, else the latest date among `notes`.
+fn current_date<'n>(
+    reference: Option<NaiveDateTime>,
+    notes: impl Iterator<Item = &'n NoteText>,
+) -> Option<NaiveDateTime> {
+    reference.or_else(|| notes.filter_map(|n| n.date).max())
 }
 
 fn record_note_date(record: &PatientRecord, document_id: Option<&str>) -> Option<NaiveDateTime> {

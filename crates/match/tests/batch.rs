@@ -43,7 +43,7 @@ impl ChatModel for Fake {
             });
         }
         let user = &request.messages.last().unwrap().content;
-        let (record, criterion) = user.rsplit_once("Criterion:").expect("an IC prompt");
+        let (record, criterion) = user.rsplit_once("criterion being assessed is:").expect("an IC prompt");
         let word = ["insulin", "diabetes"].into_iter().find(|w| criterion.to_lowercase().contains(w)).unwrap_or("");
         let met = !word.is_empty() && record.to_lowercase().contains(word);
         let text = serde_json::json!({

@@ -105,7 +105,19 @@ fn ican_one_call_per_criterion_shared_prefix_and_exclusion_polarity() {
     assert_eq!(requests[0].messages[0], requests[1].messages[0]);
     let (a, b) = (&requests[0].messages[1].content, &requests[1].messages[1].content);
     let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    assert!(common > a.find("# Criteria").unwrap(), "the record must be a shared prefix");
+    assert!(common > a.find("# Criterion").unwrap(), "the record and current date must be a shared prefix");
+    // Wornow et al.'s prompt: the current date (the latest note's), the
+    // criterion's name and definition, step by step, medications first.
+    assert!(a.contains("# Current Date\n\nAssume that the current date is: 2024-02-20\n"), "{a}");
+    assert!(a.contains("criterion being assessed is: \"t2dm: "), "{a}");
+    assert!(a.contains("Think step by step, and justify your answer."));
+    let schema = requests[0].json_schema.clone().unwrap();
+    assert_eq!(
+        schema["required"],
+        serde_json::json!(["medications_and_supplements", "rationale", "decision", "confidence", "evidence"]),
+        "medications come before the decision"
+    );
+    assert_eq!(schema["properties"].as_object().unwrap().keys().next().unwrap(), "medications_and_supplements");
     insta::assert_snapshot!("ican_prompts", rendered(&requests));
     // The patient meets the exclusion: excluded.
     let Determination::Assessed(a) = &m.results[1].outcome else { panic!() };
