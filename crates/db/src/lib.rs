@@ -30,7 +30,7 @@ pub use error::DbError;
 pub use load::{load_mimic, LoadEvent, LoadReport, TableLoad};
 pub use query::{ColumnInfo, QueryLimits, QueryResult, TableInfo, Value};
 pub use readonly::ReadOnlyConnection;
-pub use url::DatabaseUrl;
+pub use url::{DatabaseUrl, PostgresParams};
 
 /// The derived tables a load builds under `mimiciv_derived`, in build order.
 pub const DERIVED_TABLES: [&str; 4] = ["age", "icustay_detail", "first_day_lab", "charlson"];

@@ -111,7 +111,50 @@ impl DatabaseUrl {
     }
 }
 
+/// A PostgreSQL URL's parts, for clients that take them one by one (R's
+/// `DBI::dbConnect(RPostgreSQL::PostgreSQL(), host =, port =, user =,
+/// password =, dbname =)`). Debug hides the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresParams {
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub password: String,
+    /// The database; the user's name when the URL names none (libpq's rule).
+    pub dbname: String,
+}
+
+impl std::fmt::Debug for PostgresParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresParams")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("user", &self.user)
+            .field("password", &"***")
+            .field("dbname", &self.dbname)
+            .finish()
+    }
+}
+
 impl DatabaseUrl {
+    /// The parts of a PostgreSQL URL (None for SQLite). The host is the
+    /// first TCP host (a Unix-socket URL gives its folder).
+    pub fn postgres_params(&self) -> Option<PostgresParams> {
+        let config = self.postgres_config().ok()?;
+        let host = match config.get_hosts().first()? {
+            postgres::config::Host::Tcp(host) => host.clone(),
+            postgres::config::Host::Unix(path) => path.display().to_string(),
+        };
+        let user = config.get_user()?.to_string();
+        Some(PostgresParams {
+            host,
+            port: config.get_ports().first().copied().unwrap_or(5432),
+            password: config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default(),
+            dbname: config.get_dbname().map(str::to_string).unwrap_or_else(|| user.clone()),
+            user,
+        })
+    }
+
     /// The same PostgreSQL server and role, another database (SQLite URLs
     /// are returned unchanged).
     pub fn with_database(&self, database: &str) -> DatabaseUrl {
@@ -172,6 +215,11 @@ mod tests {
         assert_eq!(other.expose(), "postgres://ro_1:pw@127.0.0.1:5432/mimic");
         assert!(DatabaseUrl::parse("postgresql://u@localhost/db").is_ok());
         assert_eq!(url.with_database("other").expose(), "postgres://evident:secret@127.0.0.1:5432/other");
+        let params = url.postgres_params().unwrap();
+        assert_eq!((params.host.as_str(), params.port, params.user.as_str()), ("127.0.0.1", 5432, "evident"));
+        assert_eq!((params.password.as_str(), params.dbname.as_str()), ("secret", "mimic"));
+        assert!(!format!("{params:?}").contains("secret"));
+        assert_eq!(DatabaseUrl::parse("postgres://u@h").unwrap().postgres_params().unwrap().dbname, "u");
         let with_query = DatabaseUrl::parse("postgres://u:p@h/db?sslmode=disable").unwrap();
         assert_eq!(with_query.with_database("x").expose(), "postgres://u:p@h/x?sslmode=disable");
     }
