@@ -15,8 +15,11 @@ use evident_llm::StructuredModel;
 use serde::Serialize;
 
 use crate::error::{input_error, AppError, Result};
-use crate::models::ModelChoice;
+use crate::models::{embed_missing, EmbedderChoice, ModelChoice};
+use crate::progress::Silent;
+use crate::search::EMBED_BATCH;
 use crate::session::{lock, Session};
+use evident_store::SectionFilter;
 
 /// One question.
 #[derive(Debug, Clone)]
@@ -47,7 +50,7 @@ pub struct AskResult {
 }
 
 /// The comparators the issue names that this version does not run yet.
-const NOT_YET: &[&str] = &["simple-rag", "advanced-rag", "iterative-rag"];
+const NOT_YET: &[&str] = &["advanced-rag", "iterative-rag"];
 
 fn parse_method(text: &str) -> Result<Method> {
     if let Some(m) = Method::parse(text) {
@@ -116,6 +119,16 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     let prompts = evident_chart::prompts(session.config().llm.prompts_dir.as_deref());
     let run_id = session.begin_model_run(&format!("chart ask {} {}", method.as_str(), request.patient_id))?;
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    // Simple RAG reads section vectors: embed what the patient lacks first.
+    let embedder = match method {
+        Method::SimpleRag => {
+            let embedder = session.embedder(&EmbedderChoice::default())?;
+            let filter = SectionFilter::patient(request.patient_id.clone());
+            embed_missing(&store, &embedder, &filter, EMBED_BATCH, &Silent)?;
+            Some(embedder)
+        }
+        _ => None,
+    };
     let view = RecordView::new(&store, request.patient_id.clone(), as_of);
     let question = Question {
         text: request.question.trim(),
@@ -123,6 +136,7 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
         skills: &skills,
         config: &config,
         patient: if description.is_empty() { "unknown".into() } else { description.join(", ") },
+        embedder: embedder.as_ref().map(|e| e as &dyn evident_llm::Embedder),
     };
     let answered = evident_chart::ask(StructuredModel::recorded(&model), &prompts, &view, &question);
     session.finish_model_run(&run_id)?;

@@ -416,7 +416,11 @@ fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Pro
     let hits = {
         let store = ctx.view.lock();
         let config = evident_retrieve::RetrieverConfig { mode: evident_retrieve::Mode::Dense, ..Default::default() };
-        evident_retrieve::Retriever::new(&store, config).with_embedder(embedder).search(ctx.question, &filter, SIMPLE_RAG_K)?
+        evident_retrieve::Retriever::new(&store, config).with_embedder(embedder).search(
+            ctx.question,
+            &filter,
+            SIMPLE_RAG_K,
+        )?
     };
     let nodes: Vec<Evidence> = hits
         .into_iter()

@@ -36,7 +36,14 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
     let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
     let config = AgentConfig::default();
-    let q = Question { text: question, method, skills: &skills, config: &config, patient: "female, 67 years".into(), embedder: None };
+    let q = Question {
+        text: question,
+        method,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+        embedder: None,
+    };
     ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
 }
 
@@ -293,16 +300,16 @@ impl evident_llm::Embedder for WordHash {
         "word-hash"
     }
     fn dimensions(&self) -> usize {
-        64
+        512
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, evident_llm::EmbedError> {
         Ok(texts
             .iter()
             .map(|t| {
-                let mut v = vec![0f32; 64];
+                let mut v = vec![0f32; 512];
                 for w in t.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 3) {
                     let h = w.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64));
-                    v[(h % 64) as usize] += 1.0;
+                    v[(h % 512) as usize] += 1.0;
                 }
                 let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
                 v.iter().map(|x| x / n).collect()

@@ -20,7 +20,8 @@ pub struct Args {
     /// Default: the date of the patient's last document.
     #[arg(long)]
     pub as_of: Option<String>,
-    /// agent, baseline, full-context, or an ablation of the agent
+    /// agent, baseline, full-context, simple-rag (dense top 10, MiniLM),
+    /// or an ablation of the agent
     /// (agent-no-skills, agent-all-skills, agent-no-filters,
     /// agent-no-calculators, agent-no-memory, agent-reactive).
     #[arg(long, default_value = "agent")]
