@@ -13,7 +13,7 @@ use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepSt
 pub use evident_rwe::agent::{Strategy, Termination};
 use evident_rwe::audit::{judge_cohort, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
 use evident_rwe::bundle::{prompts_sha256, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo};
-use evident_rwe::database::{r_database, POSTGRES_SOCKET_DIR};
+use evident_rwe::database::r_database;
 use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
 use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
@@ -96,15 +96,16 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     let limits = QueryLimits { max_rows: 50_001, ..QueryLimits::default() };
     let mut conn = ReadOnlyConnection::connect(&url, limits.clone()).map_err(db_error)?;
     std::fs::create_dir_all(&request.out).map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
-    let r_db = r_database(conn.agent_url(), Path::new(POSTGRES_SOCKET_DIR)).map_err(db_error)?;
+    let r_db = r_database(conn.agent_url()).map_err(db_error)?;
     let aux: Vec<PathBuf> = task.auxiliary_files.iter().map(|f| loaded.dir().join(f)).collect();
-    let workspace = Workspace::create(&request.out.join("workspace"), r_db, &aux)
-        .map_err(|e| AppError::Setup(e.to_string()))?;
+    let workspace =
+        Workspace::create(&request.out.join("workspace"), r_db, &aux).map_err(|e| AppError::Setup(e.to_string()))?;
     let typed_db = match request.strategy {
         Strategy::Typed => Some(ReadOnlyConnection::connect(&url, limits).map_err(db_error)?),
         Strategy::R => None,
     };
-    let mut env = StudyEnv::new(AnswerSheet::new(task.clone(), gold.clone()), workspace, SandboxConfig::default(), typed_db);
+    let mut env =
+        StudyEnv::new(AnswerSheet::new(task.clone(), gold.clone()), workspace, SandboxConfig::default(), typed_db);
     let mut config = AgentConfig::paper(request.strategy);
     if let Some(steps) = request.max_steps {
         config.max_steps = steps;
@@ -113,8 +114,13 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
     let prompts = study_prompts(None);
     let store = StepStore::new(&request.out);
-    let run: AgentRun = run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files)
-        .map_err(|e| AppError::Interrupted { what: format!("study {}", task.id), cause: Box::new(AppError::Setup(e.to_string())) })?;
+    let run: AgentRun =
+        run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files).map_err(|e| {
+            AppError::Interrupted {
+                what: format!("study {}", task.id),
+                cause: Box::new(AppError::Setup(e.to_string())),
+            }
+        })?;
 
     let audit_path = env.workspace().root().join(AUDIT_FILE);
     let audit = if audit_path.is_file() {
@@ -167,7 +173,14 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
 
 impl fmt::Display for StudyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "task {} ({} strategy): {:?} after {} steps", self.task, self.strategy.as_str(), self.termination, self.steps)?;
+        writeln!(
+            f,
+            "task {} ({} strategy): {:?} after {} steps",
+            self.task,
+            self.strategy.as_str(),
+            self.termination,
+            self.steps
+        )?;
         match &self.audit {
             None => writeln!(f, "cohort audit: no cohort_audit.csv was exported")?,
             Some(a) => {
@@ -230,7 +243,10 @@ pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> 
         .collect();
     dirs.sort();
     if dirs.is_empty() {
-        return Err(AppError::Input(format!("{}: no task folders (a folder with task.yaml and gold.json)", request.tasks.display())));
+        return Err(AppError::Input(format!(
+            "{}: no task folders (a folder with task.yaml and gold.json)",
+            request.tasks.display()
+        )));
     }
     let mut runs = Vec::new();
     for r in 1..=request.runs.max(1) {
@@ -251,7 +267,8 @@ pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> 
         }
         runs.push(reports);
     }
-    let per_run: Vec<_> = runs.iter().map(|rs| run_metrics(&rs.iter().map(|r| r.score.clone()).collect::<Vec<_>>())).collect();
+    let per_run: Vec<_> =
+        runs.iter().map(|rs| run_metrics(&rs.iter().map(|r| r.score.clone()).collect::<Vec<_>>())).collect();
     Ok(EvalReport { strategy: request.strategy, summary: aggregate_runs(&per_run), runs })
 }
 

@@ -4,15 +4,11 @@
 //! (the SQLite files to mount read-only, or PostgreSQL's Unix socket).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use evident_db::{DatabaseUrl, DbError, ReadOnlyConnection, Value};
 
 use crate::audit::{IdColumn, IdentifierLookup};
 use crate::sandbox::RDatabase;
-
-/// Where Debian's PostgreSQL puts its Unix socket.
-pub const POSTGRES_SOCKET_DIR: &str = "/var/run/postgresql";
 
 /// Identifiers are looked up this many at a time (below the connection's
 /// row limit).
@@ -49,9 +45,9 @@ impl IdentifierLookup for ReadOnlyConnection {
 }
 
 /// How sandboxed R reaches `url`. For PostgreSQL the URL should be the
-/// run's read-only role ([`ReadOnlyConnection::agent_url`]); R connects
-/// through the Unix socket in `socket_dir`, since the sandbox has no network.
-pub fn r_database(url: &DatabaseUrl, socket_dir: &Path) -> Result<RDatabase, DbError> {
+/// run's read-only role ([`ReadOnlyConnection::agent_url`]); R reaches the
+/// server through a forwarded Unix socket, since the sandbox has no network.
+pub fn r_database(url: &DatabaseUrl) -> Result<RDatabase, DbError> {
     match url {
         DatabaseUrl::Sqlite { path } => {
             let main = path.canonicalize().map_err(|e| DbError::Connect {
@@ -67,7 +63,7 @@ pub fn r_database(url: &DatabaseUrl, socket_dir: &Path) -> Result<RDatabase, DbE
                 message: "cannot read user, port and database from the URL".into(),
             })?;
             Ok(RDatabase::Postgres {
-                socket_dir: PathBuf::from(socket_dir),
+                host: parts.host,
                 port: parts.port,
                 dbname: parts.dbname,
                 user: parts.user,
@@ -78,6 +74,7 @@ pub fn r_database(url: &DatabaseUrl, socket_dir: &Path) -> Result<RDatabase, DbE
 }
 
 struct PostgresParts {
+    host: String,
     user: String,
     password: String,
     port: u16,
@@ -91,11 +88,11 @@ fn postgres_parts(url: &str) -> Option<PostgresParts> {
     let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
     let (hostport, db) = rest.split_once('/')?;
     let dbname = db.split('?').next()?.to_string();
-    let port = match hostport.rsplit_once(':') {
-        Some((_, p)) => p.parse().ok()?,
-        None => 5432,
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) => (h.to_string(), p.parse().ok()?),
+        None => (hostport.to_string(), 5432),
     };
-    Some(PostgresParts { user: decode(user), password: decode(password), port, dbname: decode(&dbname) })
+    Some(PostgresParts { host, user: decode(user), password: decode(password), port, dbname: decode(&dbname) })
 }
 
 /// Percent-decoding of a URL component.

@@ -75,9 +75,11 @@ pub enum RDatabase {
     /// A SQLite main file and the schema files every connection attaches
     /// (`mimiciv_hosp`, ...), all mounted read-only.
     Sqlite { main: PathBuf, attach: Vec<(String, PathBuf)> },
-    /// A PostgreSQL server reached through its Unix socket directory (the
-    /// sandbox has no network), as a read-only role.
-    Postgres { socket_dir: PathBuf, port: u16, dbname: String, user: String, password: String },
+    /// A PostgreSQL server, as the run's read-only role. The sandbox has
+    /// no network: R connects to a Unix socket in the sandbox that Evident
+    /// forwards to the server's TCP address (password authentication), and
+    /// to nothing else.
+    Postgres { host: String, port: u16, dbname: String, user: String, password: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +159,7 @@ impl Workspace {
                 paths.push(main);
                 paths.extend(attach.iter().map(|(_, p)| p.as_path()));
             }
-            RDatabase::Postgres { socket_dir, .. } => paths.push(socket_dir),
+            RDatabase::Postgres { .. } => {}
         }
         if let Some(bad) = paths.iter().find(|p| !p.is_absolute() || !p.exists()) {
             return Err(SandboxError::BadPath { what: "database path", path: bad.display().to_string() });
@@ -192,8 +194,24 @@ impl Workspace {
 
     /// Runs a script of the workspace (a path relative to it).
     pub fn run_script(&self, config: &SandboxConfig, relative: &str) -> Result<RRun, SandboxError> {
+        // For PostgreSQL, the one way out of the sandbox: a forwarded socket.
+        let _forwarder = match &self.database {
+            RDatabase::Postgres { host, port, .. } => {
+                Some(SocketForwarder::start(&self.socket_dir(), *port, host).map_err(|source| {
+                    SandboxError::Workspace { path: self.socket_dir().display().to_string(), source }
+                })?)
+            }
+            RDatabase::Sqlite { .. } => None,
+        };
         let mut cmd = self.command(config, relative);
         run_with_deadline(&mut cmd, config)
+    }
+
+    /// The folder of the forwarded PostgreSQL socket, beside the workspace.
+    fn socket_dir(&self) -> PathBuf {
+        let mut name = self.root.file_name().unwrap_or_default().to_os_string();
+        name.push(".pg");
+        self.root.with_file_name(name)
     }
 
     /// The full command line: prlimit, then bwrap, then Rscript.
@@ -226,9 +244,9 @@ impl Workspace {
                     cmd.arg("--ro-bind").arg(path).arg(data_path(path));
                 }
             }
-            RDatabase::Postgres { socket_dir, .. } => {
+            RDatabase::Postgres { .. } => {
                 // Writable: connecting to a Unix socket needs write permission on it.
-                cmd.arg("--bind").arg(socket_dir).arg("/run/postgresql");
+                cmd.arg("--bind").arg(self.socket_dir()).arg("/run/postgresql");
             }
         }
         // The root bwrap builds is a tmpfs: make it read-only once the mount
@@ -247,6 +265,56 @@ impl Workspace {
         cmd.arg("--").arg(&config.rscript).args(["--vanilla", relative]);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd
+    }
+}
+
+/// Forwards connections on `DIR/.s.PGSQL.PORT` to `host:port` while alive.
+struct SocketForwarder {
+    path: PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SocketForwarder {
+    fn start(dir: &Path, port: u16, host: &str) -> std::io::Result<SocketForwarder> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!(".s.PGSQL.{port}"));
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (flag, target) = (stop.clone(), format!("{host}:{port}"));
+        let accept = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                let (Ok(inner), Ok(outer)) = (stream, std::net::TcpStream::connect(&target)) else { continue };
+                let (Ok(mut inner_r), Ok(mut outer_w)) = (inner.try_clone(), outer.try_clone()) else { continue };
+                let (mut outer_r, mut inner_w) = (outer, inner);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut inner_r, &mut outer_w);
+                    let _ = outer_w.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut outer_r, &mut inner_w);
+                    let _ = inner_w.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Ok(SocketForwarder { path, stop, accept: Some(accept) })
+    }
+}
+
+impl Drop for SocketForwarder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = std::os::unix::net::UnixStream::connect(&self.path);
+        if let Some(handle) = self.accept.take() {
+            let _ = handle.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -373,7 +441,7 @@ mod tests {
         assert!(s.contains("dbConnect(RSQLite::SQLite(), \"/data/mimic.sqlite\", flags = RSQLite::SQLITE_RO)"), "{s}");
         assert!(s.contains("ATTACH DATABASE 'file:/data/mimic.mimiciv_hosp.sqlite?mode=ro' AS mimiciv_hosp"), "{s}");
         let p = connect_script(&RDatabase::Postgres {
-            socket_dir: PathBuf::from("/var/run/postgresql"),
+            host: "127.0.0.1".into(),
             port: 5432,
             dbname: "mimic".into(),
             user: "rwe_run_1".into(),

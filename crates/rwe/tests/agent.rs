@@ -14,7 +14,7 @@ use evident_db::{load_mimic, DatabaseUrl};
 use evident_llm::Role;
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
-use evident_rwe::database::{r_database, POSTGRES_SOCKET_DIR};
+use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{score_task, AnswerSheet, Gold, Task};
 use support::Scripted;
@@ -39,7 +39,7 @@ fn task_and_gold() -> (Task, Gold) {
 
 fn env(run_dir: &Path) -> StudyEnv {
     let (task, gold) = task_and_gold();
-    let db = r_database(demo_url(), Path::new(POSTGRES_SOCKET_DIR)).unwrap();
+    let db = r_database(demo_url()).unwrap();
     let ws = Workspace::create(&run_dir.join("workspace"), db, &[]).unwrap();
     StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), None)
 }

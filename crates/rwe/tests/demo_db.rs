@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
 use evident_rwe::audit::{rule_checks, AuditTable, AUDIT_FILE};
-use evident_rwe::database::{r_database, POSTGRES_SOCKET_DIR};
+use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{Gold, Task};
 
@@ -28,7 +28,7 @@ fn demo_url() -> &'static DatabaseUrl {
 }
 
 fn workspace(dir: &Path) -> Workspace {
-    let db = r_database(demo_url(), Path::new(POSTGRES_SOCKET_DIR)).unwrap();
+    let db = r_database(demo_url()).unwrap();
     Workspace::create(&dir.join("ws"), db, &[]).unwrap()
 }
 
