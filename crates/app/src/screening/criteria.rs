@@ -2,15 +2,22 @@
 //! form (an Evident criteria set, a ClinicalTrials.gov API v2 study, or
 //! eligibility text pasted from a registry, from a file or standard input),
 //! and the `criteria split` job, which writes an Evident set from text for
-//! a person to edit (refine definitions, add checks).
+//! a person to edit (refine definitions, add checks), and the `criteria
+//! compile` job, in which a model proposes checks, marked proposed until a
+//! person reviews them.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use evident_llm::StructuredModel;
+use evident_match::checks::compile::{propose_checks, Compiled};
 use evident_match::{read_criteria, CriteriaForm, CriteriaSet, TrialNames};
+use evident_store::ModelRunSummary;
 use serde::Serialize;
 
 use crate::error::{input_error, AppError, Result};
+use crate::models::ModelChoice;
+use crate::session::{lock, Session};
 
 /// Where a trial's criteria come from: a file, or text the front end read
 /// (standard input), named `origin` in errors.
@@ -72,27 +79,37 @@ pub struct SplitReport {
     pub yaml: String,
 }
 
-/// Splits criteria into an Evident set and writes it (through a temporary
-/// file; an existing file is never overwritten, since it may hold edits).
-pub fn split_criteria(request: &SplitRequest) -> Result<SplitReport> {
-    let (set, form) = read_trial(&request.source, &request.names)?;
-    let origin = match &request.source {
+fn origin(source: &TrialSource) -> String {
+    match source {
         TrialSource::File(p) => p.display().to_string(),
         TrialSource::Text { origin, .. } => origin.clone(),
-    };
+    }
+}
+
+/// Writes `yaml` to `out` through a temporary file; an existing file is
+/// never overwritten, since it may hold a person's edits.
+fn write_new(out: &Path, yaml: &str) -> Result<()> {
+    if out.exists() {
+        input_error!("{} already exists and may hold edits; remove it or write elsewhere", out.display());
+    }
+    let tmp = out.with_extension("yaml.tmp");
+    std::fs::write(&tmp, yaml).map_err(|e| AppError::file(&tmp, e))?;
+    std::fs::rename(&tmp, out).map_err(|e| AppError::file(out, e))?;
+    Ok(())
+}
+
+/// Splits criteria into an Evident set and writes it.
+pub fn split_criteria(request: &SplitRequest) -> Result<SplitReport> {
+    let (set, form) = read_trial(&request.source, &request.names)?;
     let yaml = format!(
-        "# Criteria of trial {} read from {origin} ({}) by `evident criteria split`.\n# Edit freely: give criteria clearer ids, a `refined` definition, or a `check`\n# over the structured record (see ARCHITECTURE.md, crates/match).\n{}",
+        "# Criteria of trial {} read from {} ({}) by `evident criteria split`.\n# Edit freely: give criteria clearer ids, a `refined` definition, or a `check`\n# over the structured record (see ARCHITECTURE.md, crates/match).\n{}",
         set.trial_id,
+        origin(&request.source),
         form.as_str(),
         set.to_yaml()
     );
     if let Some(out) = &request.out {
-        if out.exists() {
-            input_error!("{} already exists and may hold edits; remove it or write elsewhere", out.display());
-        }
-        let tmp = out.with_extension("yaml.tmp");
-        std::fs::write(&tmp, &yaml).map_err(|e| AppError::file(&tmp, e))?;
-        std::fs::rename(&tmp, out).map_err(|e| AppError::file(out, e))?;
+        write_new(out, &yaml)?;
     }
     Ok(SplitReport {
         trial_id: set.trial_id.clone(),
@@ -119,5 +136,91 @@ impl fmt::Display for SplitReport {
             ),
             None => f.write_str(&self.yaml),
         }
+    }
+}
+
+/// `criteria compile`: a model proposes checks for a trial's criteria.
+#[derive(Debug, Clone)]
+pub struct CompileRequest {
+    pub source: TrialSource,
+    pub names: TrialNames,
+    /// Where to write the set with its proposed checks; `None`: return it.
+    pub out: Option<PathBuf>,
+    /// The model that proposes (criteria are not patient data, so it may be remote).
+    pub model: ModelChoice,
+    pub use_cache: bool,
+}
+
+/// What the model proposed, per criterion, and what it cost.
+#[derive(Debug, Serialize)]
+pub struct CompileReport {
+    pub trial_id: String,
+    pub written: Option<PathBuf>,
+    /// (criterion id, what became of it).
+    pub criteria: Vec<(String, Compiled)>,
+    pub usage: ModelRunSummary,
+    pub set: CriteriaSet,
+    #[serde(skip)]
+    pub yaml: String,
+}
+
+/// Asks the model for a check per criterion without one, validates each
+/// proposal, and writes the set with the valid ones marked proposed.
+pub fn compile_criteria(session: &Session, request: &CompileRequest) -> Result<CompileReport> {
+    let (set, _) = read_trial(&request.source, &request.names)?;
+    if let Some(out) = &request.out {
+        if out.exists() {
+            input_error!("{} already exists and may hold edits; remove it or write elsewhere", out.display());
+        }
+    }
+    let run_id = session.begin_model_run(&format!("criteria compile {}", set.trial_id))?;
+    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let repair = session.config().llm.repair_policy();
+    let prompts_dir = session.config().llm.prompts_dir.clone();
+    let outcome =
+        propose_checks(StructuredModel::recorded(&model), &set, repair, prompts_dir.as_deref(), &|_, _| {});
+    let store = session.store()?;
+    lock(&store).finish_model_run(&run_id)?;
+    let outcome = outcome?;
+    let usage = lock(&store).model_runs_summary(&run_id, "criteria compile", &[run_id.as_str()])?;
+    let yaml = format!(
+        "# Criteria of trial {} from {} with checks proposed by {} (`evident criteria compile`).\n# A proposed check decides nothing: read it against its criterion, fix it if\n# needed, and change its status to reviewed.\n{}",
+        set.trial_id,
+        origin(&request.source),
+        usage.models.join(", "),
+        outcome.set.to_yaml()
+    );
+    if let Some(out) = &request.out {
+        write_new(out, &yaml)?;
+    }
+    Ok(CompileReport {
+        trial_id: set.trial_id.clone(),
+        written: request.out.clone(),
+        criteria: outcome.criteria,
+        usage,
+        set: outcome.set,
+        yaml,
+    })
+}
+
+impl fmt::Display for CompileReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.written.is_none() {
+            f.write_str(&self.yaml)?;
+        }
+        for (id, compiled) in &self.criteria {
+            let what = match compiled {
+                Compiled::Kept => "kept its check".to_string(),
+                Compiled::Proposed => "check proposed (review it, then mark it reviewed)".to_string(),
+                Compiled::None => "no check: the model says structured data cannot state it".to_string(),
+                Compiled::Rejected { reason } => format!("no check: the proposal did not validate ({reason})"),
+                Compiled::Failed { errors } => format!("no check: no valid answer ({})", errors.join("; ")),
+            };
+            writeln!(f, "  {id}: {what}")?;
+        }
+        if let Some(path) = &self.written {
+            writeln!(f, "trial {}: written to {}", self.trial_id, path.display())?;
+        }
+        writeln!(f, "usage: {}", evident_match::report::usage_text(&self.usage))
     }
 }

@@ -21,7 +21,10 @@ use evident_recorder::RecordingModel;
 use evident_retrieve::Mode;
 use evident_store::SectionFilter;
 
-pub use criteria::{load_trial, read_trial, split_criteria, SplitReport, SplitRequest, TrialSource};
+pub use criteria::{
+    compile_criteria, load_trial, read_trial, split_criteria, CompileReport, CompileRequest, SplitReport, SplitRequest,
+    TrialSource,
+};
 pub use evident_match::checks::ChecksMode;
 pub use evident_match::{CriteriaForm, TrialNames};
 pub use trials::{screen_trials, write_report, PatientLine, ScreeningReport, TrialLine, TrialsRequest};
