@@ -36,6 +36,7 @@ fn split_writes_an_editable_set_from_pasted_text() {
     assert_eq!(again["set"]["criteria"][3]["type"], "exclusion");
     // An existing file may hold edits: never overwritten.
     sb.run(&["criteria", "split", "NCT0001.txt", "--out", "set.yaml"]).fails_with(2, "set.yaml already exists");
+    sb.run(&["criteria", "compile", "NCT0001.txt", "--out", "set.yaml"]).fails_with(2, "set.yaml already exists");
 
     // Standard input, with the id and title from flags.
     let mut child = sb

@@ -195,3 +195,26 @@ fn bad_input_is_refused_with_a_clear_message() {
     sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"])
         .fails_with(2, "a knowledge base and online search are for the makar");
 }
+
+/// `evident criteria compile` on the embedded model: every check it writes
+/// is marked proposed (so it decides nothing until reviewed), the written
+/// set validates when read back, and the usage counts one call per
+/// criterion without a check (none for the one that has a reviewed check).
+#[test]
+fn compile_writes_only_proposed_checks_that_validate() {
+    let sb = Sandbox::new();
+    sb.write(
+        "trial.yaml",
+        "trial_id: COMPILE-TEST\ncriteria:\n  - id: adult\n    type: inclusion\n    text: Age 18 years or older.\n  - id: consent\n    type: inclusion\n    text: Able to give written informed consent.\n  - id: female\n    type: inclusion\n    text: Women only.\n    check: {status: reviewed, sex: female}\n",
+    );
+    let out = sb.run(&["--json", "criteria", "compile", "trial.yaml", "--out", "checks.yaml"]).ok().json();
+    assert_eq!(out["usage"]["calls"], 2, "{out}");
+    assert_eq!(out["criteria"][2][1]["outcome"], "kept", "{out}");
+    let yaml = std::fs::read_to_string(sb.path().join("checks.yaml")).unwrap();
+    assert_eq!(yaml.matches("status: reviewed").count(), 1, "only the hand-written check is reviewed:\n{yaml}");
+    let proposed = yaml.matches("status: proposed").count();
+    let said_proposed = out["criteria"].as_array().unwrap().iter().filter(|c| c[1]["outcome"] == "proposed").count();
+    assert_eq!(proposed, said_proposed, "{yaml}");
+    let again = sb.run(&["--json", "criteria", "split", "checks.yaml"]).ok().json();
+    assert_eq!(again["form"], "evident_set", "the written set validates");
+}
