@@ -1,12 +1,16 @@
 //! Evaluation: datasets ([`trialgpt`] annotation rows), metric definitions
 //! ([`metrics`]: accuracy, per-class precision/recall/F1, Cohen's kappa,
 //! evidence-sentence scores, patient-level bootstrap; [`n2c2`]: the n2c2
-//! 2018 met/not-met F1s), the GPT-4 reference row computed from the
+//! 2018 met/not-met F1s; [`paper`]: the papers' own tables, MAKAR's
+//! per-criterion accuracy and F1 with inclusion and exclusion apart and
+//! Wornow et al.'s precision, recall and micro/macro F1, each beside the
+//! always-NOT-MET and class-prevalence baselines), the GPT-4 reference row computed from the
 //! annotations themselves, and [`run`]: storing the annotated notes and
 //! grouping rows into patient-trial pairs for the batch runner.
 
 pub mod metrics;
 pub mod n2c2;
+pub mod paper;
 pub mod run;
 pub mod trialgpt;
 

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use evident_eval::paper::{paper_markdown, paper_report, BinaryRow, PaperReport, PrevalenceBy};
 use evident_eval::{N2c2Metrics, N2c2Pair};
 use evident_match::batch::stored_results;
 use evident_match::report::patient_level;
-use evident_match::{CriteriaSet, Decision};
+use evident_match::{CriteriaSet, CriterionType, Decision};
 use serde::Serialize;
 
 use crate::error::{input_error, AppError, Result};
@@ -37,6 +38,10 @@ pub struct N2c2Request {
 #[derive(Debug, Serialize)]
 pub struct N2c2Evaluation {
     pub metrics: N2c2Metrics,
+    /// The papers' tables (accuracy, precision, recall, per criterion,
+    /// micro/macro F1) beside the always-NOT-MET and class-prevalence
+    /// baselines; a failed decision predicts nothing here.
+    pub papers: PaperReport,
     pub files: usize,
     pub judgements: usize,
     /// Decisions that failed (left out, so scored wrong).
@@ -53,6 +58,7 @@ pub fn evaluate_n2c2(session: &Session, request: &N2c2Request, progress: &dyn Pr
         None => screen(session, request, progress)?,
     };
     let mut pairs = Vec::new();
+    let mut binary = Vec::new();
     for (file, gold_tags) in &gold {
         let Some(pred_tags) = predicted.get(file) else {
             input_error!("{} has no prediction for {file}", request.gold.display());
@@ -61,10 +67,17 @@ pub fn evaluate_n2c2(session: &Session, request: &N2c2Request, progress: &dyn Pr
             // A criterion without a prediction (a failed decision) is scored wrong.
             let predicted_met = pred_tags.get(criterion).copied().unwrap_or(!*gold_met);
             pairs.push(N2c2Pair { criterion_id: criterion.clone(), gold_met: *gold_met, predicted_met });
+            binary.push(BinaryRow {
+                criterion_id: criterion.clone(),
+                criterion_type: CriterionType::Inclusion,
+                gold_met: *gold_met,
+                p_met: pred_tags.get(criterion).map(|met| if *met { 1.0 } else { 0.0 }),
+            });
         }
     }
     let metrics = evident_eval::n2c2_metrics(&pairs);
-    Ok(N2c2Evaluation { metrics, files: gold.len(), judgements: pairs.len(), failed_decisions })
+    let papers = paper_report(&binary, PrevalenceBy::Criterion);
+    Ok(N2c2Evaluation { metrics, papers, files: gold.len(), judgements: pairs.len(), failed_decisions })
 }
 
 impl fmt::Display for N2c2Evaluation {
@@ -82,7 +95,9 @@ impl fmt::Display for N2c2Evaluation {
             f,
             "overall micro F1 {:.4}, macro F1 {:.4}",
             self.metrics.overall_micro_f1, self.metrics.overall_macro_f1
-        )
+        )?;
+        writeln!(f, "\nThe papers' metrics (n2c2 has inclusion criteria only):\n")?;
+        write!(f, "{}", paper_markdown("predicted", &self.papers, true))
     }
 }
 

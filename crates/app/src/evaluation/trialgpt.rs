@@ -146,6 +146,7 @@ pub fn evaluate_trialgpt(
     let gpt4_row = report_row(&gpt4);
     let baseline_row = baseline.as_ref().map(|b| report_row(&b.predictions));
     let comparison = baseline.as_ref().map(|b| compare(&ours.predictions, &b.predictions));
+    let papers = super::trialgpt_markdown::papers(&ours.predictions, &gpt4);
     let trial = qrels.as_ref().map(|_| {
         json!({
             "qrels": qrels_path,
@@ -164,6 +165,7 @@ pub fn evaluate_trialgpt(
         "rows": ours.predictions.len(),
         "method_row": ours_row,
         "gpt4_row": gpt4_row,
+        "papers_metrics": papers,
         "baseline": baseline.as_ref().map(|b| json!({
             "method": b.method,
             "row": baseline_row,
@@ -179,6 +181,7 @@ pub fn evaluate_trialgpt(
         "runs": ours.run_ids,
     });
     let mut md = markdown(&ours, &ours_row, &gpt4_row, &expert_items, &gpt4_items, topics.len());
+    md.push_str(&super::trialgpt_markdown::papers_markdown(ours.method, &papers));
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
         md.push_str(&comparison_markdown(&ours, b, b_row, c));
     }

@@ -5,8 +5,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use evident_eval::paper::{
+    overall_row, paper_markdown, paper_report, paper_table, prevalence_accuracy, BinaryRow, PaperReport, PaperTable,
+    PrevalenceBy,
+};
 use evident_eval::run::{trial_level, TrialLevel};
-use evident_eval::{Comparison, ReportRow};
+use evident_eval::{criterion_metrics, Comparison, Prediction, ReportRow};
+use evident_match::Decision;
 use evident_match::Eligibility;
 
 use super::trialgpt::MethodEval;
@@ -49,6 +54,7 @@ pub(super) fn markdown(
     md.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     md.push_str(&table_row(&format!("Evident {method}"), ours_row, rows));
     md.push_str(&table_row("GPT-4 (same rows)", gpt4, rows));
+    md.push_str(&baseline_rows(&ours.predictions));
     let _ = writeln!(md, "\nPer class ({method}), precision / recall / F1 (support):");
     for (label, c) in &ours_row.metrics.per_class {
         let _ = writeln!(md, "- {label}: {:.3} / {:.3} / {:.3} ({})", c.precision, c.recall, c.f1, c.support);
@@ -119,4 +125,101 @@ fn confusion_text(c: &BTreeMap<String, BTreeMap<i64, usize>>) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The two baselines beside the main table: always NOT MET (its figures on
+/// the same rows) and class prevalence (expected accuracy when each row's
+/// label is drawn with the gold shares of its criterion type; kappa 0).
+fn baseline_rows(rows: &[Prediction]) -> String {
+    let never: Vec<Prediction> =
+        rows.iter().map(|r| Prediction { predicted: Some(Decision::NotMet), ..r.clone() }).collect();
+    let m = criterion_metrics(&never);
+    let mut md = format!(
+        "| baseline: always NOT MET | {} | {:.3} | {:.3} | {:.3} | {:.3} | - | 0 |\n",
+        m.rows, m.accuracy, m.accuracy_collapsed, m.kappa, m.kappa_collapsed
+    );
+    let labels: Vec<(&str, Decision)> = rows.iter().map(|r| (r.criterion_type.as_str(), r.gold)).collect();
+    let collapsed: Vec<(&str, evident_eval::metrics::Collapsed)> =
+        rows.iter().map(|r| (r.criterion_type.as_str(), evident_eval::metrics::collapse(r.gold))).collect();
+    md.push_str(&format!(
+        "| baseline: class prevalence (expected) | {} | {:.3} | {:.3} | 0.000 | 0.000 | - | 0 |\n",
+        rows.len(),
+        prevalence_accuracy(&labels),
+        prevalence_accuracy(&collapsed)
+    ));
+    md
+}
+
+/// The papers' binary tables on the same rows: the method's with both
+/// baselines, and GPT-4's.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct Papers {
+    pub method: PaperReport,
+    pub gpt4: PaperTable,
+}
+
+fn binary(rows: &[Prediction]) -> Vec<BinaryRow> {
+    rows.iter()
+        .map(|r| BinaryRow::from_decisions(r.criterion_type.as_str(), r.criterion_type, r.gold, r.predicted))
+        .collect()
+}
+
+pub(super) fn papers(ours: &[Prediction], gpt4: &[Prediction]) -> Papers {
+    Papers { method: paper_report(&binary(ours), PrevalenceBy::CriterionType), gpt4: paper_table(&binary(gpt4)) }
+}
+
+pub(super) fn papers_markdown(method: &str, p: &Papers) -> String {
+    let mut md = String::from(
+        "\n## The papers' metrics\n\nBinary view (MET against the rest, as both papers score: NOT ENOUGH INFORMATION counts as not met). \
+         Every criterion here is its own row, so MAKAR's per-criterion table is not shown; the class-prevalence \
+         baseline uses the share of MET among criteria of the same type.\n\n",
+    );
+    md.push_str(&paper_markdown(&format!("Evident {method}"), &p.method, false));
+    md.push_str("\nGPT-4 on the same rows:\n\n| predictor | rows | accuracy | precision | recall | F1 (met) | F1 (not met) | micro F1 (n2c2) | macro F1 (n2c2) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    md.push_str(&overall_row("GPT-4 (same rows)", &p.gpt4));
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evident_match::CriterionType;
+
+    fn p(t: CriterionType, gold: Decision, predicted: Decision) -> Prediction {
+        Prediction {
+            patient_id: "P".into(),
+            criterion_type: t,
+            gold,
+            predicted: Some(predicted),
+            gold_evidence: Default::default(),
+            predicted_evidence: Default::default(),
+        }
+    }
+
+    #[test]
+    fn baselines_and_papers_tables_hand_computed() {
+        use CriterionType::{Exclusion as Ex, Inclusion as In};
+        // Inclusion gold: MET, MET, NOT ENOUGH INFORMATION; exclusion gold: NOT MET.
+        let rows = [
+            p(In, Decision::Met, Decision::Met),
+            p(In, Decision::Met, Decision::NotMet),
+            p(In, Decision::NotEnoughInformation, Decision::Met),
+            p(Ex, Decision::NotMet, Decision::Met),
+        ];
+        let md = baseline_rows(&rows);
+        // Always NOT MET is right on the exclusion row only: 1/4; collapsed
+        // the same (NOT ENOUGH INFORMATION is unknown, not "not met").
+        assert!(md.contains("| baseline: always NOT MET | 4 | 0.250 | 0.250 |"), "{md}");
+        // Prevalence: inclusion rows right with 2/3, 2/3, 1/3; exclusion 1 -> (2/3+2/3+1/3+1)/4 = 2/3.
+        assert!(md.contains("| baseline: class prevalence (expected) | 4 | 0.667 | 0.667 | 0.000 |"), "{md}");
+        let papers = papers(&rows, &rows);
+        // Binary view: tm=1, fn=1, fm=2 (NEI and the exclusion), tn=0 -> accuracy 1/4, P 1/3, R 1/2.
+        let o = papers.gpt4.overall;
+        assert_eq!((o.accuracy, o.recall), (0.25, 0.5));
+        assert!((o.precision - 1.0 / 3.0).abs() < 1e-12);
+        let md = papers_markdown("ican", &papers);
+        assert!(md.contains("| Evident ican | 4 | 0.250 | 0.333 | 0.500 | 0.400 | 0.000 | 0.200 |"), "{md}");
+        assert!(md.contains("| baseline: always NOT MET | 4 | 0.500 | 0.000 | 0.000 |"), "{md}");
+        assert!(md.contains("| GPT-4 (same rows) | 4 | 0.250 |"), "{md}");
+    }
 }

@@ -1,0 +1,79 @@
+//! The two baselines docs/evaluation.md quotes beside every TrialGPT table,
+//! on the 538 rows Evident's methods answered (the development split less
+//! the row without criterion text, chosen as `evident eval trialgpt`
+//! does), and the papers' binary figures of GPT-4 and both baselines there.
+//! Reads ../shared/data and fails if it is missing.
+
+use std::path::Path;
+
+use evident_eval::metrics::collapse;
+use evident_eval::paper::{paper_report, paper_table, prevalence_accuracy, BinaryRow, PrevalenceBy};
+use evident_eval::run::pairs;
+use evident_eval::{criterion_metrics, load_annotations, Prediction};
+use evident_match::Decision;
+
+fn predictions() -> Vec<Prediction> {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trialgpt/criterion_annotations_dev.json");
+    let rows = load_annotations(&path).unwrap_or_else(|e| panic!("{e}; the shared data must be present"));
+    pairs(&rows).iter().flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction())).collect()
+}
+
+fn q(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+#[test]
+fn baselines_on_the_538_rows() {
+    let gpt4 = predictions();
+    assert_eq!(gpt4.len(), 538);
+    let never: Vec<Prediction> =
+        gpt4.iter().map(|r| Prediction { predicted: Some(Decision::NotMet), ..r.clone() }).collect();
+    let m = criterion_metrics(&never);
+    let labels: Vec<_> = gpt4.iter().map(|r| (r.criterion_type.as_str(), r.gold)).collect();
+    let collapsed: Vec<_> = gpt4.iter().map(|r| (r.criterion_type.as_str(), collapse(r.gold))).collect();
+    let (prev, prev_c) = (prevalence_accuracy(&labels), prevalence_accuracy(&collapsed));
+    println!("always NOT MET: {} {} {}; prevalence {} {}", m.accuracy, m.accuracy_collapsed, m.kappa, prev, prev_c);
+
+    let binary = |rows: &[Prediction]| -> Vec<BinaryRow> {
+        rows.iter()
+            .map(|r| BinaryRow::from_decisions(r.criterion_type.as_str(), r.criterion_type, r.gold, r.predicted))
+            .collect()
+    };
+    let report = paper_report(&binary(&gpt4), PrevalenceBy::CriterionType);
+    let gpt4_table = paper_table(&binary(&gpt4));
+    println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    let o = |t: &evident_eval::paper::PaperTable| {
+        let s = t.overall;
+        [s.accuracy, s.precision, s.recall, s.f1, s.f1_not_met, s.mean_f1, t.macro_f1].map(q).join(" ")
+    };
+    let split = |t: &evident_eval::paper::PaperTable| {
+        let (i, e) = (t.inclusion.unwrap(), t.exclusion.unwrap());
+        [i.accuracy, i.f1, e.accuracy, e.f1].map(q).join(" ")
+    };
+    println!("gpt4 {} | {}", o(&gpt4_table), split(&gpt4_table));
+    println!("never {} | {}", o(&report.always_not_met), split(&report.always_not_met));
+    println!("prevalence {} | {}", o(&report.prevalence), split(&report.prevalence));
+
+    assert_eq!([m.accuracy, m.accuracy_collapsed, m.kappa, prev, prev_c].map(q), PINNED_FOUR_LABEL);
+    assert_eq!(o(&gpt4_table), PINNED[0]);
+    assert_eq!(o(&report.always_not_met), PINNED[1]);
+    assert_eq!(o(&report.prevalence), PINNED[2]);
+    assert_eq!(split(&gpt4_table), PINNED_SPLIT[0]);
+    assert_eq!(split(&report.always_not_met), PINNED_SPLIT[1]);
+    assert_eq!(split(&report.prevalence), PINNED_SPLIT[2]);
+}
+
+/// Always NOT MET accuracy, collapsed accuracy, kappa; class prevalence
+/// expected accuracy and collapsed accuracy (docs/evaluation.md).
+const PINNED_FOUR_LABEL: [&str; 5] = ["0.509", "0.572", "0.000", "0.526", "0.607"];
+/// Binary view: accuracy, precision, recall, F1 (met), F1 (not met), micro
+/// F1 (n2c2), macro F1 over the two criterion types; GPT-4, always NOT
+/// MET, class prevalence.
+const PINNED: [&str; 3] = [
+    "0.981 0.953 0.931 0.942 0.989 0.965 0.919",
+    "0.838 0.000 0.000 0.000 0.912 0.456 0.428",
+    "0.809 0.409 0.409 0.409 0.886 0.647 0.500",
+];
+/// Inclusion accuracy and F1, exclusion accuracy and F1.
+const PINNED_SPLIT: [&str; 3] = ["0.968 0.962 0.989 0.750", "0.562 0.000 0.983 0.000", "0.508 0.438 0.967 0.017"];
