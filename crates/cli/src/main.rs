@@ -67,6 +67,10 @@ pub enum Command {
     Criteria(commands::criteria::Args),
     /// Run an observational-study task on a MIMIC-IV database and write its evidence bundle.
     Study(commands::study::Args),
+    /// Serve the review UI and JSON API over the store (loopback by default).
+    Serve(commands::serve::Args),
+    /// Local accounts of the review service: add, list.
+    Users(commands::users::Args),
 }
 
 /// The exit status of a command that succeeded: whether it found

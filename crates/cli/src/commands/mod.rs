@@ -17,9 +17,11 @@ pub mod models;
 pub mod patients;
 pub mod runs;
 pub mod search;
+pub mod serve;
 pub mod show;
 pub mod stats;
 pub mod study;
+pub mod users;
 
 use evident_app::Session;
 
@@ -47,6 +49,8 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Ask(args) => ask::run(&ctx, args),
         Command::Criteria(args) => criteria::run(&ctx, args),
         Command::Study(args) => study::run(&ctx, args),
+        Command::Serve(args) => serve::run(&ctx, args),
+        Command::Users(args) => users::run(&ctx, args),
     }
 }
 

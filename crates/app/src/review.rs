@@ -1,0 +1,530 @@
+//! Review of stored screening runs: the trial worklist (patients ranked,
+//! with the model's standing and the standing once reviewers' overrides
+//! are applied), one patient's criteria with the cited sentences, a whole
+//! document with its sentences, a reviewer's override and sign-off (each
+//! with its audit entry), the audit trail, and exports of the decisions
+//! with overrides applied and the model's original kept beside them.
+//!
+//! An override never changes the model's decision: it is a new row, and
+//! every view here shows both. The latest override of a criterion is the
+//! one in effect.
+
+use std::collections::BTreeMap;
+
+use evident_match::batch::stored_results;
+use evident_match::decision::{trial_verdict, Assessment, Confidence, Determination, Eligibility, TrialVerdict};
+use evident_match::report::{trial_report, CriterionView, TrialReport};
+use evident_match::{CriteriaSet, CriterionResult, Decision};
+use evident_model::DocKind;
+use evident_store::{AuditRecord, NewAuditEntry, NewOverride, OverrideRecord, SentenceRecord, SignoffRecord, Store};
+use serde::Serialize;
+
+use crate::error::{input_error, AppError, Result};
+use crate::session::Session;
+use crate::users::Actor;
+
+/// A stored screening run, for the list of runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLine {
+    pub run_id: String,
+    pub trial_id: String,
+    pub trial_title: String,
+    pub method: String,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub patients: u64,
+    pub overrides: usize,
+    pub signoffs: usize,
+}
+
+/// The stored screening runs, newest first.
+pub fn runs(session: &Session) -> Result<Vec<RunLine>> {
+    session.with_store(|store| {
+        let mut lines = Vec::new();
+        for run in store.match_runs()? {
+            let set = run_criteria(&run.id, &run.definition_json).ok();
+            lines.push(RunLine {
+                trial_id: run.trial_id.clone(),
+                trial_title: set.map(|s| s.title).unwrap_or_default(),
+                method: run.method.clone(),
+                created_at: run.created_at.clone(),
+                finished_at: run.finished_at.clone(),
+                patients: run.patients,
+                overrides: store.overrides(&run.id, None)?.len(),
+                signoffs: store.signoffs(&run.id, None)?.len(),
+                run_id: run.id,
+            });
+        }
+        lines.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.run_id.cmp(&b.run_id)));
+        Ok(lines)
+    })
+}
+
+/// The trials of the stored screening runs (one entry per distinct
+/// criteria set), with their criteria.
+pub fn trials(session: &Session) -> Result<Vec<CriteriaSet>> {
+    session.with_store(|store| {
+        let mut sets: Vec<CriteriaSet> = Vec::new();
+        for run in store.match_runs()? {
+            let set = run_criteria(&run.id, &run.definition_json)?;
+            if !sets.contains(&set) {
+                sets.push(set);
+            }
+        }
+        sets.sort_by(|a, b| a.trial_id.cmp(&b.trial_id));
+        Ok(sets)
+    })
+}
+
+/// Which patients a worklist shows.
+pub fn parse_eligibility(text: &str) -> Result<Eligibility> {
+    match text.trim() {
+        "eligible" => Ok(Eligibility::Eligible),
+        "needs_review" | "needs-review" => Ok(Eligibility::NeedsReview),
+        "not_eligible" | "not-eligible" => Ok(Eligibility::NotEligible),
+        "excluded" => Ok(Eligibility::Excluded),
+        other => input_error!("filter {other:?} is not known; use eligible, needs_review, not_eligible or excluded"),
+    }
+}
+
+/// One patient in a worklist.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkItem {
+    /// 1 = best match, as the model's decisions rank the patients.
+    pub rank: usize,
+    pub patient_id: String,
+    /// From the model's (and checks') decisions alone.
+    pub model_verdict: TrialVerdict,
+    /// With the latest override of each criterion applied.
+    pub verdict: TrialVerdict,
+    pub overrides: usize,
+    /// The latest sign-off, if any.
+    pub signed_off: Option<SignoffRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Worklist {
+    pub run_id: String,
+    pub trial_id: String,
+    pub trial_title: String,
+    pub method: String,
+    pub finished: bool,
+    /// The filter applied (on the standing with overrides applied).
+    pub filter: Option<Eligibility>,
+    pub patients: Vec<WorkItem>,
+}
+
+/// A run's patients ranked, optionally only those whose standing (with
+/// overrides applied) is `filter`.
+pub fn worklist(session: &Session, run_id: &str, filter: Option<Eligibility>) -> Result<Worklist> {
+    session.with_store(|store| {
+        let (set, report) = load_report(store, run_id, None)?;
+        let all_overrides = store.overrides(run_id, None)?;
+        let overrides = latest_overrides(&all_overrides);
+        let signoffs = store.signoffs(run_id, None)?;
+        let mut patients = Vec::new();
+        for (i, p) in report.patients.iter().enumerate() {
+            let mine: BTreeMap<&str, &OverrideRecord> = overrides
+                .iter()
+                .filter(|((patient, _), _)| patient == &p.patient_id)
+                .map(|((_, criterion), o)| (criterion.as_str(), *o))
+                .collect();
+            let verdict = verdict_with_overrides(&set, &p.criteria, &mine);
+            if filter.is_some_and(|f| f != verdict.eligibility) {
+                continue;
+            }
+            patients.push(WorkItem {
+                rank: i + 1,
+                patient_id: p.patient_id.clone(),
+                model_verdict: p.verdict.clone(),
+                verdict,
+                overrides: mine.len(),
+                signed_off: signoffs.iter().rev().find(|s| s.patient_id == p.patient_id).cloned(),
+            });
+        }
+        Ok(Worklist {
+            run_id: run_id.to_string(),
+            trial_id: set.trial_id.clone(),
+            trial_title: set.title.clone(),
+            method: report.method.clone(),
+            finished: report.finished,
+            filter,
+            patients,
+        })
+    })
+}
+
+/// One criterion of one patient under review.
+#[derive(Debug, Clone, Serialize)]
+pub struct CriterionReview {
+    /// The model's (and checks') decision with its cited sentences, as the
+    /// screening report shows it.
+    pub view: CriterionView,
+    /// Reviewers' overrides, oldest first; the last one is in effect.
+    pub overrides: Vec<OverrideRecord>,
+    /// The decision in effect: the latest override's, else the model's.
+    pub effective_decision: Option<String>,
+}
+
+/// One patient's decisions for one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PatientReview {
+    pub run_id: String,
+    pub trial_id: String,
+    pub trial_title: String,
+    pub patient_id: String,
+    pub model_verdict: TrialVerdict,
+    pub verdict: TrialVerdict,
+    pub criteria: Vec<CriterionReview>,
+    pub signoffs: Vec<SignoffRecord>,
+}
+
+pub fn patient(session: &Session, run_id: &str, patient_id: &str) -> Result<PatientReview> {
+    session.with_store(|store| patient_review(store, run_id, patient_id))
+}
+
+fn patient_review(store: &Store, run_id: &str, patient_id: &str) -> Result<PatientReview> {
+    let (set, report) = load_report(store, run_id, Some(patient_id))?;
+    let Some(p) = report.patients.into_iter().next() else {
+        input_error!("patient {patient_id:?} has no decision in run {run_id:?}");
+    };
+    let overrides = store.overrides(run_id, Some(patient_id))?;
+    let latest = latest_overrides(&overrides);
+    let mine: BTreeMap<&str, &OverrideRecord> =
+        latest.iter().map(|((_, criterion), o)| (criterion.as_str(), *o)).collect();
+    let verdict = verdict_with_overrides(&set, &p.criteria, &mine);
+    let criteria = p
+        .criteria
+        .into_iter()
+        .map(|view| {
+            let list: Vec<OverrideRecord> =
+                overrides.iter().filter(|o| o.criterion_id == view.criterion.id).cloned().collect();
+            let effective_decision = list
+                .last()
+                .map(|o| o.decision.clone())
+                .or_else(|| view.result.as_ref().and_then(|r| r.decision()).map(|d| d.as_str().to_string()));
+            CriterionReview { view, overrides: list, effective_decision }
+        })
+        .collect();
+    Ok(PatientReview {
+        run_id: run_id.to_string(),
+        trial_id: set.trial_id.clone(),
+        trial_title: set.title.clone(),
+        patient_id: patient_id.to_string(),
+        model_verdict: p.verdict,
+        verdict,
+        criteria,
+        signoffs: store.signoffs(run_id, Some(patient_id))?,
+    })
+}
+
+/// A whole document with its sentences (byte spans into `text`).
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentView {
+    pub id: String,
+    pub patient_id: String,
+    pub kind: DocKind,
+    pub title: String,
+    pub date: Option<chrono::NaiveDateTime>,
+    pub text: String,
+    pub sentences: Vec<SentenceRecord>,
+}
+
+/// One document of one patient. A document of another patient is refused
+/// as not found, so a URL cannot reach across patients.
+pub fn document(session: &Session, patient_id: &str, document_id: &str) -> Result<DocumentView> {
+    session.with_store(|store| {
+        let doc = store.document(document_id)?;
+        let Some(doc) = doc.filter(|d| d.patient_id == patient_id) else {
+            input_error!("patient {patient_id:?} has no document {document_id:?}");
+        };
+        let sentences = store.sentences(document_id)?;
+        Ok(DocumentView {
+            id: doc.id,
+            patient_id: doc.patient_id,
+            kind: doc.kind,
+            title: doc.title,
+            date: doc.date,
+            text: doc.text,
+            sentences,
+        })
+    })
+}
+
+/// A reviewer's override of one decision.
+#[derive(Debug, Clone)]
+pub struct OverrideRequest {
+    pub run_id: String,
+    pub patient_id: String,
+    pub criterion_id: String,
+    /// MET, NOT MET, NOT ENOUGH INFORMATION or NOT APPLICABLE.
+    pub decision: String,
+    pub reason: String,
+}
+
+/// Stores a reviewer's override beside the model's decision, with an audit
+/// entry holding the decision in effect before and the new one.
+pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideRequest) -> Result<OverrideRecord> {
+    if !actor.role.can_review() {
+        input_error!("{} is a {}; overriding a decision needs the reviewer or admin role", actor.name, actor.role);
+    }
+    let Some(decision) = Decision::parse(&request.decision) else {
+        input_error!(
+            "decision {:?} is not known; use one of {}",
+            request.decision,
+            Decision::ALL.map(|d| d.as_str()).join(", ")
+        );
+    };
+    let reason = request.reason.trim();
+    if reason.is_empty() {
+        input_error!("an override needs a reason");
+    }
+    session.with_store(|store| {
+        let review = patient_review(store, &request.run_id, &request.patient_id)?;
+        let Some(criterion) = review.criteria.iter().find(|c| c.view.criterion.id == request.criterion_id) else {
+            input_error!("run {:?} has no criterion {:?}", request.run_id, request.criterion_id);
+        };
+        let new = NewOverride {
+            run_id: request.run_id.clone(),
+            patient_id: request.patient_id.clone(),
+            criterion_id: request.criterion_id.clone(),
+            decision: decision.as_str().to_string(),
+            reason: reason.to_string(),
+            reviewer: actor.name.clone(),
+        };
+        let audit = NewAuditEntry {
+            actor: actor.name.clone(),
+            action: "override".into(),
+            subject: format!("{}/{}/{}", request.run_id, request.patient_id, request.criterion_id),
+            before_json: Some(serde_json::to_string(&criterion.effective_decision)?),
+            after_json: Some(serde_json::to_string(decision.as_str())?),
+            reason: reason.to_string(),
+        };
+        let id = store.put_override(&new, &audit)?;
+        let stored = store.overrides(&request.run_id, Some(&request.patient_id))?;
+        stored
+            .into_iter()
+            .find(|o| o.id == id)
+            .ok_or_else(|| AppError::Setup(format!("override {id} was written but cannot be read back")))
+    })
+}
+
+/// Signs off one patient-trial pair, with an audit entry.
+pub fn sign_off(session: &Session, actor: &Actor, run_id: &str, patient_id: &str, note: &str) -> Result<SignoffRecord> {
+    if !actor.role.can_review() {
+        input_error!("{} is a {}; signing off needs the reviewer or admin role", actor.name, actor.role);
+    }
+    session.with_store(|store| {
+        let review = patient_review(store, run_id, patient_id)?;
+        let after = serde_json::json!({
+            "eligibility": review.verdict.eligibility,
+            "decisions": review.criteria.iter().map(|c| (c.view.criterion.id.clone(), c.effective_decision.clone())).collect::<BTreeMap<_, _>>(),
+        });
+        let audit = NewAuditEntry {
+            actor: actor.name.clone(),
+            action: "sign_off".into(),
+            subject: format!("{run_id}/{patient_id}"),
+            before_json: review.signoffs.last().map(|s| serde_json::json!({ "signed_off_by": s.reviewer, "at": s.created_at }).to_string()),
+            after_json: Some(after.to_string()),
+            reason: note.trim().to_string(),
+        };
+        let id = store.put_signoff(run_id, patient_id, &actor.name, note.trim(), &audit)?;
+        store
+            .signoffs(run_id, Some(patient_id))?
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or_else(|| AppError::Setup(format!("sign-off {id} was written but cannot be read back")))
+    })
+}
+
+/// The audit trail, oldest first.
+pub fn audit(session: &Session) -> Result<Vec<AuditRecord>> {
+    session.with_store(|store| Ok(store.audit_log()?))
+}
+
+/// The audit trail as CSV.
+pub fn audit_csv(entries: &[AuditRecord]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(["id", "at", "actor", "action", "subject", "before", "after", "reason"]).map_err(csv_error)?;
+    for e in entries {
+        w.write_record([
+            e.id.to_string().as_str(),
+            &e.at,
+            &e.actor,
+            &e.action,
+            &e.subject,
+            e.before_json.as_deref().unwrap_or(""),
+            e.after_json.as_deref().unwrap_or(""),
+            &e.reason,
+        ])
+        .map_err(csv_error)?;
+    }
+    finish_csv(w)
+}
+
+/// One decision in an export: the model's, the override in effect (if
+/// any) and the final one.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportRow {
+    pub run_id: String,
+    pub trial_id: String,
+    pub patient_id: String,
+    pub criterion_id: String,
+    pub criterion_type: String,
+    /// The model's (or check's) decision, as stored.
+    pub model_decision: Option<String>,
+    pub decided_by: String,
+    pub override_decision: Option<String>,
+    pub override_reason: Option<String>,
+    pub override_by: Option<String>,
+    pub override_at: Option<String>,
+    /// The override's decision when there is one, else the model's.
+    pub final_decision: Option<String>,
+    pub signed_off_by: Option<String>,
+    pub signed_off_at: Option<String>,
+}
+
+/// Every decision of a run with overrides applied and the original kept.
+pub fn export(session: &Session, run_id: &str) -> Result<Vec<ExportRow>> {
+    session.with_store(|store| {
+        let (set, report) = load_report(store, run_id, None)?;
+        let overrides = store.overrides(run_id, None)?;
+        let latest = latest_overrides(&overrides);
+        let signoffs = store.signoffs(run_id, None)?;
+        let mut rows = Vec::new();
+        for p in &report.patients {
+            let signed = signoffs.iter().rev().find(|s| s.patient_id == p.patient_id);
+            for c in &p.criteria {
+                let o = latest.get(&(p.patient_id.clone(), c.criterion.id.clone()));
+                let model_decision = c.result.as_ref().and_then(|r| r.decision()).map(|d| d.as_str().to_string());
+                rows.push(ExportRow {
+                    run_id: run_id.to_string(),
+                    trial_id: set.trial_id.clone(),
+                    patient_id: p.patient_id.clone(),
+                    criterion_id: c.criterion.id.clone(),
+                    criterion_type: c.criterion.criterion_type.as_str().to_string(),
+                    final_decision: o.map(|o| o.decision.clone()).or_else(|| model_decision.clone()),
+                    model_decision,
+                    decided_by: c.decided_by.as_str().to_string(),
+                    override_decision: o.map(|o| o.decision.clone()),
+                    override_reason: o.map(|o| o.reason.clone()),
+                    override_by: o.map(|o| o.reviewer.clone()),
+                    override_at: o.map(|o| o.created_at.clone()),
+                    signed_off_by: signed.map(|s| s.reviewer.clone()),
+                    signed_off_at: signed.map(|s| s.created_at.clone()),
+                });
+            }
+        }
+        Ok(rows)
+    })
+}
+
+/// Export rows as CSV (one header line, then one line per decision).
+pub fn export_csv(rows: &[ExportRow]) -> Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for row in rows {
+        w.serialize(row).map_err(csv_error)?;
+    }
+    if rows.is_empty() {
+        w.write_record([
+            "run_id",
+            "trial_id",
+            "patient_id",
+            "criterion_id",
+            "criterion_type",
+            "model_decision",
+            "decided_by",
+            "override_decision",
+            "override_reason",
+            "override_by",
+            "override_at",
+            "final_decision",
+            "signed_off_by",
+            "signed_off_at",
+        ])
+        .map_err(csv_error)?;
+    }
+    finish_csv(w)
+}
+
+fn csv_error(e: csv::Error) -> AppError {
+    AppError::Setup(format!("cannot write CSV: {e}"))
+}
+
+fn finish_csv(w: csv::Writer<Vec<u8>>) -> Result<String> {
+    let bytes = w.into_inner().map_err(|e| AppError::Setup(format!("cannot write CSV: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| AppError::Setup(format!("CSV is not UTF-8: {e}")))
+}
+
+/// The criteria set a run was made with (its definition holds it).
+fn run_criteria(run_id: &str, definition_json: &str) -> Result<CriteriaSet> {
+    let definition: serde_json::Value = serde_json::from_str(definition_json)?;
+    let criteria = definition
+        .get("criteria")
+        .cloned()
+        .ok_or_else(|| AppError::Setup(format!("run {run_id:?} has no criteria in its definition")))?;
+    Ok(serde_json::from_value(criteria)?)
+}
+
+/// The run's criteria and its report over the patients it holds (or one).
+fn load_report(store: &Store, run_id: &str, patient: Option<&str>) -> Result<(CriteriaSet, TrialReport)> {
+    let Some(run) = store.match_run(run_id)? else {
+        input_error!("run {run_id:?} is not in the store; list the screening runs to see which are");
+    };
+    let set = run_criteria(run_id, &run.definition_json)?;
+    let patients: Vec<String> = match patient {
+        Some(p) => {
+            let held = stored_results(store, run_id)?.iter().any(|r| r.patient_id == p);
+            if !held {
+                input_error!("patient {p:?} has no decision in run {run_id:?}");
+            }
+            vec![p.to_string()]
+        }
+        None => stored_results(store, run_id)?.into_iter().map(|r| r.patient_id).collect(),
+    };
+    let report = trial_report(store, run_id, &set, &patients)?;
+    Ok((set, report))
+}
+
+/// The latest override of each (patient, criterion).
+fn latest_overrides(all: &[OverrideRecord]) -> BTreeMap<(String, String), &OverrideRecord> {
+    let mut latest = BTreeMap::new();
+    for o in all {
+        latest.insert((o.patient_id.clone(), o.criterion_id.clone()), o);
+    }
+    latest
+}
+
+/// The patient's standing with each overridden criterion's decision
+/// replaced by the reviewer's (rationale: the reviewer's reason).
+fn verdict_with_overrides(
+    set: &CriteriaSet,
+    criteria: &[CriterionView],
+    overrides: &BTreeMap<&str, &OverrideRecord>,
+) -> TrialVerdict {
+    let results: Vec<CriterionResult> = criteria
+        .iter()
+        .filter_map(|c| match (overrides.get(c.criterion.id.as_str()), &c.result) {
+            (Some(o), original) => Decision::parse(&o.decision).map(|decision| CriterionResult {
+                criterion_id: c.criterion.id.clone(),
+                criterion_type: c.criterion.criterion_type,
+                document_id: None,
+                document_date: None,
+                outcome: Determination::Assessed(Assessment {
+                    medications_and_supplements: Vec::new(),
+                    rationale: o.reason.clone(),
+                    decision,
+                    confidence: Confidence::High,
+                    evidence: original
+                        .as_ref()
+                        .and_then(|r| r.outcome.assessment())
+                        .map(|a| a.evidence.clone())
+                        .unwrap_or_default(),
+                }),
+                unresolved_citations: Vec::new(),
+            }),
+            (None, original) => original.clone(),
+        })
+        .collect();
+    trial_verdict(set, &results)
+}

@@ -1,0 +1,88 @@
+//! `evident serve`: the JSON API and the review UI over the application
+//! layer, the only crate that speaks HTTP. Every handler authenticates the
+//! caller, checks the role, and calls one `evident_app` job on a blocking
+//! thread; no orchestration lives here.
+//!
+//! - [`bind`]: where the server may listen (loopback unless opted in).
+//! - [`auth`]: session cookies, CSRF, the login rate limit, roles.
+//! - [`api`]: the JSON routes, each with the metadata the OpenAPI
+//!   document is generated from ([`openapi`]).
+//! - [`pages`]: the server-rendered review UI (maud escapes every value).
+
+pub mod api;
+pub mod auth;
+pub mod bind;
+mod error;
+pub mod openapi;
+pub mod pages;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::http::{header, HeaderValue};
+use axum::Router;
+use evident_app::Session;
+
+pub use bind::{check_bind, BindError};
+pub use error::ApiError;
+
+/// What every handler shares: the session over the store and the login
+/// rate limiter.
+#[derive(Clone)]
+pub struct AppState {
+    pub session: Arc<Session>,
+    pub limiter: Arc<auth::LoginLimiter>,
+}
+
+impl AppState {
+    pub fn new(session: Session) -> AppState {
+        AppState { session: Arc::new(session), limiter: Arc::new(auth::LoginLimiter::default()) }
+    }
+}
+
+/// The Content-Security-Policy of every response: scripts and styles only
+/// from this server's files (no inline script can run), no frames, forms
+/// post only here.
+pub const CONTENT_SECURITY_POLICY: &str =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+
+/// The whole application: API, pages, static files, security headers and
+/// the CSRF check on every state-changing request.
+pub fn router(state: AppState) -> Router {
+    let mut api_router = Router::new();
+    for (doc, method_router) in api::routes() {
+        api_router = api_router.route(doc.path, method_router);
+    }
+    Router::new()
+        .merge(api_router)
+        .merge(pages::routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::csrf_guard))
+        .layer(axum::middleware::map_response(security_headers))
+        .with_state(state)
+}
+
+async fn security_headers(mut response: axum::response::Response) -> axum::response::Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Serves until the process is stopped (Ctrl-C ends it cleanly). Calls
+/// `ready` with the address bound (port 0 picks a free one).
+pub fn serve(session: Session, addr: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        ready(listener.local_addr()?);
+        let app = router(AppState::new(session));
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+    })
+}
