@@ -40,7 +40,8 @@ fn missing_gold_answers_are_named() {
     let s = Sandbox::new();
     let task = task_copy(&s, |y| y);
     std::fs::remove_file(s.path().join("task/gold.json")).unwrap();
-    s.run(&["study", &task, "--database", "sqlite:nowhere.db"]).fails_with(2, "gold.json: cannot read the gold answers");
+    s.run(&["study", &task, "--database", "sqlite:nowhere.db"])
+        .fails_with(2, "gold.json: cannot read the gold answers");
 }
 
 #[test]
