@@ -63,7 +63,7 @@ pub enum Command {
     Kb(commands::kb::Args),
     /// Ask a question about one patient's whole record; the answer cites stored text.
     Ask(commands::ask::Args),
-    /// Trial criteria: split pasted eligibility text into a criteria set.
+    /// Trial criteria: split pasted eligibility text into a set; compile checks.
     Criteria(commands::criteria::Args),
     /// Run an observational-study task on a MIMIC-IV database and write its evidence bundle.
     Study(commands::study::Args),
