@@ -161,6 +161,26 @@ fn reviewed_checks_decide_from_stored_data_with_their_evidence() {
     assert_eq!(hba1c["check"]["screening_date"], "2023-01-01");
 }
 
+/// A set given on standard input (`--trial -`) is read by its content.
+#[test]
+fn a_trial_on_standard_input_is_screened() {
+    let sb = examples();
+    let mut child = sb
+        .cmd(&["--json", "match", "--trial", "-", "--patients", "P003", "--out", "stdin-report"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(CHECKED.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["trials"][0]["trial_id"], "CHECKED", "{summary}");
+    assert_eq!(summary["trials"][0]["patients"][0]["eligibility"], "excluded", "P003's eGFR is 24: {summary}");
+    assert_eq!(summary["trials"][0]["run"]["check_decisions"], 3, "{summary}");
+}
+
 #[test]
 fn bad_checks_and_flags_are_refused_naming_the_place() {
     let sb = examples();
