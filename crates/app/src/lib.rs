@@ -13,9 +13,9 @@
 //! - [`llm`]: ask a model, serve the local models, the model registry.
 //! - [`runs`]: what model runs cost, and their traces.
 //! - [`stats`]: one estimator on a CSV table.
+//! - [`study`]: an observational-study task run by the study agent; RWE-bench's metrics over tasks.
 //! - [`review`]: stored screening runs under review: worklist, a patient's decisions, overrides, sign-offs, audit, exports.
 //! - [`users`]: local accounts, roles and login sessions for the review service.
-//! - [`study`]: an observational-study task run by the study agent; RWE-bench's metrics over tasks.
 //! - [`db`]: load MIMIC-IV into SQLite or PostgreSQL; one read-only query.
 //! - [`chart`]: one question about one patient's record, answered with citations.
 //!
@@ -41,8 +41,8 @@ pub mod screening;
 pub mod search;
 mod session;
 pub mod stats;
-pub mod users;
 pub mod study;
+pub mod users;
 
 pub use config::{Config, RetrievalConfig};
 pub use error::{AppError, Result};

@@ -3,9 +3,9 @@
 //! [`Exit`](crate::Exit). No command module imports from another; what
 //! several share lives in `crate::args`.
 
+pub mod ask;
 pub mod criteria;
 pub mod db;
-pub mod ask;
 pub mod embed;
 pub mod eval;
 pub mod ingest;
