@@ -10,7 +10,7 @@
 //! [`Check`] is the file format; [`CompiledCheck`] is a check validated
 //! against the lab catalogue and the unit table ([`units`]) and ready to
 //! evaluate; [`facts`] reads what a check needs of one patient from the
-//! store; [`evaluate`] decides MET / NOT MET / NOT ENOUGH INFORMATION with
+//! store; [`evaluate()`] decides MET / NOT MET / NOT ENOUGH INFORMATION with
 //! the rows it used. A check never guesses: no value in the window, or only
 //! values it cannot read (an unknown unit, a text value), is NOT ENOUGH
 //! INFORMATION. [`compile`] has a model propose checks once per trial,
