@@ -200,3 +200,76 @@ fn long_histories_are_compressed_with_the_memory_prompt() {
     assert!(after[1].content.starts_with("Memory of your work so far"));
     assert!(after[1].content.contains("listed files three times"));
 }
+
+/// The typed strategy's tools on the demo, driven directly: a cohort saved
+/// by SQL, then Evident's estimators on it, which match the tasks' R
+/// reference analyses (logistic regression with Wald CI; ROC AUC).
+#[test]
+fn typed_tools_reproduce_the_reference_analyses() {
+    use evident_rwe::agent::actions::parse_action;
+    use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = task_and_gold();
+    let db = r_database(demo_url()).unwrap();
+    let ws = Workspace::create(&dir.path().join("workspace"), db, &[]).unwrap();
+    let conn =
+        ReadOnlyConnection::connect(demo_url(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
+    let mut env = StudyEnv::new(AnswerSheet::new(task, gold.clone()), ws, SandboxConfig::default(), Some(conn));
+    let mut act = |step: u32, json: &str| {
+        let action = parse_action(&format!("Action: {json}"), Strategy::Typed).unwrap();
+        env.execute(step, &action).text
+    };
+    let first_stays = "SELECT i.subject_id, i.hadm_id, i.stay_id, i.intime, a.hospital_expire_flag AS died, \
+        p.anchor_age + CAST(substr(i.intime, 1, 4) AS INTEGER) - p.anchor_year AS age, \
+        CASE WHEN p.gender = 'F' THEN 1 ELSE 0 END AS female, \
+        CASE WHEN p.dod IS NOT NULL AND julianday(p.dod) - julianday(date(i.intime)) <= 28 THEN 1 ELSE 0 END AS died_28d \
+        FROM mimiciv_icu.icustays i JOIN mimiciv_hosp.patients p ON p.subject_id = i.subject_id \
+        JOIN mimiciv_hosp.admissions a ON a.hadm_id = i.hadm_id \
+        WHERE i.intime = (SELECT min(j.intime) FROM mimiciv_icu.icustays j WHERE j.subject_id = i.subject_id)";
+    let lab = |item: u32, name: &str| {
+        format!(
+            "SELECT s.*, m.v AS {name} FROM ({first_stays}) s JOIN (SELECT i.stay_id, max(l.valuenum) AS v \
+             FROM mimiciv_icu.icustays i JOIN mimiciv_hosp.labevents l ON l.subject_id = i.subject_id \
+             WHERE l.itemid = {item} AND l.valuenum IS NOT NULL \
+             AND julianday(l.charttime) BETWEEN julianday(i.intime) - 0.25 AND julianday(i.intime) + 1 \
+             GROUP BY i.stay_id) m ON m.stay_id = s.stay_id"
+        )
+    };
+    let sql = serde_json::to_string(&lab(50813, "lactate")).unwrap();
+    let saved = act(1, &format!(r#"{{"action": "run_sql", "params": {{"sql": {sql}, "save_as": "cohort.csv"}}}}"#));
+    assert!(saved.contains("Saved all 74 rows to cohort.csv."), "{saved}");
+    let fit = act(
+        2,
+        r#"{"action": "logistic_regression", "params": {"file": "cohort.csv", "outcome": "died", "predictors": ["lactate", "age", "female"]}}"#,
+    );
+    // R: OR 1.35954 (1.03539-1.78517), P = 0.0270872.
+    let line = fit.lines().find(|l| l.starts_with("lactate,")).unwrap_or_else(|| panic!("{fit}"));
+    // "term, ratio, low-high, p"
+    let parts: Vec<&str> = line.split(", ").collect();
+    let (low, high) = parts[2].split_once('-').unwrap();
+    let cells: Vec<f64> = [parts[1], low, high, parts[3]].iter().map(|c| c.trim().parse::<f64>().unwrap()).collect();
+    let expected = [
+        gold.fields["or_lactate"],
+        gold.fields["or_lactate_low"],
+        gold.fields["or_lactate_high"],
+        gold.fields["p_lactate"],
+    ];
+    for (got, want) in cells.iter().zip(expected) {
+        assert!((got - want).abs() <= 1e-4 * want.abs(), "{line} against {expected:?}");
+    }
+    let sql = serde_json::to_string(&lab(50868, "anion_gap")).unwrap();
+    act(3, &format!(r#"{{"action": "run_sql", "params": {{"sql": {sql}, "save_as": "ag.csv"}}}}"#));
+    let auc = act(
+        4,
+        r#"{"action": "roc_auc", "params": {"file": "ag.csv", "outcome": "died_28d", "predictor": "anion_gap"}}"#,
+    );
+    let ag_gold = Gold::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc/gold.json"),
+        &Task::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc/task.yaml")).unwrap().task,
+    )
+    .unwrap();
+    assert!(auc.starts_with(&format!("AUC {:.6}", ag_gold.fields["auc_anion_gap"])), "{auc}");
+    // Paths outside the workspace are refused.
+    let refused = act(5, r#"{"action": "read_file", "params": {"path": "../steps.jsonl"}}"#);
+    assert!(refused.starts_with("The action failed: ../steps.jsonl: use a path inside the workspace"), "{refused}");
+}
