@@ -590,7 +590,7 @@ pub fn to_html(report: &MatchReport) -> String {
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Evident screening report</title><style>{STYLE}</style></head><body>"
     );
-    let _ = write!(h, "<h1>Evident screening report</h1><p class=\"muted\">Generated {}. Decisions are the model's; every quoted sentence is shown verbatim from the patient's stored record, with the cited sentence highlighted.</p>", esc(&report.generated_at));
+    let _ = write!(h, "<h1>Evident screening report</h1><p class=\"muted\">Generated {}. Each decision says what made it: the model, a reviewed check over the structured record, or both; every quoted sentence is shown verbatim from the patient's stored record, with the cited sentence highlighted.</p>", esc(&report.generated_at));
     for t in &report.trials {
         write_trial(&mut h, t);
     }
