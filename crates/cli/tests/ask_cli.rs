@@ -1,0 +1,110 @@
+//! `evident ask` as a user runs it: a question about a Synthea patient
+//! with notes, answered by the embedded model, where every citation the
+//! answer marks supported resolves to the stored text (read back from the
+//! store, not from the answer) and every other one names no context item;
+//! and bad input (unknown patient, unparseable --as-of, an empty
+//! question, a skills file that does not validate, an unknown method)
+//! refused with exit 2, a message naming the place, and no answer file
+//! written.
+
+mod common;
+
+use common::{shared_data, Sandbox};
+use serde_json::Value;
+
+/// A Synthea patient with notes: 92 documents, simvastatin among her
+/// medications.
+const PATIENT: &str = "7bc002fa-dc52-17d6-1563-fd8901826f7d";
+
+#[track_caller]
+fn check_text_citation(sb: &Sandbox, source: &Value) {
+    let store = sb.store();
+    let document_id = source["document_id"].as_str().unwrap();
+    let doc = store.document(document_id).unwrap().unwrap_or_else(|| panic!("{document_id} is not stored"));
+    assert_eq!(doc.patient_id, PATIENT);
+    let (start, end) = (source["start"].as_u64().unwrap() as usize, source["end"].as_u64().unwrap() as usize);
+    assert_eq!(&doc.text[start..end], source["text"].as_str().unwrap(), "the cited span is the stored text");
+    let sentences = store.sentences(document_id).unwrap();
+    for id in source["sentence_ids"].as_array().unwrap() {
+        let s = sentences.iter().find(|s| s.ordinal == id.as_i64().unwrap()).expect("a stored sentence");
+        assert!(s.start < end && s.end > start, "sentence {id} lies in the cited span");
+    }
+    // Nothing after the reference date is cited.
+    assert!(doc.date.unwrap().date().to_string().as_str() <= "2023-01-17");
+}
+
+/// The embedded 0.5B model does not reliably produce a cited answer on this
+/// record (docs/evaluation.md has its runs), so the test holds the pipeline
+/// to what it guarantees whatever the model writes: an answer whose
+/// citations either resolve to the stored text or are flagged unsupported
+/// because they name no context item, or a recorded pipeline failure with
+/// the model's raw text; the trace, usage and model run agree; the file
+/// holds the printed answer.
+#[test]
+fn a_synthea_question_is_answered_with_citations_that_resolve_to_stored_text() {
+    let sb = Sandbox::new();
+    let data = shared_data().join("synthea/sample-bulk-fhir-datasets-10-patients");
+    sb.run(&["ingest", data.to_str().unwrap()]).ok();
+    let run = sb.run(&["--json", "ask", PATIENT, "Has the patient been prescribed simvastatin?", "--out", "out"]);
+    let out = run.json();
+    assert_eq!(out["as_of"], "2023-01-17", "the default reference date is the last document's");
+    assert!(out["trace"]["assessment"].is_object(), "{out}");
+    let runs = sb.run(&["--json", "runs", "show", out["run"].as_str().unwrap()]).ok().json();
+    assert_eq!(runs["calls"].as_array().unwrap().len() as u64, out["usage"]["calls"].as_u64().unwrap());
+    match out["status"].as_str().unwrap() {
+        "answered" => {
+            assert_eq!(run.code(), 0);
+            assert!(!out["answer"].as_str().unwrap().is_empty());
+            let context = out["context"].as_array().unwrap().len() as u64;
+            for c in out["citations"].as_array().unwrap() {
+                if c["supported"] == true {
+                    assert_eq!(c["source"]["type"], "text", "a Synthea patient without labs cites text: {c}");
+                    check_text_citation(&sb, &c["source"]);
+                } else {
+                    assert!(
+                        c["number"].as_u64().unwrap() > context,
+                        "only a number naming no item is unsupported: {c}"
+                    );
+                }
+            }
+            assert_eq!(
+                out["unsupported_citations"].as_u64().unwrap() as usize,
+                out["citations"].as_array().unwrap().iter().filter(|c| c["supported"] == false).count()
+            );
+        }
+        "pipeline_failure" => {
+            assert_eq!(run.code(), 1, "a pipeline failure is an answer not found, not an error");
+            assert!(!out["failure"].as_array().unwrap().is_empty() && out["raw_text"].is_string(), "{out}");
+            assert!(runs["pipeline_failures"].as_u64().unwrap() >= 1, "the failure is recorded in the run: {runs}");
+        }
+        other => panic!("unknown status {other}: {out}"),
+    }
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/answer.json")).unwrap()).unwrap();
+    assert_eq!(written["status"], out["status"]);
+    assert_eq!(written["answer"], out["answer"]);
+    assert_eq!(written["citations"], out["citations"]);
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
+    let sb = Sandbox::new();
+    sb.write("notes/manifest.csv", "patient_id,doc_id,kind,date,file\nX1,x1-note,progress note,2024-03-01,x1.txt\n");
+    sb.write("notes/x1.txt", "Progress note.\nThe patient takes metformin 500 mg twice daily.\n");
+    sb.run(&["ingest", "notes"]).ok();
+    let ask = |args: &[&str]| {
+        let mut all = vec!["ask"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--out", "out"]);
+        sb.run(&all)
+    };
+    ask(&["NOPE", "Is she on metformin?"]).fails_with(2, "patient \"NOPE\" is not in the store");
+    ask(&["X1", "Is she on metformin?", "--as-of", "2024-13-01"])
+        .fails_with(2, "--as-of: \"2024-13-01\" is not a date");
+    ask(&["X1", "   "]).fails_with(2, "the question is empty");
+    ask(&["X1", "Is she on metformin?", "--method", "advanced-rag"]).fails_with(2, "not implemented yet");
+    ask(&["X1", "Is she on metformin?", "--method", "magic"]).fails_with(2, "method \"magic\" is unknown");
+    sb.write("skills/renal.md", "---\nid: renal\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody\n");
+    ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");
+    assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");
+}
