@@ -58,10 +58,9 @@ pub const CHART_PROMPTS: &[(&str, &str)] = &[
 
 /// The chart prompts with the model layer's (the JSON repair prompt).
 pub fn prompts(override_dir: Option<&std::path::Path>) -> Prompts {
-    let all: Vec<(&'static str, &'static str)> =
-        CHART_PROMPTS.iter().chain(evident_llm::prompts::BUILTIN_PROMPTS).copied().collect();
-    let leaked: &'static [(&'static str, &'static str)] = Box::leak(all.into_boxed_slice());
-    Prompts::new(leaked, override_dir)
+    static ALL: std::sync::OnceLock<Vec<(&'static str, &'static str)>> = std::sync::OnceLock::new();
+    let all = ALL.get_or_init(|| CHART_PROMPTS.iter().chain(evident_llm::prompts::BUILTIN_PROMPTS).copied().collect());
+    Prompts::new(all, override_dir)
 }
 
 /// Which parts of the agent run (the paper's ablations switch them off).
