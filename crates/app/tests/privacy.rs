@@ -125,6 +125,25 @@ fn a_trialgpt_evaluation_is_refused() {
 }
 
 #[test]
+fn a_chart_question_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    for model in remote_choices() {
+        let request = evident_app::chart::AskRequest {
+            patient_id: "P001".into(),
+            question: "What is the most recent HbA1c?".into(),
+            as_of: None,
+            method: "agent".into(),
+            skills_dir: None,
+            model,
+            use_cache: false,
+            out_dir: None,
+        };
+        assert_refused("ask", evident_app::chart::ask(&session, &request));
+    }
+}
+
+#[test]
 fn the_same_requests_go_out_when_the_user_allows_remote_endpoints() {
     // Allowed, the request is sent and fails on the network instead: the
     // refusal above is the guard, not an unreachable address.

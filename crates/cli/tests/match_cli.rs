@@ -193,7 +193,7 @@ fn bad_input_is_refused_with_a_clear_message() {
         "empty.txt: no criteria: the headings have no items under them; expected an Evident criteria set",
     );
     sb.run(&["match", "--trial", t, "--all", "--knowledge", "kb.db"])
-        .fails_with(2, "a knowledge base and online search are for the makar");
+        .fails_with(2, "a knowledge base and online search are for the augmenting strategies");
 }
 
 /// `evident criteria compile` on the embedded model: every check it writes

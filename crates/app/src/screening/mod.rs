@@ -87,8 +87,10 @@ impl Default for ScreeningOptions {
     }
 }
 
-/// Parses a method name (`acan`, `acin`, `ican`, `icin`, `makar`,
-/// `makar-aug`, `makar-reason`).
+/// Parses a method name: Wornow et al.'s `acan`, `acin`, `ican`, `icin`;
+/// the paper's MAKAR (`makar`, `makar-aug`, `makar-reason`,
+/// `makar-zero-shot`); Evident's MAKAR (`makar-evident`,
+/// `makar-evident-aug`, `makar-evident-reason`).
 pub fn parse_method(text: &str) -> Result<Method> {
     match Method::parse(text) {
         Some(method) => Ok(method),
@@ -160,7 +162,9 @@ impl Screening {
             input_error!("top_k must be at least 1 with {mode:?} retrieval");
         }
         if !method.augments() && (options.knowledge.is_some() || options.online_search.is_some()) {
-            input_error!("a knowledge base and online search are for the makar and makar-aug strategies");
+            input_error!(
+                "a knowledge base and online search are for the augmenting strategies (makar, makar-aug, makar-evident, makar-evident-aug)"
+            );
         }
         let store = session.store()?;
         let embedder = match retrieval.mode {
