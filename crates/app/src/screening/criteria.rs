@@ -177,8 +177,7 @@ pub fn compile_criteria(session: &Session, request: &CompileRequest) -> Result<C
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
     let repair = session.config().llm.repair_policy();
     let prompts_dir = session.config().llm.prompts_dir.clone();
-    let outcome =
-        propose_checks(StructuredModel::recorded(&model), &set, repair, prompts_dir.as_deref(), &|_, _| {});
+    let outcome = propose_checks(StructuredModel::recorded(&model), &set, repair, prompts_dir.as_deref(), &|_, _| {});
     let store = session.store()?;
     lock(&store).finish_model_run(&run_id)?;
     let outcome = outcome?;
