@@ -105,7 +105,8 @@ fn example_records_ingest_with_labs_and_show() {
     sandbox.run(&["ingest", examples.join("records").to_str().unwrap(), examples.join("fhir").to_str().unwrap()]).ok();
     let counts = sandbox.counts();
     assert_eq!(counts.patients, 4);
-    assert_eq!(counts.labs, 8);
+    // 5 HbA1c, 2 creatinine, 1 haemoglobin, and the 2 eGFR values the notes report.
+    assert_eq!(counts.labs, 10);
     assert_eq!(counts.labs_unmapped, 0);
     let show = sandbox.run(&["show", "P003"]).ok().stdout();
     assert!(show.contains("Nephrology consult"), "{show}");
