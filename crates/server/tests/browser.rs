@@ -99,7 +99,40 @@ impl Browser {
         let answer: Value =
             agent.post(&format!("{}/session", driver.url)).send_json(&caps).unwrap().body_mut().read_json().unwrap();
         let id = answer["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {answer}"));
-        Browser { base: format!("{}/session/{id}", driver.url), agent }
+        let browser = Browser { base: format!("{}/session/{id}", driver.url), agent };
+        // A click that submits a form returns before the next page has
+        // loaded when the server is slow (Argon2 on a loaded machine): let
+        // element lookups wait for the new page's elements.
+        browser.call("POST", "/timeouts", json!({ "implicit": 15_000 }));
+        browser
+    }
+
+    /// Waits (up to 15 s) until the text of `css` contains `needle`, and
+    /// returns it: a submitted form's new page may not have loaded yet.
+    fn wait_text(&self, css: &str, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        // Read in the page itself, so that a page replaced between finding
+        // the element and reading it is no error (no stale element).
+        let script = format!("const e = document.querySelector({}); return e ? e.innerText : '';", json!(css));
+        loop {
+            let text = self.run(&script).as_str().unwrap_or_default().to_string();
+            if text.contains(needle) || std::time::Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits (up to 15 s) until the current URL satisfies `ok`, and returns it.
+    fn wait_url(&self, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let url = self.url();
+            if ok(&url) || std::time::Instant::now() > deadline {
+                return url;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     fn call(&self, method: &str, path: &str, body: Value) -> Value {
@@ -188,7 +221,7 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
     b.type_into("#password", PASSWORD);
     b.screenshot("login");
     b.click("#login");
-    assert_eq!(b.url(), format!("{site}/"));
+    assert_eq!(b.wait_url(|u| !u.ends_with("/login")), format!("{site}/"));
     assert!(b.text("#runs").contains("EXAMPLE-T2DM-001"));
 
     // The worklist, ranked, and its filters.
@@ -197,6 +230,7 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
     assert_eq!(b.text("#worklist tbody tr:first-child a.patient"), "P001", "the eligible patient ranks first");
     b.screenshot("worklist");
     b.click("nav.filters a[href$='filter=excluded']");
+    b.wait_url(|u| u.ends_with("filter=excluded"));
     let excluded: Vec<String> = (1..=b.count("#worklist tbody tr"))
         .map(|i| b.text(&format!("#worklist tbody tr:nth-child({i}) a.patient")))
         .collect();
@@ -212,7 +246,8 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
 
     // One click to the whole document, the same sentence marked there.
     b.click(&format!("{insulin} a.document"));
-    assert!(b.url().contains("/patients/P002/documents/"), "{}", b.url());
+    let url = b.wait_url(|u| u.contains("/documents/"));
+    assert!(url.contains("/patients/P002/documents/"), "{url}");
     assert_eq!(b.text("#document mark.cited"), cited);
     b.screenshot("document");
     b.run("history.back(); return null;");
@@ -222,7 +257,7 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
     b.click(&format!("{insulin} select[name='decision'] option[value='NOT MET']"));
     b.type_into(&format!("{insulin} input[name='reason']"), "glargine stopped in 2021 per pharmacy record");
     b.click(&format!("{insulin} form.override button"));
-    let shown = b.text(&format!("{insulin} .override"));
+    let shown = b.wait_text(&format!("{insulin} .override"), "Overridden");
     assert!(shown.contains("Overridden to NOT MET by rita"), "{shown}");
     assert!(shown.contains("glargine stopped in 2021 per pharmacy record"), "{shown}");
     assert_eq!(b.text(&format!("{insulin} .model-decision")), "excluded", "the model's decision is still shown");
@@ -230,7 +265,7 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
     // Sign off.
     b.type_into("#signoff-note", "checked against pharmacy");
     b.click("#signoff-button");
-    assert!(b.text("li.signoff").contains("Signed off by rita"));
+    assert!(b.wait_text("li.signoff", "Signed off by rita").contains("Signed off by rita"));
     b.screenshot("patient-reviewed");
 
     // Both in the audit trail (newest first) and in the export.
