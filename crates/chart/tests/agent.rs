@@ -10,7 +10,7 @@ mod support;
 use evident_chart::{ask, prompts, AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde_json::{json, Value};
-use support::{day, store, Scripted, AS_OF};
+use support::{day, scripted, store, Scripted, AS_OF};
 
 const ASSESS: &str = r#"{"intent": "current metformin status", "hypotheses": ["on metformin"], "required_information": ["metformin administration"], "missing_information": ["metformin administration"], "complexity": "low", "skills": ["current-medication-status", "drug-synonyms"]}"#;
 
@@ -49,7 +49,7 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
 
 #[test]
 fn the_four_phases_answer_with_citations_that_resolve_to_stored_text() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
         action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
@@ -103,7 +103,7 @@ fn the_four_phases_answer_with_citations_that_resolve_to_stored_text() {
 
 #[test]
 fn nothing_after_the_reference_date_is_seen() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "zebrafish allergy"}))])),
         action("call_tool", Some("search_reports"), json!({"query": "zebrafish allergy"})),
@@ -120,7 +120,7 @@ fn nothing_after_the_reference_date_is_seen() {
 
 #[test]
 fn three_invalid_plans_end_in_a_recorded_pipeline_failure() {
-    let model = Scripted::new(&[ASSESS, "not json", r#"{"steps": []}"#, r#"{"steps": [{"step": 1}]}"#]);
+    let model = scripted(&[ASSESS, "not json", r#"{"steps": []}"#, r#"{"steps": [{"step": 1}]}"#]);
     let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
     assert!(model.exhausted());
     assert_eq!(out.status, "pipeline_failure");
@@ -132,7 +132,7 @@ fn three_invalid_plans_end_in_a_recorded_pipeline_failure() {
 
 #[test]
 fn two_malformed_answers_end_in_a_recorded_pipeline_failure() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
         action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
@@ -151,7 +151,7 @@ fn two_malformed_answers_end_in_a_recorded_pipeline_failure() {
 
 #[test]
 fn an_unsupported_citation_is_flagged_not_dropped() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
         action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
@@ -167,7 +167,7 @@ fn an_unsupported_citation_is_flagged_not_dropped() {
 
 #[test]
 fn duplicates_are_blocked_empty_queries_cached_and_searches_broadened() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "insulin pump"}))])),
         action("call_tool", Some("search_reports"), json!({"query": "insulin pump"})),
@@ -204,7 +204,7 @@ fn duplicates_are_blocked_empty_queries_cached_and_searches_broadened() {
 
 #[test]
 fn finishing_before_the_planned_step_ran_is_sent_back_once() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
         action("finish", None, json!({})),
@@ -223,7 +223,7 @@ fn finishing_before_the_planned_step_ran_is_sent_back_once() {
 
 #[test]
 fn the_iss_calculator_reads_labs_inside_its_window_and_cites_them() {
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "calculate", json!({"calculator": "iss"}))])),
         action("call_tool", Some("calculate"), json!({"calculator": "iss"})),
@@ -241,14 +241,14 @@ fn the_iss_calculator_reads_labs_inside_its_window_and_cites_them() {
 
 #[test]
 fn the_llm_baseline_sees_no_record_and_full_context_sees_it_all_up_to_the_date() {
-    let model = Scripted::new(&["Answer: Not documented\nReasoning: No record was available."]);
+    let model = scripted(&["Answer: Not documented\nReasoning: No record was available."]);
     let out = run(&model, Method::Baseline, "Is the patient receiving metformin?");
     assert_eq!(out.usage.calls, 1);
     assert!(out.context.is_empty());
     assert!(!model.requests()[0].messages[1].content.contains("Metformin 500 mg"));
     assert_eq!(model.requests()[0].temperature, 0.2);
 
-    let model = Scripted::new(&["Answer: Yes\nReasoning: Started in January [1]."]);
+    let model = scripted(&["Answer: Yes\nReasoning: Started in January [1]."]);
     let out = run(&model, Method::FullContext, "Is the patient receiving metformin?");
     let prompt = &model.requests()[0].messages[1].content;
     assert!(prompt.contains("was started on 2023-01-20") && !prompt.contains("lactic acidosis"), "{prompt}");
@@ -260,7 +260,7 @@ fn the_llm_baseline_sees_no_record_and_full_context_sees_it_all_up_to_the_date()
 #[test]
 fn a_repeated_plan_step_is_skipped_and_two_blocked_calls_end_a_step() {
     let search = json!({"query": "metformin"});
-    let model = Scripted::new(&[
+    let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([
             step(1, "search_reports", search.clone()),
@@ -326,7 +326,7 @@ fn simple_rag_retrieves_densely_up_to_the_reference_date_in_one_call() {
     let view = RecordView::new(&store, "P1", day(AS_OF));
     let skills = SkillLibrary::builtin().unwrap();
     let config = AgentConfig::default();
-    let model = Scripted::new(&["Answer: Yes\nReasoning: Started on 2023-01-20 [1]."]);
+    let model = scripted(&["Answer: Yes\nReasoning: Started on 2023-01-20 [1]."]);
     let q = Question {
         text: "Is the patient receiving metformin?",
         method: Method::SimpleRag,

@@ -15,7 +15,7 @@ use evident_chart::{ask, prompts, AgentConfig, CitedSource, Method, Question, Re
 use evident_llm::StructuredModel;
 use evident_store::Store;
 use serde_json::json;
-use support::{day, Scripted};
+use support::{day, scripted};
 
 fn ingested() -> (tempfile::TempDir, Mutex<Store>) {
     let dir = tempfile::tempdir().unwrap();
@@ -66,7 +66,7 @@ fn an_iss_question_on_the_example_cites_the_stored_lab_values() {
     let view = RecordView::new(&store, "MM001", day("2024-01-22").date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
     let config = AgentConfig::default();
-    let model = Scripted::new(&[
+    let model = scripted(&[
         json!({"intent": "ISS stage", "hypotheses": [], "required_information": ["beta-2-microglobulin", "albumin"],
                "missing_information": ["beta-2-microglobulin", "albumin"], "complexity": "medium", "skills": ["mm-staging"]})
         .to_string(),

@@ -10,7 +10,7 @@ mod support;
 use evident_chart::{ask, prompts, AgentConfig, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde_json::json;
-use support::{day, store, Scripted, AS_OF};
+use support::{day, scripted, store, Scripted, AS_OF};
 
 fn rendered(model: &Scripted) -> String {
     let mut out = String::new();
@@ -30,7 +30,7 @@ fn rendered(model: &Scripted) -> String {
 }
 
 fn run(method: Method, answers: &[String]) -> String {
-    let model = Scripted::new(answers);
+    let model = scripted(answers);
     let store = store();
     let view = RecordView::new(&store, "P1", day(AS_OF));
     let skills = SkillLibrary::builtin().unwrap();

@@ -17,7 +17,7 @@ use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strat
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{score_task, AnswerSheet, Gold, Task};
-use support::Scripted;
+use support::scripted;
 
 fn demo_url() -> &'static DatabaseUrl {
     static DB: OnceLock<(tempfile::TempDir, DatabaseUrl)> = OnceLock::new();
@@ -82,8 +82,8 @@ fn good_script() -> Vec<String> {
 fn a_scripted_run_answers_everything_and_scores() {
     let dir = tempfile::tempdir().unwrap();
     let mut env = env(dir.path());
-    let model = Scripted::new(&good_script());
-    let memory = Scripted::new::<&str>(&[]);
+    let model = scripted(&good_script());
+    let memory = scripted::<&str>(&[]);
     let store = StepStore::new(dir.path());
     let config = AgentConfig::paper(Strategy::R);
     let run = run_agent(&model, &memory, &mut env, &study_prompts(None), &config, &store, &[]).unwrap();
@@ -122,14 +122,14 @@ fn a_killed_run_resumes_without_repeating_a_step() {
     let store = StepStore::new(dir.path());
     let config = AgentConfig::paper(Strategy::R);
     let prompts = study_prompts(None);
-    let memory = Scripted::new::<&str>(&[]);
+    let memory = scripted::<&str>(&[]);
     // The first process runs two steps, then its model goes away.
-    let first = Scripted::new(&script[..2]);
+    let first = scripted(&script[..2]);
     let err = run_agent(&first, &memory, &mut env(dir.path()), &prompts, &config, &store, &[]).unwrap_err();
     assert!(err.to_string().contains("script exhausted"), "{err}");
     assert_eq!(store.load().unwrap().len(), 2);
     // A new process with a fresh environment over the same run folder.
-    let second = Scripted::new(&script[2..]);
+    let second = scripted(&script[2..]);
     let mut env2 = env(dir.path());
     let run = run_agent(&second, &memory, &mut env2, &prompts, &config, &store, &[]).unwrap();
     assert_eq!((run.resumed_steps, run.steps.len(), run.termination), (2, 4, Termination::Completed));
@@ -139,7 +139,7 @@ fn a_killed_run_resumes_without_repeating_a_step() {
     assert_eq!(seen.len(), 2 + 2 * 2);
     assert_eq!(seen[4].content, script[1]);
     // A third start finds the run ended and calls no model.
-    let third = Scripted::new::<&str>(&[]);
+    let third = scripted::<&str>(&[]);
     let again = run_agent(&third, &memory, &mut env(dir.path()), &prompts, &config, &store, &[]).unwrap();
     assert_eq!((again.resumed_steps, again.termination), (4, Termination::Completed));
     assert!(third.requests().is_empty());
@@ -148,15 +148,9 @@ fn a_killed_run_resumes_without_repeating_a_step() {
 #[test]
 fn more_than_five_invalid_outputs_in_a_turn_end_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let model = Scripted::new(&[
-        "I will look at the data.",
-        "Action: run it",
-        "x",
-        "y",
-        "z",
-        "Action: {\"action\": \"run_sql\"}",
-    ]);
-    let memory = Scripted::new::<&str>(&[]);
+    let model =
+        scripted(&["I will look at the data.", "Action: run it", "x", "y", "z", "Action: {\"action\": \"run_sql\"}"]);
+    let memory = scripted::<&str>(&[]);
     let store = StepStore::new(dir.path());
     let run = run_agent(
         &model,
@@ -182,8 +176,8 @@ fn long_histories_are_compressed_with_the_memory_prompt() {
     let dir = tempfile::tempdir().unwrap();
     let list = answer("look", r#"{"action": "list_files", "params": {}}"#);
     let finish = answer("stop", r#"{"action": "finish_task", "params": {}}"#);
-    let model = Scripted::new(&[list.clone(), list.clone(), list.clone(), finish]);
-    let memory = Scripted::new(&["{\"progress_summary\": \"listed files three times\"}"]);
+    let model = scripted(&[list.clone(), list.clone(), list.clone(), finish]);
+    let memory = scripted(&["{\"progress_summary\": \"listed files three times\"}"]);
     let store = StepStore::new(dir.path());
     // A budget the first message alone nearly fills: compression before step 4.
     let config = AgentConfig { max_memory_tokens: 1500, ..AgentConfig::paper(Strategy::R) };

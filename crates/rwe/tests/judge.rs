@@ -12,7 +12,7 @@ use evident_rwe::audit::{
     judge_cohort, judge_request, rule_checks, rwe_prompts, AuditTable, CohortAudit, IdColumn, KnownIdentifiers,
 };
 use evident_rwe::Task;
-use support::Scripted;
+use support::scripted;
 
 const EXCLUDE: &str = r#"{"unevaluable_criteria": [], "decision": "Exclude", "triggered_exclusion_criteria": ["Stays without such a lactate are excluded."], "evidence": "no lactate value"}"#;
 const KEEP: &str = r#"{"unevaluable_criteria": [], "decision": "Do not exclude", "triggered_exclusion_criteria": [], "evidence": "N/A"}"#;
@@ -57,7 +57,7 @@ fn exclusion_rate_decides_qualification() {
     let (_dir, table) = audit_table(5);
     let prompts = rwe_prompts(None);
     // Four of five excluded: 0.8 is not above the threshold.
-    let model = Scripted::new(&[EXCLUDE, KEEP, EXCLUDE, EXCLUDE, EXCLUDE]);
+    let model = scripted(&[EXCLUDE, KEEP, EXCLUDE, EXCLUDE, EXCLUDE]);
     let report = judge_cohort(&model, &prompts, &definition(), &table, 1).unwrap();
     assert!(model.exhausted());
     assert_eq!((report.sampled, report.judged, report.excluded), (5, 5, 4));
@@ -69,7 +69,7 @@ fn exclusion_rate_decides_qualification() {
         assert!(r.messages[1].content.contains(&format!("subject_id: {}", 10000000 + i)), "{}", r.messages[1].content);
     }
     // All five excluded: unqualified.
-    let model = Scripted::new(&[EXCLUDE; 5]);
+    let model = scripted(&[EXCLUDE; 5]);
     let report = judge_cohort(&model, &prompts, &definition(), &table, 1).unwrap();
     assert_eq!(report.exclusion_rate, Some(1.0));
     assert!(!report.passed());
@@ -80,7 +80,7 @@ fn unparseable_answers_are_unjudged_and_logged() {
     let (_dir, table) = audit_table(2);
     let prompts = rwe_prompts(None);
     // Row 1: three invalid answers (first try and two repairs); row 2: keep.
-    let model = Scripted::new(&["maybe", "{\"decision\": \"perhaps\"}", "no", KEEP]);
+    let model = scripted(&["maybe", "{\"decision\": \"perhaps\"}", "no", KEEP]);
     let report = judge_cohort(&model, &prompts, &definition(), &table, 3).unwrap();
     assert_eq!((report.sampled, report.judged, report.excluded), (2, 1, 0));
     assert_eq!(report.cases[0].verdict, None);
@@ -97,7 +97,7 @@ fn only_a_cohort_passing_rules_and_judge_is_qualified() {
     ids.0.insert(IdColumn::StayId, (30000000..30000003).collect());
     let rules = rule_checks(&table, &mut ids).unwrap();
     assert!(rules.passed(), "{:?}", rules.checks);
-    let model = Scripted::new(&[KEEP, KEEP, EXCLUDE]);
+    let model = scripted(&[KEEP, KEEP, EXCLUDE]);
     let judge = judge_cohort(&model, &rwe_prompts(None), &definition(), &table, 1).unwrap();
     assert!(CohortAudit { rules: rules.clone(), judge: Some(judge.clone()) }.qualified());
     assert!(!CohortAudit { rules: rules.clone(), judge: None }.qualified());

@@ -3,12 +3,16 @@
 //! checkout (tests fail, naming the path, when it is missing), and
 //! [`synthea_notes`] reads the clinical notes of a Synthea bulk FHIR export
 //! (the base64 text attachments of its `DocumentReference` resources).
+//! [`Scripted`] is the fake model the control-flow tests share.
 //! Only tests, examples and benchmarks depend on this crate.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+
+mod scripted;
+pub use scripted::Scripted;
 
 /// `../shared/data` beside the checkout. Panics, naming the path, when it
 /// is missing: the tests are meant to run on the real data.

@@ -7,61 +7,16 @@
 use std::sync::Mutex;
 
 use chrono::{NaiveDate, NaiveDateTime};
-use evident_llm::{ChatModel, ChatRequest, ChatResponse, FinishReason, LlmError, PipelineFailure, PipelineFailureLog};
 use evident_model::labs::LabCatalogue;
 use evident_model::text::{split_sections, split_sentences};
 use evident_model::{DocKind, Document, LabObservation, LabValue, Patient};
 use evident_store::Store;
+pub use evident_testdata::Scripted;
 
-pub struct Scripted {
-    answers: Mutex<Vec<String>>,
-    seen: Mutex<Vec<ChatRequest>>,
-    failures: Mutex<Vec<PipelineFailure>>,
-}
-
-impl Scripted {
-    pub fn new<S: AsRef<str>>(answers: &[S]) -> Self {
-        Scripted {
-            answers: Mutex::new(answers.iter().rev().map(|s| s.as_ref().to_string()).collect()),
-            seen: Mutex::new(vec![]),
-            failures: Mutex::new(vec![]),
-        }
-    }
-    pub fn requests(&self) -> Vec<ChatRequest> {
-        self.seen.lock().unwrap().clone()
-    }
-    pub fn exhausted(&self) -> bool {
-        self.answers.lock().unwrap().is_empty()
-    }
-    pub fn failures(&self) -> Vec<PipelineFailure> {
-        self.failures.lock().unwrap().clone()
-    }
-}
-
-impl ChatModel for Scripted {
-    fn model_id(&self) -> &str {
-        "scripted"
-    }
-    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.seen.lock().unwrap().push(request.clone());
-        let text = self.answers.lock().unwrap().pop().expect("script exhausted: more calls than scripted");
-        Ok(ChatResponse {
-            text,
-            prompt_tokens: 10,
-            completion_tokens: 2,
-            finish_reason: FinishReason::Stop,
-            model: "scripted".into(),
-            endpoint: "test".into(),
-            reused_prompt_tokens: 3,
-        })
-    }
-}
-
-impl PipelineFailureLog for Scripted {
-    fn record_pipeline_failure(&self, failure: &PipelineFailure) -> Result<(), LlmError> {
-        self.failures.lock().unwrap().push(failure.clone());
-        Ok(())
-    }
+/// A scripted model reporting 10 prompt tokens (3 reused) and 2 completion
+/// tokens per call.
+pub fn scripted<S: AsRef<str>>(answers: &[S]) -> Scripted {
+    Scripted::new(answers).with_usage(10, 2, 3)
 }
 
 pub fn day(d: &str) -> NaiveDateTime {
