@@ -12,6 +12,7 @@
 
 pub mod dense;
 pub mod fusion;
+pub mod trigram;
 
 use std::collections::HashMap;
 
