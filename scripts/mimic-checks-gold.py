@@ -17,6 +17,11 @@ at Evident's answers):
   'Platelet Count'/Blood, 'Potassium' or 'Potassium, Whole Blood'/Blood,
   '% Hemoglobin A1c'/Blood), valuenum in the table's own unit; the most recent
   row by charttime (then labevent_id) on or before the screening date.
+- creatinine-uln: blood creatinine rows with a value in the 12 months up to
+  the screening date; MET when any valuenum exceeds its own row's
+  ref_range_upper; NOT MET when every row has a valuenum and a
+  ref_range_upper and none exceeds it; otherwise (no row, or rows that
+  cannot be compared and none exceeding) NOT ENOUGH INFORMATION.
 - diagnoses: ICD code prefixes in diagnoses_icd, dated at the admission's
   admittime; NOT ENOUGH INFORMATION when the patient has no diagnosis row
   on or before the screening date.
@@ -37,7 +42,7 @@ from pathlib import Path
 TABLES = {
     "patients": ["subject_id", "gender", "anchor_age", "anchor_year"],
     "admissions": ["subject_id", "hadm_id", "admittime"],
-    "labevents": ["labevent_id", "subject_id", "itemid", "charttime", "value", "valuenum"],
+    "labevents": ["labevent_id", "subject_id", "itemid", "charttime", "value", "valuenum", "ref_range_upper"],
     "d_labitems": ["itemid", "label", "fluid"],
     "prescriptions": ["subject_id", "starttime", "drug"],
     "diagnoses_icd": ["subject_id", "hadm_id", "icd_code", "icd_version"],
@@ -117,6 +122,19 @@ def main():
             (subject, start, day),
         ).fetchall()
         row("thrombocytopenia", "NOT ENOUGH INFORMATION" if not platelets else met(any(v < 100 for (v,) in platelets)))
+        creatinine = db.execute(
+            "SELECT valuenum, ref_range_upper FROM labevents l JOIN d_labitems d USING (itemid) "
+            "WHERE subject_id = ? AND d.fluid = 'Blood' AND d.label = 'Creatinine' "
+            "AND (l.value IS NOT NULL OR l.valuenum IS NOT NULL) AND date(charttime) BETWEEN ? AND ?",
+            (subject, start, day),
+        ).fetchall()
+        comparable = [(float(v), float(h)) for (v, h) in creatinine if v is not None and h is not None]
+        if any(v > h for (v, h) in comparable):
+            row("creatinine-uln", "MET")
+        elif creatinine and len(comparable) == len(creatinine):
+            row("creatinine-uln", "NOT MET")
+        else:
+            row("creatinine-uln", "NOT ENOUGH INFORMATION")
         diagnoses = db.execute(
             "SELECT icd_version, icd_code FROM diagnoses_icd d JOIN admissions a USING (hadm_id) "
             "WHERE d.subject_id = ? AND date(a.admittime) <= ?",

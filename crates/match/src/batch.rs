@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::checks::{evaluate, CheckOutcome, ChecksMode, CompiledCheck, PatientFacts};
+use crate::checks::{evaluate, CheckOutcome, ChecksMode, CompiledCheck, FactNeeds, IfNoData, PatientFacts};
 use crate::criteria::{CriteriaSet, CriterionType};
 use crate::decision::CriterionResult;
 use crate::makar::{
@@ -128,6 +128,10 @@ pub struct CheckResult {
     pub criterion_id: String,
     pub criterion_type: CriterionType,
     pub outcome: CheckOutcome,
+    /// The check found no data and says the text strategy decides then
+    /// ([`IfNoData::Text`]): the model's decision is the criterion's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
 }
 
 /// The models of a run. `augmenting` writes criteria augmentations (not
@@ -356,13 +360,13 @@ fn decide_checks(
     let date = screening_date.or(facts.latest_document);
     checked
         .iter()
-        .map(|(id, ty, check)| CheckResult {
-            criterion_id: id.clone(),
-            criterion_type: *ty,
-            outcome: match date {
+        .map(|(id, ty, check)| {
+            let outcome = match date {
                 Some(d) => evaluate(check, facts, d),
                 None => CheckOutcome::undated(),
-            },
+            };
+            let deferred = check.if_no_data == IfNoData::Text && outcome.found_no_data();
+            CheckResult { criterion_id: id.clone(), criterion_type: *ty, outcome, deferred }
         })
         .collect()
 }
@@ -388,12 +392,17 @@ pub fn run_batch(
     )?;
     lock(store).link_match_model_run(&run_id, &models.model_run_id)?;
 
-    // With checks on, the model never sees a criterion a reviewed check decides.
+    // With checks on, the model never sees a criterion a reviewed check
+    // decides. A check that leaves the criterion to the text strategy when
+    // it finds no data keeps it in the model's set; each patient's tasks
+    // then drop the criteria the check did decide for that patient.
     let checked = checked_criteria(set, config.checks);
     let full_set = set;
     let model_set = if config.checks == ChecksMode::On {
         let mut reduced = set.clone();
-        reduced.criteria.retain(|c| !checked.iter().any(|(id, _, _)| id == &c.id));
+        reduced.criteria.retain(|c| {
+            !checked.iter().any(|(id, _, check)| id == &c.id && check.if_no_data == IfNoData::Abstain)
+        });
         reduced
     } else {
         set.clone()
@@ -401,6 +410,7 @@ pub fn run_batch(
     let set = &model_set;
 
     let engine = match config.method {
+    let needs = FactNeeds::of(checked.iter().map(|(_, _, check)| check));
         Method::ZeroShot(strategy) => Engine::ZeroShot {
             matcher: ZeroShotMatcher::new(
                 models.matching,
@@ -452,10 +462,22 @@ pub fn run_batch(
         }
         let record = PatientRecord::from_store(&st, patient_id)?;
         let done = st.match_tasks_done(&run_id, patient_id)?;
-        let facts =
-            if checked.is_empty() || done.contains(CHECK_TASK) { None } else { PatientFacts::load(&st, patient_id)? };
+        // Deterministic over the same store, so a resumed run plans the
+        // same tasks (the decisions are stored once, below).
+        let decided = match checked.is_empty() {
+            true => Vec::new(),
+            false => match PatientFacts::load_needed(&st, patient_id, &needs)? {
+                Some(facts) => decide_checks(&checked, &facts, config.screening_date),
+                None => Vec::new(),
+            },
+        };
         drop(st);
-        let tasks = if set.criteria.is_empty() { Vec::new() } else { plan_tasks(&engine, set, &record) };
+        let mut tasks = if set.criteria.is_empty() { Vec::new() } else { plan_tasks(&engine, set, &record) };
+        if config.checks == ChecksMode::On {
+            let by_check: BTreeSet<&str> =
+                decided.iter().filter(|c| !c.deferred).map(|c| c.criterion_id.as_str()).collect();
+            tasks.retain(|t| !t.criterion_ids.iter().all(|id| by_check.contains(id.as_str())));
+        }
         if config.checks == ChecksMode::On && !checked.is_empty() {
             saved += count_tasks(&engine, full_set, &record).saturating_sub(tasks.len());
         }
@@ -469,7 +491,7 @@ pub fn run_batch(
                 skipped += 1;
             }
         }
-        let checks = facts.map(|f| decide_checks(&checked, &f, config.screening_date));
+        let checks = (!checked.is_empty() && !done.contains(CHECK_TASK)).then_some(decided);
         planned.push(PlannedPatient { record, tasks: todo, checks });
     }
     progress(Progress::Planned { total, done: skipped });

@@ -69,6 +69,9 @@ pub enum DecidedBy {
     CheckAndModel,
     /// Both ran and disagree: a person must decide.
     NeedsReview,
+    /// The check found no data and leaves such criteria to the text
+    /// strategy (`if_no_data: text`): the model decided.
+    ModelAfterCheck,
     /// Nothing is stored for the criterion yet.
     Nothing,
 }
@@ -80,6 +83,7 @@ impl DecidedBy {
             DecidedBy::Check => "check",
             DecidedBy::CheckAndModel => "check and model",
             DecidedBy::NeedsReview => "needs review",
+            DecidedBy::ModelAfterCheck => "model (the check found no data)",
             DecidedBy::Nothing => "nothing",
         }
     }
@@ -180,6 +184,7 @@ pub fn combine(check: Option<&CheckResult>, model: Option<&CriterionResult>) -> 
         (None, None) => (None, DecidedBy::Nothing),
         (None, Some(m)) => (Some(m.clone()), DecidedBy::Model),
         (Some(c), None) => (Some(check_as_result(c)), DecidedBy::Check),
+        (Some(c), Some(m)) if c.deferred => (Some(m.clone()), DecidedBy::ModelAfterCheck),
         (Some(c), Some(m)) if m.decision() == Some(c.outcome.decision) => {
             let mut result = check_as_result(c);
             if let (Determination::Assessed(a), Determination::Assessed(b)) = (&mut result.outcome, &m.outcome) {

@@ -17,7 +17,7 @@ use chrono::{NaiveDate, NaiveDateTime};
 use evident_ingest::{ingest, plan, Format, NoProgress};
 use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, Method, Models, RetrievalSettings};
-use evident_match::checks::{evaluate, Check, ChecksMode, PatientFacts};
+use evident_match::checks::{evaluate, Check, ChecksMode, FactNeeds, PatientFacts, TimelineKind};
 use evident_match::decision::Decision;
 use evident_match::makar::MakarConfig;
 use evident_match::report::{trial_report, DecidedBy};
@@ -147,6 +147,28 @@ fn mimic_demo_checks_read_ages_codes_and_prescriptions_from_the_timeline() {
     assert_eq!(heparin.decision, Decision::Met, "{}", heparin.summary);
     assert!(heparin.sentences.iter().all(|s| s.text.to_lowercase().contains("heparin")));
     heparin.sentences.iter().for_each(span_is_stored);
+
+    // Screening loads only what a set's checks read; every check of the
+    // MIMIC-IV demo set decides the same over those facts as over all of
+    // them, for every patient.
+    let set = CriteriaSet::load(&repo().join("criteria/mimic-iv-demo-checks.yaml")).unwrap();
+    let checks: Vec<_> = set.criteria.iter().filter_map(|c| c.reviewed_check()).collect();
+    let needs = FactNeeds::of(&checks);
+    assert!(!needs.lab_concepts.is_empty() && needs.timeline.contains(&TimelineKind::Demographics));
+    let mut decided = 0;
+    for patient in store.patients().unwrap() {
+        let id = &patient.patient.id;
+        let all = PatientFacts::load(&store, id).unwrap().unwrap();
+        let some = PatientFacts::load_needed(&store, id, &needs).unwrap().unwrap();
+        assert!(some.labs.len() <= all.labs.len() && some.timeline.len() <= all.timeline.len());
+        assert_eq!(some.latest_document, all.latest_document);
+        let at = all.latest_document.unwrap();
+        for check in &checks {
+            assert_eq!(evaluate(check, &some, at), evaluate(check, &all, at), "{id}");
+            decided += 1;
+        }
+    }
+    assert_eq!(decided, 100 * checks.len());
 }
 
 /// A patient with creatinine in three units and one text value.
@@ -183,6 +205,59 @@ fn lab_store() -> Store {
     }
     w.commit().unwrap();
     store
+}
+
+#[test]
+fn above_normal_compares_each_value_with_its_own_stored_range() {
+    let mut store = Store::open_in_memory().unwrap();
+    let w = store.writer().unwrap();
+    let patient =
+        Patient { id: "R".into(), source: "t".into(), birth_date: None, sex: None, display_name: None };
+    w.upsert_patient(&patient).unwrap();
+    let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("Creatinine").unwrap().id.clone();
+    // (day, value, unit, upper limit of normal as stored)
+    let rows = [
+        ("2024-01-01", 1.1, "mg/dL", Some(1.2)),
+        ("2024-02-01", 110.0, "µmol/L", Some(106.0)),
+        ("2024-03-01", 1.4, "mg/dL", None),
+    ];
+    for (i, (day, value, unit, high)) in rows.into_iter().enumerate() {
+        w.put_lab(&LabObservation {
+            patient_id: "R".into(),
+            concept_id: Some(concept.clone()),
+            original_name: "Creatinine".into(),
+            loinc: None,
+            value: LabValue::Numeric(value),
+            unit: Some(unit.into()),
+            ref_low: None,
+            ref_high: high,
+            ref_text: None,
+            flag: None,
+            time: NaiveDateTime::parse_from_str(&format!("{day} 08:00"), "%Y-%m-%d %H:%M").unwrap(),
+            source: "t".into(),
+            source_id: format!("lab-{i}"),
+        })
+        .unwrap();
+    }
+    w.commit().unwrap();
+    let facts = PatientFacts::load(&store, "R").unwrap().unwrap();
+    let any = check("status: reviewed\nlab: {concept: Creatinine, unit: mg/dL, above_normal: true, select: any}");
+    // 110 µmol/L is above its own range's 106 µmol/L.
+    let outcome = evaluate(&any, &facts, date("2024-02-15"));
+    assert_eq!(outcome.decision, Decision::Met, "{}", outcome.summary);
+    assert!(outcome.summary.contains("upper limit of normal 1.2 mg/dL"), "{}", outcome.summary);
+    // The latest value has no stored range: it cannot be read, never guessed.
+    let latest = check("status: reviewed\nlab: {concept: Creatinine, unit: mg/dL, above_normal: true}");
+    let outcome = evaluate(&latest, &facts, date("2024-03-15"));
+    assert_eq!(outcome.decision, Decision::NotEnoughInformation, "{}", outcome.summary);
+    assert!(!outcome.found_no_data(), "it read a value");
+    let first = evaluate(&latest, &facts, date("2024-01-15"));
+    assert_eq!(first.decision, Decision::NotMet, "1.1 is within its range: {}", first.summary);
+    // A bound beside above_normal is refused.
+    let both: Check =
+        serde_yaml::from_str("status: reviewed\nlab: {concept: Creatinine, unit: mg/dL, above_normal: true, above: 1}")
+            .unwrap();
+    assert_eq!(both.compile().unwrap_err().field, "lab.above_normal");
 }
 
 #[test]
@@ -315,7 +390,16 @@ fn hybrid_store() -> Mutex<Store> {
 }
 
 fn screen(store: &Mutex<Store>, model: &AlwaysMet, checks: ChecksMode) -> evident_match::batch::BatchSummary {
-    let set = CriteriaSet::from_yaml_str(HYBRID, "hybrid").unwrap();
+    screen_set(store, model, checks, HYBRID)
+}
+
+fn screen_set(
+    store: &Mutex<Store>,
+    model: &AlwaysMet,
+    checks: ChecksMode,
+    yaml: &str,
+) -> evident_match::batch::BatchSummary {
+    let set = CriteriaSet::from_yaml_str(yaml, "hybrid").unwrap();
     let config = BatchConfig {
         method: Method::ZeroShot(Strategy::Ican),
         retrieval: RetrievalSettings::default(),
@@ -394,4 +478,59 @@ fn checks_on_decide_without_the_model_and_both_shows_disagreements() {
     let html = evident_match::report::to_html(&evident_match::report::match_report(vec![report]));
     assert!(html.contains("<span class=\"pill needs-review\">needs review</span>"));
     assert!(html.contains("by needs review") && html.contains("by check and model"));
+}
+
+/// HbA1c is stored for both patients; creatinine for neither. Both checks
+/// leave the criterion to the text strategy when they find no data.
+const DEFERRING: &str = r#"
+trial_id: DEFERRING
+criteria:
+  - id: hba1c
+    type: inclusion
+    text: HbA1c at least 7.0%.
+    check:
+      status: reviewed
+      if_no_data: text
+      lab: {concept: HbA1c, unit: '%', at_least: 7.0}
+  - id: creatinine
+    type: exclusion
+    text: Creatinine above 2.0 mg/dL in the past year.
+    check:
+      status: reviewed
+      if_no_data: text
+      lab: {concept: Creatinine, unit: mg/dL, above: 2.0, within_days: 365}
+  - id: t2dm
+    type: inclusion
+    text: Type 2 diabetes.
+"#;
+
+#[test]
+fn a_check_that_finds_no_data_leaves_the_criterion_to_the_model_when_it_says_so() {
+    let set = CriteriaSet::from_yaml_str(DEFERRING, "deferring").unwrap();
+    let patients = vec!["H1".to_string(), "H2".to_string()];
+    let store = hybrid_store();
+    let model = AlwaysMet { calls: AtomicUsize::new(0) };
+    let on = screen_set(&store, &model, ChecksMode::On, DEFERRING);
+    // Per patient: the HbA1c check decides; creatinine (no value) and t2dm
+    // go to the model.
+    assert_eq!(model.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(on.model_tasks_saved, 2);
+    let report = trial_report(&store.lock().unwrap(), &on.run_id, &set, &patients).unwrap();
+    for patient in &report.patients {
+        let by: Vec<(&str, DecidedBy)> =
+            patient.criteria.iter().map(|c| (c.criterion.id.as_str(), c.decided_by)).collect();
+        assert_eq!(
+            by,
+            [("hba1c", DecidedBy::Check), ("creatinine", DecidedBy::ModelAfterCheck), ("t2dm", DecidedBy::Model)],
+            "{}",
+            patient.patient_id
+        );
+        let creatinine = &patient.criteria[1];
+        assert_eq!(creatinine.result.as_ref().unwrap().decision(), Some(Decision::Met), "the model's answer stands");
+        assert!(creatinine.check.as_ref().unwrap().found_no_data(), "the check's outcome is kept beside it");
+    }
+    // Resumed: the same plan, nothing to do.
+    let again = screen_set(&store, &model, ChecksMode::On, DEFERRING);
+    assert_eq!((again.run_id, again.tasks_run), (on.run_id, 0));
+    assert_eq!(model.calls.load(Ordering::SeqCst), 4);
 }

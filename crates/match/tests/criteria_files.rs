@@ -32,6 +32,15 @@ fn n2c2_set_matches_the_shared_definitions() {
         assert_eq!(c.pooling, Some(pooling), "{}", c.id);
         assert_eq!(c.window_months.map(u64::from), d["window_months"].as_u64(), "{}", c.id);
     }
+    // The criteria stated over structured data carry reviewed checks, each
+    // leaving the criterion to the notes when the record has no such data
+    // (n2c2's records are notes only).
+    let checked: Vec<&str> =
+        set.criteria.iter().filter(|c| c.reviewed_check().is_some()).map(|c| c.id.as_str()).collect();
+    assert_eq!(checked, ["CREATININE", "HBA1C", "KETO-1YR", "MI-6MOS"]);
+    for c in set.criteria.iter().filter(|c| c.reviewed_check().is_some()) {
+        assert_eq!(c.reviewed_check().unwrap().if_no_data, evident_match::checks::IfNoData::Text, "{}", c.id);
+    }
 }
 
 #[test]

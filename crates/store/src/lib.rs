@@ -23,7 +23,7 @@ use rusqlite::Connection;
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
 pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
-pub use read::{DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
+pub use read::{DatedSentence, DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};
 pub use review::{
     AuditRecord, NewAuditEntry, NewOverride, OverrideRecord, SignoffRecord, UserRecord, WebSessionRecord, ROLES,
 };

@@ -33,6 +33,16 @@ pub struct DocumentSummary {
     pub sentences: i64,
 }
 
+/// A sentence with its document's provenance and date
+/// ([`Store::dated_sentences`]).
+#[derive(Debug, Clone)]
+pub struct DatedSentence {
+    pub sentence: SentenceRecord,
+    pub source: String,
+    pub source_id: String,
+    pub date: NaiveDateTime,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SentenceRecord {
     pub document_id: String,
@@ -264,6 +274,70 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// The date of a patient's most recent dated document, if any.
+    pub fn latest_document_date(&self, patient_id: &str) -> Result<Option<NaiveDateTime>> {
+        let latest: Option<String> = self.conn().query_row(
+            "SELECT max(date) FROM documents WHERE patient_id = ?1",
+            [patient_id],
+            |r| r.get(0),
+        )?;
+        optional_date(latest)
+    }
+
+    /// Every sentence of a patient's dated documents whose source is one of
+    /// `sources`, with its document's source, source id and date, in
+    /// document date order: one query for the documents and one per
+    /// document for the spans, each document's text read once (what
+    /// `documents` + `sentences` do with a query per sentence).
+    pub fn dated_sentences(&self, patient_id: &str, sources: &[&str]) -> Result<Vec<DatedSentence>> {
+        if sources.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = sources.iter().map(|s| format!("'{}'", s.replace('\'', "''"))).collect();
+        let mut docs = self.conn().prepare_cached(&format!(
+            "SELECT id, source, source_id, date, text FROM documents
+             WHERE patient_id = ?1 AND date IS NOT NULL AND source IN ({}) ORDER BY date, id",
+            list.join(",")
+        ))?;
+        let mut spans =
+            self.conn().prepare_cached("SELECT ordinal, start, end FROM sentences WHERE document_id = ?1 ORDER BY ordinal")?;
+        let rows = docs.query_map([patient_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, source, source_id, date, text) = row?;
+            let date = parse_date(&date)?;
+            let bytes = text.as_bytes();
+            let sentences = spans.query_map([&id], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as usize, r.get::<_, i64>(2)? as usize))
+            })?;
+            for s in sentences {
+                let (ordinal, start, end) = s?;
+                let slice = bytes.get(start..end).unwrap_or_default();
+                out.push(DatedSentence {
+                    sentence: SentenceRecord {
+                        document_id: id.clone(),
+                        ordinal,
+                        start,
+                        end,
+                        text: String::from_utf8_lossy(slice).into_owned(),
+                    },
+                    source: source.clone(),
+                    source_id: source_id.clone(),
+                    date,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// A patient's labs in time order.

@@ -138,6 +138,7 @@ pub fn check_from_proposal(value: &Value) -> Result<Option<Check>, String> {
                 below: upper.filter(|_| !upper_inclusive),
                 at_most: upper.filter(|_| upper_inclusive),
                 between: None,
+                above_normal: false,
                 select: match s("select") {
                     Some("any") => Select::Any,
                     Some("all") => Select::All,

@@ -26,6 +26,10 @@ pub struct LabEvidence {
     /// text value or a unit the table does not know).
     pub converted: Option<f64>,
     pub check_unit: String,
+    /// The upper limit of the value's stored reference range in the check's
+    /// unit, for checks against the upper limit of normal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper_normal: Option<f64>,
     /// Where the value came from (`fhir` `Observation/...`, `mimic` `labevents/...`).
     pub source: String,
     pub source_id: String,
@@ -74,6 +78,16 @@ pub struct CheckOutcome {
 }
 
 impl CheckOutcome {
+    /// NOT ENOUGH INFORMATION with nothing read: no value, record or fact
+    /// of the kind the check reads (as opposed to values it read and
+    /// could not settle the criterion with).
+    pub fn found_no_data(&self) -> bool {
+        self.decision == Decision::NotEnoughInformation
+            && self.labs.is_empty()
+            && self.sentences.is_empty()
+            && self.facts.is_empty()
+    }
+
     fn new(decision: Decision, summary: String, screening_date: NaiveDate) -> CheckOutcome {
         CheckOutcome {
             decision,
@@ -243,6 +257,11 @@ fn sex_check(sex: SexCheck, facts: &PatientFacts, screening_date: NaiveDate) -> 
     out
 }
 
+/// Whether a row's value satisfies the check; `false` when it cannot be read.
+fn satisfies_row(lab: &CompiledLab, row: &LabEvidence) -> bool {
+    row.converted.is_some_and(|v| satisfies(lab, v) && (!lab.above_normal || row.upper_normal.is_some_and(|h| v > h)))
+}
+
 fn satisfies(lab: &CompiledLab, v: f64) -> bool {
     let lower_ok = lab.lower.is_none_or(|(b, inclusive)| if inclusive { v >= b } else { v > b });
     let upper_ok = lab.upper.is_none_or(|(b, inclusive)| if inclusive { v <= b } else { v < b });
@@ -250,6 +269,9 @@ fn satisfies(lab: &CompiledLab, v: f64) -> bool {
 }
 
 fn comparison_text(lab: &CompiledLab) -> String {
+    if lab.above_normal {
+        return "above the upper limit of its reference range".to_string();
+    }
     let unit = &lab.unit.name;
     let lower = lab.lower.map(|(b, inc)| if inc { format!("≥ {b}") } else { format!("> {b}") });
     let upper = lab.upper.map(|(b, inc)| if inc { format!("≤ {b}") } else { format!("< {b}") });
@@ -268,10 +290,19 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
         .iter()
         .filter(|l| in_window(l.time.date(), start, screening_date))
         .map(|l| {
-            let converted = match (l.value_num, l.unit.as_deref().and_then(|u| lab.units.find(u))) {
+            let from = l.unit.as_deref().and_then(|u| lab.units.find(u));
+            let converted = match (l.value_num, from) {
                 (Some(v), Some(from)) => Some(convert(v, from, &lab.unit)),
                 _ => None,
             };
+            // The stored range is in the value's own unit.
+            let upper_normal = match (l.ref_high, from) {
+                (Some(h), Some(from)) if lab.above_normal => Some(convert(h, from, &lab.unit)),
+                _ => None,
+            };
+            // Against the upper limit of normal a value without a stored
+            // range cannot be read.
+            let converted = converted.filter(|_| !lab.above_normal || upper_normal.is_some());
             let value = match (l.value_num, &l.value_text) {
                 (Some(v), _) => format!("{v}"),
                 (None, Some(t)) => t.clone(),
@@ -284,6 +315,7 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
                 unit: l.unit.clone(),
                 converted,
                 check_unit: lab.unit.name.clone(),
+                upper_normal,
                 source: l.source.clone(),
                 source_id: l.source_id.clone(),
                 used: false,
@@ -309,15 +341,20 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
             }
             _ => String::new(),
         };
-        format!("{} {unit}{converted} on {}", r.value, r.time.date())
+        let limit = match r.upper_normal {
+            Some(h) => format!(" (upper limit of normal {} {})", round(h), lab.unit.name),
+            None => String::new(),
+        };
+        format!("{} {unit}{converted}{limit} on {}", r.value, r.time.date())
     };
     let unreadable = |r: &LabEvidence| {
         format!(
-            "{name} {} {} on {} cannot be read in {} (a text value or a unit the table does not know)",
+            "{name} {} {} on {} cannot be read in {} (a text value or a unit the table does not know{})",
             r.value,
             r.unit.as_deref().unwrap_or("(no unit)"),
             r.time.date(),
-            lab.unit.name
+            lab.unit.name,
+            if lab.above_normal { ", or no reference range stored with it" } else { "" }
         )
     };
     let (decision, summary) = match lab.select {
@@ -327,7 +364,7 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
             let r = &rows[last];
             match r.converted {
                 None => (Decision::NotEnoughInformation, format!("The most recent {}.", unreadable(r))),
-                Some(v) if satisfies(lab, v) => {
+                Some(_) if satisfies_row(lab, r) => {
                     (Decision::Met, format!("Most recent {name} {}: {wanted} holds.", shown(r)))
                 }
                 Some(_) => (Decision::NotMet, format!("Most recent {name} {}: {wanted} does not hold.", shown(r))),
@@ -335,7 +372,7 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
         }
         Select::Any => {
             let hits: Vec<usize> =
-                (0..rows.len()).filter(|&i| rows[i].converted.is_some_and(|v| satisfies(lab, v))).collect();
+                (0..rows.len()).filter(|&i| satisfies_row(lab, &rows[i])).collect();
             let unread = rows.iter().filter(|r| r.converted.is_none()).count();
             if let Some(&first) = hits.last() {
                 for &i in &hits {
@@ -367,7 +404,7 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
         }
         Select::All => {
             let misses: Vec<usize> =
-                (0..rows.len()).filter(|&i| rows[i].converted.is_some_and(|v| !satisfies(lab, v))).collect();
+                (0..rows.len()).filter(|&i| rows[i].converted.is_some() && !satisfies_row(lab, &rows[i])).collect();
             let unread = rows.iter().filter(|r| r.converted.is_none()).count();
             if let Some(&last) = misses.last() {
                 for &i in &misses {

@@ -15,6 +15,8 @@ use evident_model::Patient;
 use evident_store::{LabQuery, LabRecord, Store, StoreError};
 use serde::Serialize;
 
+use super::{CompiledCheck, Predicate};
+
 /// What a timeline document records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -73,32 +75,92 @@ pub struct PatientFacts {
     pub latest_document: Option<NaiveDate>,
 }
 
-impl PatientFacts {
-    /// Loads a patient's facts; `None` when the patient is not in the store.
-    pub fn load(store: &Store, patient_id: &str) -> Result<Option<PatientFacts>, StoreError> {
-        let Some(patient) = store.patient(patient_id)? else { return Ok(None) };
-        let labs = store.labs(&LabQuery { patient_id: patient_id.to_string(), concept_ids: None, since: None })?;
-        let mut timeline = Vec::new();
-        let mut latest_document = None;
-        for doc in store.documents(patient_id)? {
-            if let Some(d) = doc.date {
-                latest_document = latest_document.max(Some(d.date()));
-            }
-            let (Some(kind), Some(date)) = (TimelineKind::of_document(&doc.source, &doc.source_id), doc.date) else {
-                continue;
-            };
-            for s in store.sentences(&doc.id)? {
-                timeline.push(TimelineSentence {
-                    kind,
-                    document_id: s.document_id,
-                    ordinal: s.ordinal,
-                    start: s.start,
-                    end: s.end,
-                    text: s.text,
-                    date,
-                });
+/// What a set of checks reads of a patient: the lab concepts and the
+/// timeline kinds they name. Loading only these is what makes screening
+/// many patients fast (a MIMIC-IV patient has about 1,000 lab values, of
+/// which a trial's checks read a few concepts).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FactNeeds {
+    /// Canonical lab concept ids.
+    pub lab_concepts: Vec<String>,
+    pub timeline: Vec<TimelineKind>,
+}
+
+impl FactNeeds {
+    /// What `checks` read.
+    pub fn of<'a>(checks: impl IntoIterator<Item = &'a CompiledCheck>) -> FactNeeds {
+        let mut needs = FactNeeds::default();
+        for check in checks {
+            match &check.predicate {
+                // A MIMIC-IV patient's age is in its demographics line.
+                Predicate::Age { .. } => needs.add_kind(TimelineKind::Demographics),
+                Predicate::Sex(_) => {}
+                Predicate::Lab(lab) => {
+                    if !needs.lab_concepts.contains(&lab.concept_id) {
+                        needs.lab_concepts.push(lab.concept_id.clone());
+                    }
+                }
+                Predicate::Event(event) => needs.add_kind(event.kind),
             }
         }
+        needs
+    }
+
+    fn add_kind(&mut self, kind: TimelineKind) {
+        if !self.timeline.contains(&kind) {
+            self.timeline.push(kind);
+        }
+    }
+}
+
+/// The sources whose documents can be timeline documents.
+const TIMELINE_SOURCES: [&str; 2] = ["fhir", "mimic"];
+
+impl PatientFacts {
+    /// Loads all of a patient's facts; `None` when the patient is not in
+    /// the store.
+    pub fn load(store: &Store, patient_id: &str) -> Result<Option<PatientFacts>, StoreError> {
+        Self::load_some(store, patient_id, None)
+    }
+
+    /// Loads what `needs` names of a patient's facts (and the patient row);
+    /// checks whose needs these are decide exactly as over all the facts.
+    pub fn load_needed(store: &Store, patient_id: &str, needs: &FactNeeds) -> Result<Option<PatientFacts>, StoreError> {
+        Self::load_some(store, patient_id, Some(needs))
+    }
+
+    fn load_some(store: &Store, patient_id: &str, needs: Option<&FactNeeds>) -> Result<Option<PatientFacts>, StoreError> {
+        let Some(patient) = store.patient(patient_id)? else { return Ok(None) };
+        let labs = match needs {
+            Some(n) if n.lab_concepts.is_empty() => Vec::new(),
+            _ => store.labs(&LabQuery {
+                patient_id: patient_id.to_string(),
+                concept_ids: needs.map(|n| n.lab_concepts.clone()),
+                since: None,
+            })?,
+        };
+        let sources: &[&str] = match needs {
+            Some(n) if n.timeline.is_empty() => &[],
+            _ => &TIMELINE_SOURCES,
+        };
+        let mut timeline = Vec::new();
+        for s in store.dated_sentences(patient_id, sources)? {
+            let Some(kind) = TimelineKind::of_document(&s.source, &s.source_id) else { continue };
+            if needs.is_some_and(|n| !n.timeline.contains(&kind)) {
+                continue;
+            }
+            let sentence = s.sentence;
+            timeline.push(TimelineSentence {
+                kind,
+                document_id: sentence.document_id,
+                ordinal: sentence.ordinal,
+                start: sentence.start,
+                end: sentence.end,
+                text: sentence.text,
+                date: s.date,
+            });
+        }
+        let latest_document = store.latest_document_date(patient_id)?.map(|d| d.date());
         Ok(Some(PatientFacts { patient, labs, timeline, latest_document }))
     }
 

@@ -25,7 +25,7 @@ use evident_model::labs::LabCatalogue;
 use serde::{Deserialize, Serialize};
 
 pub use evaluate::{evaluate, CheckOutcome, LabEvidence, SentenceEvidence};
-pub use facts::{PatientFacts, TimelineKind};
+pub use facts::{FactNeeds, PatientFacts, TimelineKind};
 use units::{ConceptUnits, Unit, UnitTable};
 
 /// Whether a person has read the check against its criterion. Only
@@ -38,11 +38,33 @@ pub enum CheckStatus {
     Reviewed,
 }
 
+/// What decides a criterion when its check finds no data at all (no value,
+/// record or fact of the kind it reads in its window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IfNoData {
+    /// The check's NOT ENOUGH INFORMATION stands (the default: the record
+    /// is expected to hold the value as data, so its absence is the answer).
+    #[default]
+    Abstain,
+    /// The text strategy decides, from the notes (for records whose facts
+    /// are mostly in notes, such as n2c2's discharge summaries).
+    Text,
+}
+
+impl IfNoData {
+    fn is_default(&self) -> bool {
+        *self == IfNoData::Abstain
+    }
+}
+
 /// A check as written in a criteria set: a status and exactly one predicate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Check {
     pub status: CheckStatus,
+    #[serde(default, skip_serializing_if = "IfNoData::is_default")]
+    pub if_no_data: IfNoData,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub age: Option<AgeCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +128,11 @@ pub struct LabCheck {
     pub at_most: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub between: Option<[f64; 2]>,
+    /// Above the upper limit of the reference range stored with each value
+    /// ("creatinine above the upper limit of normal"); a value stored
+    /// without a range cannot be read. Not combined with the bounds above.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub above_normal: bool,
     #[serde(default)]
     pub select: Select,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +188,8 @@ pub struct CompiledLab {
     /// (bound, inclusive)
     pub lower: Option<(f64, bool)>,
     pub upper: Option<(f64, bool)>,
+    /// Above each value's stored upper limit of normal.
+    pub above_normal: bool,
     pub select: Select,
     pub window: Window,
 }
@@ -187,6 +216,7 @@ pub struct CompiledEvent {
 #[derive(Debug, Clone)]
 pub struct CompiledCheck {
     pub status: CheckStatus,
+    pub if_no_data: IfNoData,
     pub predicate: Predicate,
 }
 
@@ -240,7 +270,7 @@ impl Check {
             let p = self.procedure.as_ref().expect("one predicate is given");
             Predicate::Event(compile_event(p, TimelineKind::Procedure, "procedure")?)
         };
-        Ok(CompiledCheck { status: self.status, predicate })
+        Ok(CompiledCheck { status: self.status, if_no_data: self.if_no_data, predicate })
     }
 
     /// The age check of ClinicalTrials.gov's structured minimum and maximum age.
@@ -254,7 +284,16 @@ impl Check {
     }
 
     fn none(status: CheckStatus) -> Check {
-        Check { status, age: None, sex: None, lab: None, diagnosis: None, medication: None, procedure: None }
+        Check {
+            status,
+            if_no_data: IfNoData::Abstain,
+            age: None,
+            sex: None,
+            lab: None,
+            diagnosis: None,
+            medication: None,
+            procedure: None,
+        }
     }
 }
 
@@ -320,7 +359,16 @@ fn compile_lab(lab: &LabCheck) -> Result<CompiledLab, CheckProblem> {
     finite("lab.at_least", lab.at_least)?;
     finite("lab.below", lab.below)?;
     finite("lab.at_most", lab.at_most)?;
+    let bounded = lab.between.is_some()
+        || lab.above.is_some()
+        || lab.at_least.is_some()
+        || lab.below.is_some()
+        || lab.at_most.is_some();
     let (lower, upper) = match lab.between {
+        _ if lab.above_normal && bounded => {
+            return problem("lab.above_normal", "is given with a bound; use above_normal alone or the bounds alone");
+        }
+        _ if lab.above_normal => (None, None),
         Some([lo, hi]) => {
             if lab.above.is_some() || lab.at_least.is_some() || lab.below.is_some() || lab.at_most.is_some() {
                 return problem("lab.between", "is given with above/at_least/below/at_most; use one form");
@@ -357,6 +405,7 @@ fn compile_lab(lab: &LabCheck) -> Result<CompiledLab, CheckProblem> {
         units: units.clone(),
         lower,
         upper,
+        above_normal: lab.above_normal,
         select: lab.select,
         window: window("lab", lab.within_days, lab.within_months)?,
     })
