@@ -1,0 +1,471 @@
+//! Phase III: tool execution against the memory state.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
+
+use super::plan::{arguments_for, arguments_schema};
+use super::*;
+use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
+
+fn action_schema(ctx: &Ctx<'_>) -> Value {
+    let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
+    let actions: Vec<&str> =
+        if ctx.config.use_plan { vec!["call_tool", "advance", "finish"] } else { vec!["call_tool", "finish"] };
+    json!({"type": "object", "properties": {
+        "action": {"type": "string", "enum": actions},
+        "tool": {"type": "string", "enum": tools},
+        "arguments": arguments_schema(),
+        "still_missing": short_list_schema(4),
+        "reason": {"type": "string", "maxLength": 160}},
+        "required": ["action", "reason"], "additionalProperties": false})
+}
+
+/// State of Phase III across rounds.
+#[derive(Default)]
+struct Execution {
+    nodes: Vec<Evidence>,
+    keys: HashSet<String>,
+    seen_calls: HashSet<String>,
+    negative: HashSet<String>,
+    cache: HashMap<String, ToolOutput>,
+    consecutive_empty: usize,
+    tokens: usize,
+}
+
+impl Execution {
+    fn add(&mut self, evidence: &[Evidence]) -> usize {
+        let mut added = 0;
+        for e in evidence {
+            if self.keys.insert(e.key()) {
+                self.tokens += e.tokens();
+                self.nodes.push(e.clone());
+                added += 1;
+            }
+        }
+        added
+    }
+}
+
+fn canonical(v: &Value) -> String {
+    // serde_json keeps insertion order; sort keys for identity.
+    match v {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, String> = map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            format!("{{{}}}", sorted.iter().map(|(k, v)| format!("{k:?}:{v}")).collect::<Vec<_>>().join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The model-facing text of a tool output: each item shortened.
+fn result_text(output: &ToolOutput, first_id: usize) -> String {
+    let mut lines: Vec<String> = output
+        .evidence
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let text: String = e.text().split_whitespace().collect::<Vec<_>>().join(" ");
+            let short: String = text.chars().take(300).collect();
+            format!(
+                "E{} ({}) {}{}",
+                first_id + i,
+                e.header(),
+                short,
+                if short.len() < text.len() { " ..." } else { "" }
+            )
+        })
+        .collect();
+    if let Some(note) = &output.note {
+        lines.push(format!("note: {note}"));
+    }
+    if lines.is_empty() {
+        lines.push("nothing found".into());
+    }
+    lines.join("\n")
+}
+
+/// Phase III: runs the rounds, extending `conversation`.
+pub(crate) fn execute(
+    ctx: &Ctx<'_>,
+    plan: &Plan,
+    assessment: &Assessment,
+    mut conversation: Vec<Message>,
+    trace: &mut Trace,
+) -> Result<Vec<Evidence>, ChartError> {
+    let mut state = Execution::default();
+    let mut memory = Memory {
+        query: ctx.question.to_string(),
+        evidence: vec![],
+        still_missing: assessment.missing_information.clone(),
+        stop_conditions: plan.stop_conditions.clone(),
+    };
+    let mut step_index = 0usize;
+    let mut step_ran = false;
+    let mut finish_repaired = false;
+    let mut notice: Option<String> = None;
+    let mut last_result: Option<Value> = None;
+    let mut blocked_in_step = 0usize;
+    let mut checked_step = usize::MAX;
+    let schema = action_schema(ctx);
+    trace.stopped_because = format!("the {}-round limit", ctx.config.max_rounds);
+    for round in 1..=ctx.config.max_rounds {
+        if state.tokens > ctx.config.context_budget_tokens {
+            trace.stopped_because =
+                format!("the context budget ({} of {} tokens)", state.tokens, ctx.config.context_budget_tokens);
+            break;
+        }
+        // The next exchange (prompt and answer) must fit the model's context.
+        if let Some(limit) = ctx.config.model_context_tokens {
+            let used = estimate_tokens(&conversation) + 500;
+            if used > limit {
+                trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
+                break;
+            }
+        }
+        // A planned call identical to one already made is skipped (a
+        // small model's plan often repeats a step), and two blocked calls
+        // in a row end the step; both show in the trace.
+        if ctx.config.use_plan && blocked_in_step >= 2 {
+            let s = plan.steps.get(step_index);
+            let r = round_record(
+                round,
+                s,
+                "advance (after two blocked calls)",
+                None,
+                None,
+                vec![],
+                None,
+                0,
+                0,
+                false,
+                &memory,
+                "",
+            );
+            trace.rounds.push(r);
+            step_index += 1;
+            step_ran = false;
+            blocked_in_step = 0;
+        }
+        // (Only on arriving at a step: the current step may make more calls.)
+        while ctx.config.use_plan
+            && step_index != checked_step
+            && plan.steps.get(step_index).is_some_and(|s| {
+                ToolName::parse(&s.tool).is_some_and(|t| {
+                    let args = arguments_for(t, &s.arguments, &mut vec![]);
+                    state.seen_calls.contains(&format!("{}:{}", t.as_str(), canonical(&args)))
+                })
+            })
+        {
+            step_index += 1;
+            step_ran = false;
+        }
+        checked_step = step_index;
+        if ctx.config.use_plan && step_index >= plan.steps.len() && !plan.steps.is_empty() {
+            trace.stopped_because = "every plan step done".into();
+            break;
+        }
+        let step = if ctx.config.use_plan { plan.steps.get(step_index) } else { None };
+        let shown_memory = if ctx.config.use_memory { serde_json::to_string(&memory)? } else { "(not kept)".into() };
+        let step_json = step.map(
+            |s| json!({"step": s.step, "objective": s.objective, "tool": s.tool, "arguments": s.arguments.to_string()}),
+        );
+        let prompt_name = if ctx.config.use_plan { "chart_step.prompt.md" } else { "chart_step_reactive.prompt.md" };
+        let user = ctx.render(
+            prompt_name,
+            json!({"notice": notice.take(), "result": last_result.take(), "memory": shown_memory, "step": step_json,
+                   "steps": plan.steps.len(), "round": round, "max_rounds": ctx.config.max_rounds, "question": ctx.question}),
+        )?;
+        conversation.push(Message::user(user));
+        let request = ctx.request(conversation.clone(), 256);
+        let answer = chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)?;
+        let (action, raw) = match answer {
+            StructuredAnswer::Valid { value, raw_text, .. } => (value, raw_text),
+            StructuredAnswer::PipelineFailure(f) => {
+                trace.rounds.push(round_record(
+                    round,
+                    step,
+                    "invalid",
+                    None,
+                    None,
+                    vec![],
+                    None,
+                    0,
+                    0,
+                    false,
+                    &memory,
+                    &f.errors.join("; "),
+                ));
+                trace.stopped_because = "an action that never validated (recorded as a pipeline failure)".into();
+                break;
+            }
+        };
+        conversation.push(Message::assistant(raw));
+        if let Some(missing) = action["still_missing"].as_array() {
+            memory.still_missing = missing.iter().filter_map(|m| m.as_str().map(str::to_string)).collect();
+        }
+        let reason = action["reason"].as_str().unwrap_or_default().to_string();
+        let kind = action["action"].as_str().unwrap_or_default().to_string();
+        match kind.as_str() {
+            "finish" => {
+                let planned_left = ctx.config.use_plan && step.is_some() && !step_ran;
+                if planned_left && !finish_repaired {
+                    finish_repaired = true;
+                    let n = notice.insert(format!(
+                        "step {} has not run yet: call its tool ({}) or choose \"advance\" to skip it explicitly",
+                        step.map(|s| s.step).unwrap_or(0),
+                        step.map(|s| s.tool.as_str()).unwrap_or("")
+                    ));
+                    let n = n.clone();
+                    trace.rounds.push(round_record(
+                        round,
+                        step,
+                        "finish (sent back)",
+                        None,
+                        None,
+                        vec![],
+                        Some(n),
+                        0,
+                        0,
+                        false,
+                        &memory,
+                        &reason,
+                    ));
+                    continue;
+                }
+                trace.rounds.push(round_record(
+                    round,
+                    step,
+                    "finish",
+                    None,
+                    None,
+                    vec![],
+                    None,
+                    0,
+                    0,
+                    false,
+                    &memory,
+                    &reason,
+                ));
+                trace.stopped_because = "the model finished".into();
+                break;
+            }
+            "advance" => {
+                step_index += 1;
+                step_ran = false;
+                blocked_in_step = 0;
+                finish_repaired = false;
+                trace.rounds.push(round_record(
+                    round,
+                    step,
+                    "advance",
+                    None,
+                    None,
+                    vec![],
+                    None,
+                    0,
+                    0,
+                    false,
+                    &memory,
+                    &reason,
+                ));
+                if ctx.config.use_plan && step_index >= plan.steps.len() {
+                    trace.stopped_because = "every plan step done".into();
+                    break;
+                }
+            }
+            _ => {
+                let mut adjustments = Vec::new();
+                let tool_name = action["tool"].as_str().map(str::to_string).or_else(|| {
+                    let t = step.map(|s| s.tool.clone());
+                    if t.is_some() {
+                        adjustments.push("tool taken from the plan step".to_string());
+                    }
+                    t
+                });
+                let Some(tool) = tool_name.as_deref().and_then(ToolName::parse) else {
+                    let n = format!(
+                        "\"call_tool\" needs a \"tool\", one of {}",
+                        ctx.allowed_tools().iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
+                    );
+                    trace.rounds.push(round_record(
+                        round,
+                        step,
+                        "call_tool",
+                        tool_name.clone(),
+                        None,
+                        adjustments,
+                        Some(n.clone()),
+                        0,
+                        0,
+                        false,
+                        &memory,
+                        &reason,
+                    ));
+                    notice = Some(n);
+                    continue;
+                };
+                let mut args = match action.get("arguments") {
+                    Some(a) if a.as_object().is_some_and(|o| !o.is_empty()) => a.clone(),
+                    _ => match step.filter(|s| s.tool == tool.as_str()) {
+                        Some(s) => {
+                            adjustments.push("arguments taken from the plan step".to_string());
+                            s.arguments.clone()
+                        }
+                        None => json!({}),
+                    },
+                };
+                args = arguments_for(tool, &args, &mut adjustments);
+                if !ctx.config.use_filters {
+                    if let Some(o) = args.as_object_mut() {
+                        for key in ["kind", "scope", "date", "since", "until"] {
+                            o.remove(key);
+                        }
+                    }
+                }
+                let identity = format!("{}:{}", tool.as_str(), canonical(&args));
+                if state.seen_calls.contains(&identity) || state.negative.contains(&identity) {
+                    let n = if state.negative.contains(&identity) {
+                        format!("{} {} already returned nothing; change the query or its scope", tool.as_str(), args)
+                    } else {
+                        format!("{} {} was already called; its result is above; do something else", tool.as_str(), args)
+                    };
+                    trace.rounds.push(round_record(
+                        round,
+                        step,
+                        "call_tool (blocked)",
+                        Some(tool.as_str().into()),
+                        Some(args),
+                        adjustments,
+                        Some(n.clone()),
+                        0,
+                        0,
+                        false,
+                        &memory,
+                        &reason,
+                    ));
+                    notice = Some(n);
+                    blocked_in_step += 1;
+                    continue;
+                }
+                state.seen_calls.insert(identity.clone());
+                blocked_in_step = 0;
+                // Broadening after repeated empty report searches.
+                if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
+                    broaden(&mut args, state.consecutive_empty, &mut adjustments);
+                }
+                let cache_key = format!("{}:{}", tool.as_str(), canonical(&args));
+                let (output, cached) = match state.cache.get(&cache_key) {
+                    Some(o) => (o.clone(), true),
+                    None => {
+                        let o = match ctx.view.run(tool, &args) {
+                            Ok(o) => o,
+                            Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
+                            Err(ToolFailure::Store(e)) => return Err(e.into()),
+                        };
+                        state.cache.insert(cache_key, o.clone());
+                        (o, false)
+                    }
+                };
+                step_ran = true;
+                if tool == ToolName::SearchReports {
+                    if output.evidence.is_empty() {
+                        state.consecutive_empty += 1;
+                        state.negative.insert(identity);
+                    } else {
+                        state.consecutive_empty = 0;
+                    }
+                }
+                let first_id = state.nodes.len() + 1;
+                let added = state.add(&output.evidence);
+                for e in state.nodes.iter().skip(first_id - 1) {
+                    let text: String = e.text().chars().take(80).collect();
+                    memory.evidence.push(format!(
+                        "{} ({}): {}",
+                        tool.as_str(),
+                        e.header(),
+                        text.split_whitespace().collect::<Vec<_>>().join(" ")
+                    ));
+                }
+                last_result = Some(
+                    json!({"tool": tool.as_str(), "arguments": args.to_string(), "text": result_text(&output, first_id)}),
+                );
+                trace.rounds.push(round_record(
+                    round,
+                    step,
+                    "call_tool",
+                    Some(tool.as_str().into()),
+                    Some(args),
+                    adjustments,
+                    output.note.clone(),
+                    output.evidence.len(),
+                    added,
+                    cached,
+                    &memory,
+                    &reason,
+                ));
+            }
+        }
+    }
+    trace.context_tokens = state.tokens;
+    Ok(state.nodes)
+}
+
+/// The paper's broadening: after one empty result k doubles (cap 30),
+/// after two the query is cut to its keywords, after three the temporal
+/// scope goes.
+fn broaden(args: &mut Value, empties: usize, adjustments: &mut Vec<String>) {
+    let k = args["k"].as_u64().unwrap_or(DEFAULT_K as u64) as usize;
+    let doubled = (k * 2).min(MAX_K);
+    args["k"] = json!(doubled);
+    adjustments.push(format!("k {k} -> {doubled} after an empty result"));
+    if empties >= 2 {
+        if let Some(q) = args["query"].as_str() {
+            let reduced = keyword_subset(q);
+            if !reduced.is_empty() && reduced != q {
+                adjustments.push(format!("query reduced to its keywords {reduced:?}"));
+                args["query"] = json!(reduced);
+            }
+        }
+    }
+    if empties >= 3 {
+        if let Some(o) = args.as_object_mut() {
+            for key in ["scope", "date", "since", "until"] {
+                if o.remove(key).is_some() {
+                    adjustments.push(format!("{key} removed"));
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn round_record(
+    round: usize,
+    step: Option<&PlanStep>,
+    action: &str,
+    tool: Option<String>,
+    arguments: Option<Value>,
+    adjustments: Vec<String>,
+    notice: Option<String>,
+    evidence_found: usize,
+    new_evidence: usize,
+    cached: bool,
+    memory: &Memory,
+    reason: &str,
+) -> Round {
+    Round {
+        round,
+        plan_step: step.map(|s| s.step),
+        action: action.into(),
+        tool,
+        arguments,
+        adjustments,
+        notice,
+        evidence_found,
+        new_evidence,
+        cached,
+        memory: memory.clone(),
+        reason: reason.into(),
+    }
+}

@@ -1,0 +1,389 @@
+//! The agent, the paper's four phases over the `llm` traits and a
+//! [`RecordView`]:
+//!
+//! - Phase I ([`assess`]): clinical intent, hypotheses, required and missing
+//!   information, complexity, and skill ids chosen from the summaries;
+//!   the library adds keyword-triggered style skills, the base style skill
+//!   and the attached policy skills.
+//! - Phase II ([`plan`]): a JSON plan of ordered steps and global stop
+//!   conditions; three attempts (two repairs), then a recorded pipeline
+//!   failure.
+//! - Phase III ([`execute`]): at most eight rounds; each round the model
+//!   calls a tool, advances or finishes against a structured memory state.
+//!   Duplicate calls are blocked with a notice, empty report queries go to
+//!   a negative cache, results are cached per run, repeated empty results
+//!   broaden the next search (k doubled up to 30, then the query's
+//!   keywords, then no date limit), and a context budget ends retrieval
+//!   early. A finish before the current step ran is sent back once.
+//! - Phase IV ([`synthesise`]): nodes de-duplicated and numbered, the policy
+//!   engine's resolution, the style skills, two attempts at the two-line
+//!   format, then a recorded pipeline failure; citations validated.
+//!
+//! Prompt layout: Phases II and III are one conversation (system prompt
+//! with the baseline prompt, tools and workflow skills; the plan request;
+//! the plan; then one exchange per round), so each request extends the
+//! last one and the embedded model reuses its KV cache for the prefix.
+
+mod assess;
+mod execute;
+mod plan;
+mod synthesise;
+
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDateTime;
+use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, PipelineFailure, Prompts, StructuredModel};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::sync::Mutex;
+
+use crate::answer::TwoLine;
+use crate::policy::{resolve, Resolution};
+use crate::skills::{Selection, SkillLibrary};
+use crate::tools::{Evidence, RecordView, ToolName};
+use crate::{ChartError, Citation};
+
+pub(crate) use assess::{assess, style_block};
+pub(crate) use execute::execute;
+pub(crate) use plan::{agent_system, plan};
+pub(crate) use synthesise::{number_nodes, synthesise, ShownNode};
+
+/// The chart prompts, compiled in; a prompts folder may override them.
+pub const CHART_PROMPTS: &[(&str, &str)] = &[
+    ("chart_baseline.prompt.md", include_str!("../../prompts/chart_baseline.prompt.md")),
+    ("chart_assess.prompt.md", include_str!("../../prompts/chart_assess.prompt.md")),
+    ("chart_agent_system.prompt.md", include_str!("../../prompts/chart_agent_system.prompt.md")),
+    ("chart_plan.prompt.md", include_str!("../../prompts/chart_plan.prompt.md")),
+    ("chart_step.prompt.md", include_str!("../../prompts/chart_step.prompt.md")),
+    ("chart_step_reactive.prompt.md", include_str!("../../prompts/chart_step_reactive.prompt.md")),
+    ("chart_synthesis.prompt.md", include_str!("../../prompts/chart_synthesis.prompt.md")),
+    ("chart_answer_repair.prompt.md", include_str!("../../prompts/chart_answer_repair.prompt.md")),
+    ("chart_llm_baseline.prompt.md", include_str!("../../prompts/chart_llm_baseline.prompt.md")),
+];
+
+/// The chart prompts with the model layer's (the JSON repair prompt).
+pub fn prompts(override_dir: Option<&std::path::Path>) -> Prompts {
+    static ALL: std::sync::OnceLock<Vec<(&'static str, &'static str)>> = std::sync::OnceLock::new();
+    let all = ALL.get_or_init(|| CHART_PROMPTS.iter().chain(evident_llm::prompts::BUILTIN_PROMPTS).copied().collect());
+    Prompts::new(all, override_dir)
+}
+
+/// Which parts of the agent run (the paper's ablations switch them off).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentConfig {
+    pub max_rounds: usize,
+    pub max_plan_steps: usize,
+    /// Tokens of context nodes after which retrieval ends.
+    pub context_budget_tokens: usize,
+    /// The model's own context in tokens, when known (the embedded
+    /// model's `context_size`): no request is built larger than it.
+    pub model_context_tokens: Option<usize>,
+    pub use_skills: bool,
+    pub all_skills: bool,
+    pub use_filters: bool,
+    pub use_calculators: bool,
+    pub use_memory: bool,
+    pub use_plan: bool,
+    pub temperature: f32,
+    pub seed: Option<u64>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            max_rounds: 8,
+            max_plan_steps: 4,
+            context_budget_tokens: 120_000,
+            model_context_tokens: None,
+            use_skills: true,
+            all_skills: false,
+            use_filters: true,
+            use_calculators: true,
+            use_memory: true,
+            use_plan: true,
+            temperature: 0.0,
+            seed: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// The budget for a model whose context holds `context_tokens`: never
+    /// more than the paper's 120,000 tokens nor than what leaves room for
+    /// the fixed prompts and the answer.
+    pub fn with_model_context(mut self, context_tokens: usize) -> Self {
+        let reserve = 2_000.min(context_tokens / 2);
+        self.context_budget_tokens = self.context_budget_tokens.min(context_tokens.saturating_sub(reserve));
+        self.model_context_tokens = Some(context_tokens);
+        self
+    }
+}
+
+/// Token and time accounting over every call of one question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Usage {
+    pub calls: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub reused_prompt_tokens: u64,
+    pub wall_ms: u64,
+    pub llm_ms: u64,
+    /// Wall time outside model calls.
+    pub non_llm_ms: u64,
+}
+
+/// A model that counts what its calls cost.
+pub(crate) struct Metered<'a> {
+    inner: &'a dyn ChatModel,
+    usage: Mutex<(Usage, Duration)>,
+}
+
+impl<'a> Metered<'a> {
+    pub(crate) fn new(inner: &'a dyn ChatModel) -> Self {
+        Metered { inner, usage: Mutex::new((Usage::default(), Duration::ZERO)) }
+    }
+
+    pub(crate) fn usage(&self, wall: Duration) -> Usage {
+        let (mut u, llm) = self.usage.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        u.wall_ms = wall.as_millis() as u64;
+        u.llm_ms = llm.as_millis() as u64;
+        u.non_llm_ms = wall.saturating_sub(llm).as_millis() as u64;
+        u
+    }
+}
+
+impl ChatModel for Metered<'_> {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let start = Instant::now();
+        let out = self.inner.chat(request);
+        let elapsed = start.elapsed();
+        let mut guard = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        guard.1 += elapsed;
+        guard.0.calls += 1;
+        if let Ok(r) = &out {
+            guard.0.prompt_tokens += r.prompt_tokens as u64;
+            guard.0.completion_tokens += r.completion_tokens as u64;
+            guard.0.reused_prompt_tokens += r.reused_prompt_tokens as u64;
+        }
+        out
+    }
+}
+
+/// Phase I's output.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Assessment {
+    pub intent: String,
+    pub hypotheses: Vec<String>,
+    pub required_information: Vec<String>,
+    pub missing_information: Vec<String>,
+    pub complexity: String,
+    pub chosen_skills: Vec<String>,
+    pub selection: Selection,
+    /// Set when the assessment never validated (the agent goes on with
+    /// keyword-selected skills only).
+    pub failed: bool,
+}
+
+/// One planned step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanStep {
+    pub step: u32,
+    pub objective: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub evidence_requirements: Vec<String>,
+    pub stop_rule: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Plan {
+    pub steps: Vec<PlanStep>,
+    pub stop_conditions: Vec<String>,
+    pub attempts: u32,
+}
+
+/// The memory state carried between rounds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Memory {
+    pub query: String,
+    /// One line per evidence item found so far.
+    pub evidence: Vec<String>,
+    pub still_missing: Vec<String>,
+    pub stop_conditions: Vec<String>,
+}
+
+/// One round of Phase III.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Round {
+    pub round: usize,
+    pub plan_step: Option<u32>,
+    pub action: String,
+    pub tool: Option<String>,
+    pub arguments: Option<Value>,
+    /// What the agent changed in the call (broadening, planned arguments).
+    pub adjustments: Vec<String>,
+    pub notice: Option<String>,
+    pub evidence_found: usize,
+    pub new_evidence: usize,
+    pub cached: bool,
+    pub memory: Memory,
+    pub reason: String,
+}
+
+/// Everything the agent did for one question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Trace {
+    pub assessment: Option<Assessment>,
+    pub skills: Vec<String>,
+    pub plan: Option<Plan>,
+    pub rounds: Vec<Round>,
+    pub stopped_because: String,
+    pub context_tokens: usize,
+    pub policy: Option<Resolution>,
+    pub synthesis_attempts: u32,
+}
+
+/// What a method produced for one question, before citations are resolved.
+pub(crate) struct Produced {
+    pub nodes: Vec<Evidence>,
+    pub outcome: Result<(TwoLine, String), PipelineFailure>,
+    pub trace: Trace,
+}
+
+pub(crate) struct Ctx<'a> {
+    pub model: StructuredModel<'a>,
+    pub prompts: &'a Prompts,
+    pub view: &'a RecordView<'a>,
+    pub skills: &'a SkillLibrary,
+    pub config: &'a AgentConfig,
+    pub question: &'a str,
+    pub patient: String,
+}
+
+impl Ctx<'_> {
+    fn request(&self, messages: Vec<Message>, max_tokens: u32) -> ChatRequest {
+        let mut r = ChatRequest::new(messages).with_max_tokens(max_tokens);
+        r.temperature = self.config.temperature;
+        r.seed = self.config.seed;
+        r
+    }
+
+    fn as_of(&self) -> String {
+        self.view.as_of().format("%Y-%m-%d").to_string()
+    }
+
+    fn render(&self, name: &str, context: Value) -> Result<String, ChartError> {
+        Ok(self.prompts.render(name, context)?)
+    }
+
+    fn baseline(&self) -> Result<String, ChartError> {
+        self.render("chart_baseline.prompt.md", json!({}))
+    }
+
+    fn allowed_tools(&self) -> Vec<ToolName> {
+        ToolName::ALL.into_iter().filter(|t| self.config.use_calculators || *t != ToolName::Calculate).collect()
+    }
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    v[key].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+fn string_list_schema() -> Value {
+    short_list_schema(6)
+}
+
+/// A list of at most `n` short strings (the embedded model otherwise
+/// writes until its token limit).
+fn short_list_schema(n: usize) -> Value {
+    json!({"type": "array", "items": {"type": "string", "maxLength": 120}, "maxItems": n})
+}
+
+/// A conservative token estimate for messages (3.5 characters a token, for
+/// clinical text and JSON, plus the chat template's few tokens each).
+pub(crate) fn estimate_tokens(messages: &[Message]) -> usize {
+    messages.iter().map(|m| (m.content.len() * 2).div_ceil(7) + 8).sum()
+}
+
+/// The tokens left for context items in a prompt whose fixed parts are
+/// `fixed`, leaving room for an answer of `answer_tokens`.
+pub(crate) fn node_budget(config: &AgentConfig, fixed: &[Message], answer_tokens: usize) -> usize {
+    match config.model_context_tokens {
+        Some(limit) => {
+            config.context_budget_tokens.min(limit.saturating_sub(estimate_tokens(fixed) + answer_tokens + 100))
+        }
+        None => config.context_budget_tokens,
+    }
+}
+
+/// The full agent for one question.
+pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
+    let mut trace = Trace::default();
+    let assessment = assess(ctx)?;
+    trace.skills = if ctx.config.use_skills { assessment.selection.ids.clone() } else { vec![] };
+    trace.assessment = Some(assessment.clone());
+    let (plan, conversation) = if ctx.config.use_plan {
+        match plan(ctx, &assessment)? {
+            Ok(p) => p,
+            Err(failure) => {
+                trace.stopped_because = "the plan never validated in three attempts (pipeline failure)".into();
+                return Ok(Produced { nodes: vec![], outcome: Err(failure), trace });
+            }
+        }
+    } else {
+        let system = agent_system(ctx, &assessment.selection)?;
+        let task = format!("Question: {}\nReference date: {}\nPatient: {}", ctx.question, ctx.as_of(), ctx.patient);
+        (Plan::default(), vec![Message::system(system), Message::user(task), Message::assistant("Ready.")])
+    };
+    trace.plan = Some(plan.clone());
+    let nodes = execute(ctx, &plan, &assessment, conversation, &mut trace)?;
+    let style = style_block(ctx, &assessment.selection);
+    let plan_summary = trace
+        .rounds
+        .iter()
+        .filter(|r| r.action == "call_tool")
+        .map(|r| {
+            format!(
+                "{} {} -> {} items",
+                r.tool.clone().unwrap_or_default(),
+                r.arguments.clone().unwrap_or_default(),
+                r.evidence_found
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let render = |shown: &[ShownNode], resolution: Option<&Resolution>| {
+        ctx.render(
+            "chart_synthesis.prompt.md",
+            json!({
+                "question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient,
+                "plan_summary": plan_summary,
+                "requirements": assessment.required_information.join("; "),
+                "nodes": shown,
+                "policy": resolution.map(|r| json!({"decision": r.decision, "selected": format!("{:?}", r.selected), "note": r.note})),
+                "style": style,
+            }),
+        )
+    };
+    // The prompt without context items (and room for the policy line)
+    // decides how many items fit the model's context.
+    let fixed = vec![Message::system(ctx.baseline()?), Message::user(render(&[], None)? + &" ".repeat(300))];
+    let (nodes, shown) = number_nodes(&nodes, node_budget(ctx.config, &fixed, 512));
+    let resolution = resolve(&nodes);
+    trace.policy = Some(resolution.clone());
+    let user = render(&shown, Some(&resolution))?;
+    let outcome = synthesise(ctx, ctx.baseline()?, user, 512, &mut trace)?;
+    Ok(Produced { nodes, outcome, trace })
+}
+
+/// A validated citation list for `two` over `nodes`.
+pub(crate) fn cite(view: &RecordView<'_>, two: &TwoLine, nodes: &[Evidence]) -> Result<Vec<Citation>, ChartError> {
+    two.cited.iter().map(|&n| Citation::resolve(view, n, nodes)).collect()
+}
+
+pub(crate) fn date_of(t: NaiveDateTime) -> String {
+    t.format("%Y-%m-%d").to_string()
+}

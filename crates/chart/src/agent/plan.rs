@@ -1,0 +1,157 @@
+//! Phase II: the plan, and the system prompt Phases II and III share.
+
+use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
+use evident_model::DocKind;
+
+use super::assess::workflow_block;
+use super::*;
+use crate::tools::{keyword_subset, MAX_K};
+
+/// The Phase II/III system prompt.
+pub(crate) fn agent_system(ctx: &Ctx<'_>, selection: &Selection) -> Result<String, ChartError> {
+    let tools: Vec<Value> = ctx
+        .allowed_tools()
+        .into_iter()
+        .map(|t| {
+            let mut schema = t.schema();
+            if !ctx.config.use_filters {
+                strip_filters(&mut schema);
+            }
+            let args: Vec<String> = schema["properties"]
+                .as_object()
+                .map(|p| {
+                    let required: Vec<&str> = schema["required"]
+                        .as_array()
+                        .map(|r| r.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    p.keys().map(|k| if required.contains(&k.as_str()) { k.clone() } else { format!("{k}?") }).collect()
+                })
+                .unwrap_or_default();
+            json!({"name": t.as_str(), "description": t.description(), "schema": args.join(", ")})
+        })
+        .collect();
+    let labs = ctx.view.available_lab_concepts()?;
+    ctx.render(
+        "chart_agent_system.prompt.md",
+        json!({
+            "baseline": ctx.baseline()?,
+            "tools": tools,
+            "kinds": DocKind::ALL.map(|k| k.as_str()).join(", "),
+            "calculators": crate::calculators::Calculator::ALL.map(|c| c.name()).join(", "),
+            "labs": if labs.is_empty() { "none".to_string() } else { labs.join(", ") },
+            "as_of": ctx.as_of(),
+            "workflow": workflow_block(ctx, selection),
+        }),
+    )
+}
+
+/// The "no type and date filters" ablation: the tools lose those arguments.
+fn strip_filters(schema: &mut Value) {
+    if let Some(props) = schema["properties"].as_object_mut() {
+        for key in ["kind", "scope", "date", "since", "until"] {
+            props.remove(key);
+        }
+    }
+}
+
+/// The arguments of any tool as one object with known, optional
+/// properties (each tool checks its own on the call). Known properties
+/// keep constrained decoding fast and the arguments short.
+pub(super) fn arguments_schema() -> Value {
+    let text = |n: u32| json!({"type": "string", "maxLength": n});
+    json!({"type": "object", "properties": {
+        "query": text(80), "kind": text(30),
+        "scope": {"type": "string", "enum": ["all", "most_recent", "on_date", "range"]},
+        "date": text(10), "since": text(10), "until": text(10),
+        "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
+        "concepts": {"type": "array", "items": text(40), "maxItems": 4},
+        "record": {"type": "string", "enum": ["medications", "conditions", "procedures"]},
+        "calculator": {"type": "string", "enum": crate::calculators::Calculator::ALL.map(|c| c.name())},
+        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}}},
+        "additionalProperties": false})
+}
+
+/// Only the arguments `tool` accepts (the shared argument schema allows
+/// every tool's); what was dropped is reported.
+pub(super) fn arguments_for(tool: ToolName, args: &Value, adjustments: &mut Vec<String>) -> Value {
+    let schema = tool.schema();
+    let Some(accepted) = schema["properties"].as_object() else { return args.clone() };
+    let Some(given) = args.as_object() else { return args.clone() };
+    let mut kept = serde_json::Map::new();
+    for (k, v) in given {
+        if accepted.contains_key(k) {
+            kept.insert(k.clone(), v.clone());
+        } else {
+            adjustments.push(format!("argument {k} dropped ({} does not take it)", tool.as_str()));
+        }
+    }
+    Value::Object(kept)
+}
+
+/// The question's content words (stopwords and answer words out), shown
+/// to the planner as candidate search words.
+fn question_keywords(question: &str) -> String {
+    let cleaned: String = question.chars().map(|c| if c.is_alphanumeric() || c == '-' { c } else { ' ' }).collect();
+    let words = keyword_subset(&crate::tools::sanitise_query(&cleaned));
+    const QUESTION_WORDS: &[&str] =
+        &["currently", "receiving", "ever", "received", "does", "do", "how", "many", "who", "whether"];
+    words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
+}
+
+fn plan_schema(ctx: &Ctx<'_>) -> Value {
+    let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
+    json!({"type": "object", "properties": {
+        "steps": {"type": "array", "minItems": 1, "maxItems": ctx.config.max_plan_steps, "items": {
+            "type": "object", "properties": {
+                "step": {"type": "integer", "minimum": 1},
+                "objective": {"type": "string", "minLength": 1, "maxLength": 120},
+                "tool": {"type": "string", "enum": tools},
+                "arguments": arguments_schema(),
+                "evidence_requirements": short_list_schema(3),
+                "stop_rule": {"type": "string", "maxLength": 120}},
+            "required": ["step", "objective", "tool", "arguments", "evidence_requirements", "stop_rule"],
+            "additionalProperties": false}},
+        "stop_conditions": short_list_schema(3)},
+        "required": ["steps", "stop_conditions"], "additionalProperties": false})
+}
+
+/// Phase II; returns the plan and the conversation so far (system, plan
+/// request, the plan as the assistant's answer), which Phase III extends.
+pub(crate) fn plan(
+    ctx: &Ctx<'_>,
+    assessment: &Assessment,
+) -> Result<Result<(Plan, Vec<Message>), PipelineFailure>, ChartError> {
+    let system = agent_system(ctx, &assessment.selection)?;
+    let summary = json!({"intent": assessment.intent, "required": assessment.required_information,
+        "missing": assessment.missing_information, "complexity": assessment.complexity});
+    let user = ctx.render(
+        "chart_plan.prompt.md",
+        json!({"question": ctx.question, "as_of": ctx.as_of(), "keywords": question_keywords(ctx.question),
+               "assessment": summary.to_string(), "max_steps": ctx.config.max_plan_steps}),
+    )?;
+    let messages = vec![Message::system(system), Message::user(user)];
+    let request = ctx.request(messages.clone(), 512);
+    // Three attempts in all: the first and two repairs.
+    match chat_json(ctx.model, &request, &plan_schema(ctx), RepairPolicy { repair_attempts: 2 }, ctx.prompts)? {
+        StructuredAnswer::Valid { value, raw_text, attempts } => {
+            let steps = value["steps"]
+                .as_array()
+                .expect("validated")
+                .iter()
+                .map(|s| PlanStep {
+                    step: s["step"].as_u64().unwrap_or(0) as u32,
+                    objective: s["objective"].as_str().unwrap_or_default().to_string(),
+                    tool: s["tool"].as_str().unwrap_or_default().to_string(),
+                    arguments: s["arguments"].clone(),
+                    evidence_requirements: strings(s, "evidence_requirements"),
+                    stop_rule: s["stop_rule"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect();
+            let plan = Plan { steps, stop_conditions: strings(&value, "stop_conditions"), attempts };
+            let mut conversation = messages;
+            conversation.push(Message::assistant(raw_text));
+            Ok(Ok((plan, conversation)))
+        }
+        StructuredAnswer::PipelineFailure(f) => Ok(Err(f)),
+    }
+}

@@ -1,0 +1,109 @@
+//! The calculator tool: ISS-family lab inputs the call leaves out are read
+//! from stored labs within the lookback window.
+
+use super::*;
+
+impl RecordView<'_> {
+    pub(super) fn calculate(&self, a: &CalcArgs) -> Result<ToolOutput, ToolFailure> {
+        let Some(calculator) = Calculator::from_name(&a.calculator) else {
+            let known = Calculator::ALL.map(|c| c.name()).join(", ");
+            return Err(ToolError(format!("calculator {:?} is unknown; use one of {known}", a.calculator)).into());
+        };
+        let mut inputs = a.inputs.clone().unwrap_or_else(|| json!({}));
+        if !inputs.is_object() {
+            return Err(ToolError("inputs must be a JSON object".into()).into());
+        }
+        let mut used = Vec::new();
+        let mut missing = Vec::new();
+        if matches!(calculator, Calculator::Iss | Calculator::RIss | Calculator::R2Iss) {
+            let days = calculator.lookback_days().expect("the ISS family has a lookback");
+            for (field, concept, to_unit) in
+                [("beta2_microglobulin_mg_l", "Beta-2-microglobulin", "mg/L"), ("albumin_g_dl", "Albumin", "g/dL")]
+            {
+                if inputs.get(field).is_some() {
+                    continue;
+                }
+                match self.latest_lab(concept, days)? {
+                    Some((lab, value)) => match convert(value, lab_unit(&lab), to_unit) {
+                        Some(v) => {
+                            inputs[field] = json!(v);
+                            used.push(lab);
+                        }
+                        None => {
+                            missing.push(format!("{concept} (unit {:?} cannot be read as {to_unit})", lab_unit(&lab)))
+                        }
+                    },
+                    None => missing.push(format!("{concept} within {days} days before {}", self.as_of.date())),
+                }
+            }
+            if calculator != Calculator::Iss && inputs.get("ldh_high").is_none() {
+                match self.latest_lab("Lactate dehydrogenase", days)? {
+                    Some((lab, value)) => match lab_high(&lab, value) {
+                        Some(high) => {
+                            inputs["ldh_high"] = json!(high);
+                            used.push(lab);
+                        }
+                        None => missing.push("LDH upper limit of normal (no reference range stored)".into()),
+                    },
+                    None => {
+                        missing.push(format!("Lactate dehydrogenase within {days} days before {}", self.as_of.date()))
+                    }
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Ok(ToolOutput {
+                evidence: used,
+                note: Some(format!("{} not computable: missing {}", calculator.name(), missing.join("; "))),
+            });
+        }
+        let output = calculate(calculator, &inputs).map_err(|e| ToolError(e.to_string()))?;
+        Ok(ToolOutput {
+            evidence: vec![Evidence::Calculation { calculator: calculator.name().into(), inputs, output, used }],
+            note: None,
+        })
+    }
+}
+
+fn lab_unit(e: &Evidence) -> &str {
+    match e {
+        Evidence::Lab { unit, .. } => unit.as_deref().unwrap_or(""),
+        _ => "",
+    }
+}
+
+/// Whether an LDH value is above its stored upper limit.
+fn lab_high(e: &Evidence, value: f64) -> Option<bool> {
+    match e {
+        Evidence::Lab { reference_range: Some(r), .. } => {
+            let high: f64 = r.rsplit(['-', '–', ' ']).find_map(|p| p.trim().parse().ok())?;
+            Some(value > high)
+        }
+        _ => None,
+    }
+}
+
+/// Unit conversion for the two units the ISS family reads (the store never
+/// converts; a calculator reading a value in another unit does, explicitly).
+fn convert(value: f64, from: &str, to: &str) -> Option<f64> {
+    let from = from.trim().to_lowercase().replace(' ', "");
+    match (from.as_str(), to) {
+        ("mg/l", "mg/L") | ("g/dl", "g/dL") => Some(value),
+        ("ug/ml" | "µg/ml" | "μg/ml", "mg/L") => Some(value),
+        ("g/l", "g/dL") => Some(value / 10.0),
+        ("", _) => None,
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_conversion_is_explicit() {
+        assert_eq!(convert(38.0, "g/L", "g/dL"), Some(3.8));
+        assert_eq!(convert(3.8, "g/dL", "g/dL"), Some(3.8));
+        assert_eq!(convert(3.8, "mmol/L", "g/dL"), None);
+    }
+}

@@ -1,0 +1,90 @@
+//! Report retrieval (BM25 with kind and date filters) and the whole record
+//! for the full-context comparator.
+
+use super::labs::lab_evidence;
+use super::*;
+
+impl RecordView<'_> {
+    pub(super) fn search_reports(&self, a: &ReportArgs) -> Result<ToolOutput, ToolFailure> {
+        let query = sanitise_query(&a.query);
+        if query.trim().is_empty() {
+            return Err(ToolError(format!(
+                "query {:?} has no search words left once answer words are removed",
+                a.query
+            ))
+            .into());
+        }
+        let kinds = match a.kind.as_deref().map(str::trim).filter(|k| !k.is_empty() && *k != "all" && *k != "any") {
+            None => vec![],
+            Some(k) => match DocKind::resolve(k) {
+                Some(kind) => vec![kind],
+                None => {
+                    let known = DocKind::ALL.map(|k| k.as_str()).join(", ");
+                    return Err(ToolError(format!("kind {k:?} is unknown; use one of {known}")).into());
+                }
+            },
+        };
+        let window = self.window(&TimeArgs {
+            scope: a.scope.clone(),
+            date: a.date.clone(),
+            since: a.since.clone(),
+            until: a.until.clone(),
+        })?;
+        let filter = SectionFilter {
+            patient_id: Some(self.patient_id.clone()),
+            kinds,
+            since: window.since,
+            until: Some(window.until),
+            most_recent_documents: window.most_recent.then_some(1),
+        };
+        let k = a.k.unwrap_or(DEFAULT_K).clamp(1, MAX_K);
+        let hits = self.lock().search_bm25(&query, &filter, k)?;
+        let evidence: Vec<Evidence> = hits
+            .into_iter()
+            .map(|h| Evidence::Section {
+                document_id: h.section.document_id,
+                section_id: h.section.section_id,
+                kind: h.section.kind,
+                date: h.section.date,
+                heading: h.section.heading,
+                start: h.section.start,
+                end: h.section.end,
+                text: h.section.text,
+            })
+            .collect();
+        let note = evidence.is_empty().then(|| format!("no report matches {query:?} in that scope"));
+        Ok(ToolOutput { evidence, note })
+    }
+
+    /// Every section and lab value up to the reference date (full context).
+    pub fn everything(&self) -> Result<Vec<Evidence>, evident_store::StoreError> {
+        let filter = SectionFilter {
+            patient_id: Some(self.patient_id.clone()),
+            until: Some(self.as_of),
+            ..SectionFilter::default()
+        };
+        let store = self.lock();
+        let mut out: Vec<Evidence> = store
+            .sections(&filter)?
+            .into_iter()
+            .map(|s| Evidence::Section {
+                document_id: s.document_id,
+                section_id: s.section_id,
+                kind: s.kind,
+                date: s.date,
+                heading: s.heading,
+                start: s.start,
+                end: s.end,
+                text: s.text,
+            })
+            .collect();
+        let catalogue = LabCatalogue::builtin();
+        let labs = store.labs(&LabQuery { patient_id: self.patient_id.clone(), ..LabQuery::default() })?;
+        for l in labs.into_iter().filter(|l| l.time <= self.as_of) {
+            let name = l.concept_id.as_deref().and_then(|id| catalogue.get(id)).map(|c| c.name.clone());
+            let name = name.unwrap_or_else(|| l.original_name.clone());
+            out.push(lab_evidence(&name, l));
+        }
+        Ok(out)
+    }
+}

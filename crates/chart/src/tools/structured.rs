@@ -1,0 +1,92 @@
+//! Structured record queries: medications, conditions and procedures from
+//! the timeline documents ingestion made of FHIR and MIMIC-IV records.
+
+use super::*;
+
+impl RecordView<'_> {
+    pub(super) fn query_records(&self, a: &RecordArgs) -> Result<ToolOutput, ToolFailure> {
+        let kind = match a.record.as_str() {
+            "medications" => DocKind::MedicationList,
+            "conditions" => DocKind::ProblemList,
+            "procedures" => DocKind::Procedure,
+            other => {
+                return Err(ToolError(format!("record {other:?} is not medications, conditions or procedures")).into())
+            }
+        };
+        let window = self.window(&TimeArgs {
+            scope: a.scope.clone(),
+            date: a.date.clone(),
+            since: a.since.clone(),
+            until: a.until.clone(),
+        })?;
+        let words: Vec<String> = a
+            .query
+            .as_deref()
+            .map(sanitise_query)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|w| w.len() > 2 && !STOPWORDS.contains(w))
+            .map(str::to_string)
+            .collect();
+        let store = self.lock();
+        let mut documents: Vec<_> = store
+            .documents(&self.patient_id)?
+            .into_iter()
+            .filter(|d| d.kind == kind)
+            .filter(|d| d.date.is_some_and(|t| t <= window.until && window.since.is_none_or(|s| t >= s)))
+            .collect();
+        documents.reverse();
+        let mut evidence = Vec::new();
+        for doc in &documents {
+            for sentence in store.sentences(&doc.id)? {
+                let Some((text, record)) = timeline_line(&sentence.text) else { continue };
+                let lower = text.to_lowercase();
+                if !words.is_empty() && !words.iter().any(|w| lower.contains(w.as_str())) {
+                    continue;
+                }
+                evidence.push(Evidence::Entry {
+                    record,
+                    document_id: doc.id.clone(),
+                    date: doc.date,
+                    sentence_id: sentence.ordinal,
+                    start: sentence.start,
+                    end: sentence.end,
+                    text: sentence.text.trim().to_string(),
+                });
+            }
+            if window.most_recent && !evidence.is_empty() {
+                break;
+            }
+        }
+        evidence.truncate(MAX_K);
+        let note = evidence.is_empty().then(|| format!("no {} entries match in that scope", a.record));
+        Ok(ToolOutput { evidence, note })
+    }
+}
+
+/// A timeline line `- 2020-01-02 10:00: text [Resource/id]` as (text, record).
+fn timeline_line(sentence: &str) -> Option<(String, String)> {
+    let line = sentence.trim().strip_prefix("- ")?;
+    let open = line.rfind('[')?;
+    let record = line[open + 1..].strip_suffix(']')?.to_string();
+    if !record.contains('/') {
+        return None;
+    }
+    let body = line[..open].trim();
+    let text = body.split_once(": ").map(|(_, t)| t).unwrap_or(body);
+    Some((text.to_string(), record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeline_lines_parse() {
+        assert_eq!(
+            timeline_line("- 2020-01-02 10:00: metformin 500 MG Oral Tablet (active) [MedicationRequest/abc]"),
+            Some(("metformin 500 MG Oral Tablet (active)".into(), "MedicationRequest/abc".into()))
+        );
+        assert_eq!(timeline_line("Medications on 2020-01-02"), None);
+    }
+}
