@@ -13,6 +13,9 @@
 //! - `agent`: Phases I-IV.
 //! - [`scoring`]: binary and list-F1 scoring against reference answers,
 //!   cluster-bootstrap intervals and paired differences.
+//! - [`bank`]: the question-bank format, the templates and the generator.
+//! - [`evaluate`]: stored answers scored against a bank, with the paper's
+//!   statistics per level, category and record-length bin.
 //!
 //! The entry point is [`ask`]: a question, a [`RecordView`] (store,
 //! patient, reference date), a model and a [`Method`]; it returns a
@@ -24,7 +27,9 @@
 
 mod agent;
 pub mod answer;
+pub mod bank;
 pub mod calculators;
+pub mod evaluate;
 pub mod policy;
 pub mod scoring;
 pub mod skills;

@@ -1,0 +1,782 @@
+//! Evaluation against a question bank, as the paper scores it: each
+//! stored answer is scored (binary after normalisation, or list F1 with a
+//! wrong status scoring 0); per-question scores are averaged over runs;
+//! concordance gets a cluster-bootstrap interval over patients; methods are
+//! compared by paired cluster bootstrap with the shift-to-null p-value and
+//! Bonferroni (m = 6) within each stratum (overall, level, category,
+//! record-length bin at the 33rd/67th/90th percentiles of record length in
+//! characters). Running the questions is the application's job; this
+//! module holds what is stored per answer ([`AnswerRecord`], with the
+//! paper's review fields empty) and everything computed from it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::answer::normalise_answer;
+use crate::bank::{AnswerType, BankQuestion};
+use crate::scoring::{cluster_bootstrap, paired_difference, score_binary, score_list, Clustered, Interval};
+use crate::{ChartAnswer, CitedSource};
+
+/// Bonferroni's m: the paper's six headline pairwise comparisons.
+pub const COMPARISONS: usize = 6;
+/// Bootstrap resamples for every interval and paired difference.
+pub const RESAMPLES: usize = 10_000;
+
+/// The paper's review of one answer, filled later by a reviewer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Review {
+    /// Error taxonomy A-F: A clinically significant error, B clinically
+    /// insignificant error, C partially correct, D acceptable or ambiguous,
+    /// E annotation error, F pipeline failure.
+    pub error_category: Option<String>,
+    pub clinically_significant: Option<bool>,
+    /// 1 unsupported, 2 partially supported, 3 fully supported.
+    pub citation_sufficiency: Option<u8>,
+}
+
+/// One stored answer: a question, a method, a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnswerRecord {
+    pub question_id: String,
+    pub patient: String,
+    pub method: String,
+    pub run: u32,
+    /// `answered` or `pipeline_failure`.
+    pub status: String,
+    pub answer: Option<String>,
+    pub reasoning: Option<String>,
+    pub gold_answer: String,
+    pub score: f64,
+    pub citations: usize,
+    pub unsupported_citations: usize,
+    pub skills_selected: usize,
+    pub tool_calls: usize,
+    pub documents_retrieved: usize,
+    pub documents_cited: usize,
+    pub calls: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub reused_prompt_tokens: u64,
+    pub wall_ms: u64,
+    pub non_llm_ms: u64,
+    /// The model run holding every call of this answer.
+    pub model_run: String,
+    pub failure: Option<Vec<String>>,
+    pub review: Review,
+    /// The whole answer (citations, context, trace, usage) as `evident ask --json` gives it.
+    pub result: serde_json::Value,
+}
+
+impl AnswerRecord {
+    /// Scores and summarises one answer.
+    pub fn new(question: &BankQuestion, method: &str, run: u32, answer: &ChartAnswer, model_run: &str) -> AnswerRecord {
+        let score = match (&answer.status[..], &answer.answer) {
+            ("answered", Some(text)) => score_answer(question, text),
+            _ => 0.0,
+        };
+        let retrieved: BTreeSet<&str> = answer.context.iter().filter_map(|n| n.document_id()).collect();
+        let mut cited: BTreeSet<&str> = BTreeSet::new();
+        for c in answer.citations.iter().filter_map(|c| c.source.as_ref()) {
+            cited_documents(c, &mut cited);
+        }
+        AnswerRecord {
+            question_id: question.id.clone(),
+            patient: question.patient.clone(),
+            method: method.to_string(),
+            run,
+            status: answer.status.clone(),
+            answer: answer.answer.clone(),
+            reasoning: answer.reasoning.clone(),
+            gold_answer: question.gold_answer.clone(),
+            score,
+            citations: answer.citations.len(),
+            unsupported_citations: answer.unsupported_citations,
+            skills_selected: answer.trace.skills.len(),
+            tool_calls: answer.trace.rounds.iter().filter(|r| r.tool.is_some()).count(),
+            documents_retrieved: retrieved.len(),
+            documents_cited: cited.len(),
+            calls: answer.usage.calls,
+            prompt_tokens: answer.usage.prompt_tokens,
+            completion_tokens: answer.usage.completion_tokens,
+            reused_prompt_tokens: answer.usage.reused_prompt_tokens,
+            wall_ms: answer.usage.wall_ms,
+            non_llm_ms: answer.usage.non_llm_ms,
+            model_run: model_run.to_string(),
+            failure: answer.failure.clone(),
+            review: Review::default(),
+            result: serde_json::to_value(answer).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+fn cited_documents<'a>(source: &'a CitedSource, out: &mut BTreeSet<&'a str>) {
+    match source {
+        CitedSource::Text { document_id, .. } => {
+            out.insert(document_id);
+        }
+        CitedSource::Lab { source_id, .. } => {
+            out.insert(source_id);
+        }
+        CitedSource::Calculation { used, .. } => used.iter().for_each(|u| cited_documents(u, out)),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scoring one answer
+// ---------------------------------------------------------------------------
+
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10 && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
+}
+
+/// The YYYY-MM-DD dates and the word "ongoing" in `text`, in order.
+fn date_tokens(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lower.len() {
+        if lower.is_char_boundary(i) && lower.is_char_boundary((i + 10).min(lower.len())) && i + 10 <= lower.len() {
+            let w = &lower[i..i + 10];
+            if is_date(w) {
+                out.push(w.to_string());
+                i += 10;
+                continue;
+            }
+        }
+        if lower[i..].starts_with("ongoing") {
+            out.push("ongoing".into());
+            i += 7;
+            continue;
+        }
+        i += lower[i..].chars().next().map_or(1, char::len_utf8);
+    }
+    out
+}
+
+/// A list answer in canonical form: an optional status, then entries of
+/// dates (a date list) or `start–end` (an interval list) separated by
+/// `|`. Entries may have been separated by `|`, `;`, `,` or new lines and
+/// intervals written with `-`, `–`, `—` or "to"; other words are dropped.
+fn canonical_list(text: &str, answer_type: AnswerType) -> String {
+    let trimmed = text.trim();
+    let (status, rest) = match trimmed.split_once(':') {
+        Some((s, r)) if !s.chars().any(|c| c.is_ascii_digit()) && s.split_whitespace().count() <= 3 => {
+            (Some(s.trim()), r)
+        }
+        _ => (None, trimmed),
+    };
+    let entries: Vec<String> = rest
+        .split(['|', ';', ',', '\n'])
+        .filter_map(|e| {
+            let tokens = date_tokens(e);
+            match answer_type {
+                AnswerType::IntervalList if !tokens.is_empty() => Some(tokens[..tokens.len().min(2)].join("–")),
+                _ => tokens.into_iter().find(|t| t != "ongoing"),
+            }
+        })
+        .collect();
+    if entries.is_empty() {
+        return trimmed.to_string();
+    }
+    let list = entries.join(" | ");
+    match status {
+        Some(s) => format!("{s}: {list}"),
+        None => list,
+    }
+}
+
+const YES_NO: [&str; 7] = ["not documented", "yes", "no", "never", "unclear", "nd", "not applicable"];
+
+/// The schema value an answer states, for comparison: the leading
+/// yes/no option, the first date, the first number, or the category
+/// (its first word, after a leading "stage" or "category").
+pub fn answer_value(text: &str, answer_type: AnswerType) -> String {
+    let n = normalise_answer(text);
+    let words: Vec<&str> = n
+        .split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')' | ':' | '.'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    match answer_type {
+        AnswerType::YesNo => YES_NO
+            .iter()
+            .find(|o| {
+                n == **o
+                    || n.starts_with(&format!("{o} "))
+                    || n.starts_with(&format!("{o},"))
+                    || n.starts_with(&format!("{o}."))
+                    || n.starts_with(&format!("{o}:"))
+                    || n.starts_with(&format!("{o};"))
+                    || n.starts_with(&format!("{o}("))
+            })
+            .map(|o| if *o == "nd" { "not documented".to_string() } else { o.to_string() })
+            .unwrap_or(n),
+        AnswerType::Date => date_tokens(&n).into_iter().find(|t| t != "ongoing").unwrap_or(n),
+        AnswerType::Score => words.iter().find_map(|w| w.parse::<f64>().ok()).map(|v| format!("{v}")).unwrap_or(n),
+        AnswerType::Category => {
+            let skip = ["stage", "ckd", "category", "bmi", "class", "range", "the", "is", "glycaemic", "glycemic"];
+            words.iter().find(|w| !skip.contains(w)).map(|w| w.to_string()).unwrap_or(n)
+        }
+        AnswerType::DateList | AnswerType::IntervalList => canonical_list(text, answer_type),
+    }
+}
+
+/// The paper's score of one answer: binary after normalisation for
+/// single values, entry-level F1 for lists ("never" equals "not
+/// documented" when the record holds no such thing).
+pub fn score_answer(question: &BankQuestion, answer: &str) -> f64 {
+    let t = question.answer_type;
+    if t.is_list() {
+        return score_list(&answer_value(answer, t), &answer_value(&question.gold_answer, t));
+    }
+    score_binary(&answer_value(answer, t), &answer_value(&question.gold_answer, t), question.record_has_it())
+}
+
+// ---------------------------------------------------------------------------
+// Statistics over stored answers
+// ---------------------------------------------------------------------------
+
+/// Median and quartiles.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Quartiles {
+    pub median: f64,
+    pub q1: f64,
+    pub q3: f64,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+fn quartiles(values: impl IntoIterator<Item = f64>) -> Quartiles {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    Quartiles { median: quantile(&v, 0.5), q1: quantile(&v, 0.25), q3: quantile(&v, 0.75) }
+}
+
+/// What one method did over the whole bank.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodSummary {
+    pub method: String,
+    pub questions: usize,
+    pub answers: usize,
+    pub runs: u32,
+    pub concordance: Interval,
+    pub pipeline_failures: usize,
+    pub pipeline_failure_rate: f64,
+    /// Mean over questions of the run-to-run standard deviation of the
+    /// score (0 with one run).
+    pub mean_run_sd: f64,
+    /// The standard deviation over runs of each run's concordance.
+    pub run_concordance_sd: f64,
+    pub citations: usize,
+    pub unsupported_citations: usize,
+    /// Supported citations / all citations.
+    pub citation_validity: f64,
+    /// Share of answered questions whose every citation resolves.
+    pub answers_all_citations_valid: f64,
+    pub skills_selected: Quartiles,
+    pub tool_calls: Quartiles,
+    pub documents_retrieved: Quartiles,
+    pub documents_cited: Quartiles,
+    pub prompt_tokens: Quartiles,
+    pub completion_tokens: Quartiles,
+    pub reused_prompt_tokens: Quartiles,
+    pub wall_s: Quartiles,
+    /// Share of wall time spent outside model calls.
+    pub non_llm_share: f64,
+}
+
+/// One method's concordance in a stratum.
+#[derive(Debug, Clone, Serialize)]
+pub struct StratumMethod {
+    pub method: String,
+    pub questions: usize,
+    pub patients: usize,
+    pub concordance: Interval,
+}
+
+/// A paired comparison A - B in a stratum.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub a: String,
+    pub b: String,
+    pub questions: usize,
+    pub patients: usize,
+    pub difference: Interval,
+    pub p_value: f64,
+    pub p_bonferroni: f64,
+}
+
+/// Results in one stratum (overall, a level, a category, a length bin).
+#[derive(Debug, Clone, Serialize)]
+pub struct Stratum {
+    pub kind: String,
+    pub name: String,
+    pub methods: Vec<StratumMethod>,
+    pub comparisons: Vec<Comparison>,
+}
+
+/// Per-question mean and run-to-run SD.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionResult {
+    pub question_id: String,
+    pub method: String,
+    pub runs: usize,
+    pub mean: f64,
+    pub sd: f64,
+}
+
+/// The record-length bins' edges in characters.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LengthBins {
+    pub p33: f64,
+    pub p67: f64,
+    pub p90: f64,
+}
+
+impl LengthBins {
+    pub fn of(lengths: &BTreeMap<String, usize>) -> LengthBins {
+        let mut v: Vec<f64> = lengths.values().map(|&x| x as f64).collect();
+        v.sort_by(f64::total_cmp);
+        LengthBins { p33: quantile(&v, 0.33), p67: quantile(&v, 0.67), p90: quantile(&v, 0.90) }
+    }
+    pub fn bin(&self, chars: usize) -> &'static str {
+        let c = chars as f64;
+        if c <= self.p33 {
+            "Q1 (<= p33)"
+        } else if c <= self.p67 {
+            "Q2 (p33-p67)"
+        } else if c <= self.p90 {
+            "Q3 (p67-p90)"
+        } else {
+            "Q4 (> p90)"
+        }
+    }
+}
+
+/// Everything `results.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub questions: usize,
+    pub patients: usize,
+    pub resamples: usize,
+    pub seed: u64,
+    pub bonferroni_m: usize,
+    pub length_bins: LengthBins,
+    pub methods: Vec<MethodSummary>,
+    pub strata: Vec<Stratum>,
+    pub per_question: Vec<QuestionResult>,
+}
+
+fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let sd = if xs.len() > 1 { (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
+    (mean, sd)
+}
+
+/// Computes the results from the stored answers. `methods` gives the
+/// order; `record_chars` is each patient's record length in characters
+/// up to the reference date.
+pub fn summarise(
+    questions: &[BankQuestion],
+    records: &[AnswerRecord],
+    methods: &[String],
+    record_chars: &BTreeMap<String, usize>,
+    resamples: usize,
+    seed: u64,
+) -> Results {
+    let bins = LengthBins::of(record_chars);
+    // (question, method) -> scores over runs.
+    let mut scores: BTreeMap<(&str, &str), Vec<f64>> = BTreeMap::new();
+    for r in records {
+        scores.entry((r.question_id.as_str(), r.method.as_str())).or_default().push(r.score);
+    }
+    let mut per_question = Vec::new();
+    let mut means: BTreeMap<(&str, &str), f64> = BTreeMap::new();
+    for ((q, m), xs) in &scores {
+        let (mean, sd) = mean_sd(xs);
+        means.insert((q, m), mean);
+        per_question.push(QuestionResult {
+            question_id: q.to_string(),
+            method: m.to_string(),
+            runs: xs.len(),
+            mean,
+            sd,
+        });
+    }
+    let clustered = |subset: &[&BankQuestion], method: &str| -> Clustered {
+        let mut c: Clustered = BTreeMap::new();
+        for q in subset {
+            if let Some(x) = means.get(&(q.id.as_str(), method)) {
+                c.entry(q.patient.clone()).or_default().push(*x);
+            }
+        }
+        c
+    };
+    let mut strata_defs: Vec<(String, String, Vec<&BankQuestion>)> =
+        vec![("overall".into(), "all".into(), questions.iter().collect())];
+    for level in 1..=3u8 {
+        let s: Vec<&BankQuestion> = questions.iter().filter(|q| q.level == level).collect();
+        if !s.is_empty() {
+            strata_defs.push(("level".into(), format!("Level {level}"), s));
+        }
+    }
+    for cat in crate::bank::CATEGORIES {
+        let s: Vec<&BankQuestion> = questions.iter().filter(|q| q.category == cat).collect();
+        if !s.is_empty() {
+            strata_defs.push(("category".into(), cat.to_string(), s));
+        }
+    }
+    for bin in ["Q1 (<= p33)", "Q2 (p33-p67)", "Q3 (p67-p90)", "Q4 (> p90)"] {
+        let s: Vec<&BankQuestion> =
+            questions.iter().filter(|q| bins.bin(record_chars.get(&q.patient).copied().unwrap_or(0)) == bin).collect();
+        if !s.is_empty() {
+            strata_defs.push(("record length".into(), bin.to_string(), s));
+        }
+    }
+    let mut strata = Vec::new();
+    for (kind, name, subset) in strata_defs {
+        let mut stratum = Stratum { kind, name, methods: vec![], comparisons: vec![] };
+        for m in methods {
+            let c = clustered(&subset, m);
+            let n: usize = c.values().map(Vec::len).sum();
+            if n == 0 {
+                continue;
+            }
+            stratum.methods.push(StratumMethod {
+                method: m.clone(),
+                questions: n,
+                patients: c.len(),
+                concordance: cluster_bootstrap(&c, resamples, seed),
+            });
+        }
+        for (i, a) in methods.iter().enumerate() {
+            for b in &methods[i + 1..] {
+                // Only questions both methods answered.
+                let both: Vec<&BankQuestion> = subset
+                    .iter()
+                    .copied()
+                    .filter(|q| {
+                        means.contains_key(&(q.id.as_str(), a.as_str()))
+                            && means.contains_key(&(q.id.as_str(), b.as_str()))
+                    })
+                    .collect();
+                if both.is_empty() {
+                    continue;
+                }
+                let (ca, cb) = (clustered(&both, a), clustered(&both, b));
+                let d = paired_difference(&ca, &cb, resamples, seed, COMPARISONS);
+                stratum.comparisons.push(Comparison {
+                    a: a.clone(),
+                    b: b.clone(),
+                    questions: both.len(),
+                    patients: ca.len(),
+                    difference: d.difference,
+                    p_value: d.p_value,
+                    p_bonferroni: d.p_bonferroni,
+                });
+            }
+        }
+        strata.push(stratum);
+    }
+    let overall: Vec<&BankQuestion> = questions.iter().collect();
+    let method_summaries = methods
+        .iter()
+        .map(|m| {
+            let rs: Vec<&AnswerRecord> = records.iter().filter(|r| &r.method == m).collect();
+            let c = clustered(&overall, m);
+            let runs: BTreeSet<u32> = rs.iter().map(|r| r.run).collect();
+            let run_means: Vec<f64> = runs
+                .iter()
+                .map(|run| {
+                    let xs: Vec<f64> = rs.iter().filter(|r| r.run == *run).map(|r| r.score).collect();
+                    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+                })
+                .collect();
+            let sds: Vec<f64> = per_question.iter().filter(|p| &p.method == m).map(|p| p.sd).collect();
+            let answered: Vec<&&AnswerRecord> = rs.iter().filter(|r| r.status == "answered").collect();
+            let citations: usize = rs.iter().map(|r| r.citations).sum();
+            let unsupported: usize = rs.iter().map(|r| r.unsupported_citations).sum();
+            let failures = rs.iter().filter(|r| r.status != "answered").count();
+            let wall: u64 = rs.iter().map(|r| r.wall_ms).sum();
+            let q = |f: &dyn Fn(&AnswerRecord) -> f64| quartiles(rs.iter().map(|r| f(r)));
+            MethodSummary {
+                method: m.clone(),
+                questions: c.values().map(Vec::len).sum(),
+                answers: rs.len(),
+                runs: runs.len() as u32,
+                concordance: cluster_bootstrap(&c, resamples, seed),
+                pipeline_failures: failures,
+                pipeline_failure_rate: failures as f64 / rs.len().max(1) as f64,
+                mean_run_sd: if sds.is_empty() { f64::NAN } else { sds.iter().sum::<f64>() / sds.len() as f64 },
+                run_concordance_sd: if run_means.is_empty() { f64::NAN } else { mean_sd(&run_means).1 },
+                citations,
+                unsupported_citations: unsupported,
+                citation_validity: if citations == 0 {
+                    f64::NAN
+                } else {
+                    (citations - unsupported) as f64 / citations as f64
+                },
+                answers_all_citations_valid: answered.iter().filter(|r| r.unsupported_citations == 0).count() as f64
+                    / answered.len().max(1) as f64,
+                skills_selected: q(&|r| r.skills_selected as f64),
+                tool_calls: q(&|r| r.tool_calls as f64),
+                documents_retrieved: q(&|r| r.documents_retrieved as f64),
+                documents_cited: q(&|r| r.documents_cited as f64),
+                prompt_tokens: q(&|r| r.prompt_tokens as f64),
+                completion_tokens: q(&|r| r.completion_tokens as f64),
+                reused_prompt_tokens: q(&|r| r.reused_prompt_tokens as f64),
+                wall_s: q(&|r| r.wall_ms as f64 / 1000.0),
+                non_llm_share: if wall == 0 {
+                    f64::NAN
+                } else {
+                    rs.iter().map(|r| r.non_llm_ms).sum::<u64>() as f64 / wall as f64
+                },
+            }
+        })
+        .collect();
+    Results {
+        questions: questions.len(),
+        patients: questions.iter().map(|q| &q.patient).collect::<BTreeSet<_>>().len(),
+        resamples,
+        seed,
+        bonferroni_m: COMPARISONS,
+        length_bins: bins,
+        methods: method_summaries,
+        strata,
+        per_question,
+    }
+}
+
+fn pct(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.1}", 100.0 * x)
+    }
+}
+
+fn ci(i: &Interval) -> String {
+    format!("{} [{}–{}]", pct(i.estimate), pct(i.low), pct(i.high))
+}
+
+fn quart(q: &Quartiles) -> String {
+    if q.median.is_nan() {
+        "-".into()
+    } else {
+        format!("{:.1} ({:.1}–{:.1})", q.median, q.q1, q.q3)
+    }
+}
+
+/// The summary as Markdown tables (what `evident eval chart` prints).
+pub fn render(results: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} questions, {} patients; cluster bootstrap over patients, {} resamples; Bonferroni m = {}; record-length bins at {:.0} / {:.0} / {:.0} characters\n",
+        results.questions, results.patients, results.resamples, results.bonferroni_m, results.length_bins.p33, results.length_bins.p67, results.length_bins.p90
+    );
+    let _ = writeln!(s, "| Method | Questions | Runs | Concordance % [95% CI] | Run SD (pp) | Pipeline failures | Citations valid % | Skills | Tool calls | Docs retrieved | Docs cited | Prompt tokens | Reused | Completion | Wall s | Outside model % |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for m in &results.methods {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} ({}%) | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            m.method,
+            m.questions,
+            m.runs,
+            ci(&m.concordance),
+            pct(m.mean_run_sd),
+            m.pipeline_failures,
+            pct(m.pipeline_failure_rate),
+            pct(m.citation_validity),
+            quart(&m.skills_selected),
+            quart(&m.tool_calls),
+            quart(&m.documents_retrieved),
+            quart(&m.documents_cited),
+            quart(&m.prompt_tokens),
+            quart(&m.reused_prompt_tokens),
+            quart(&m.completion_tokens),
+            quart(&m.wall_s),
+            pct(m.non_llm_share),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n| Stratum | {} |",
+        results.methods.iter().map(|m| m.method.as_str()).collect::<Vec<_>>().join(" | ")
+    );
+    let _ = writeln!(s, "|---|{}", "---|".repeat(results.methods.len()));
+    for st in &results.strata {
+        let cells: Vec<String> = results
+            .methods
+            .iter()
+            .map(|m| match st.methods.iter().find(|x| x.method == m.method) {
+                Some(x) => format!("{} (n={})", ci(&x.concordance), x.questions),
+                None => "-".into(),
+            })
+            .collect();
+        let _ = writeln!(s, "| {}: {} | {} |", st.kind, st.name, cells.join(" | "));
+    }
+    let comparisons: Vec<(&Stratum, &Comparison)> =
+        results.strata.iter().flat_map(|st| st.comparisons.iter().map(move |c| (st, c))).collect();
+    if !comparisons.is_empty() {
+        let _ = writeln!(s, "\n| Stratum | A vs B | Questions | Diff A-B (pp) [95% CI] | Raw p | Bonferroni p |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for (st, c) in comparisons {
+            let _ = writeln!(
+                s,
+                "| {}: {} | {} vs {} | {} | {} | {:.4} | {:.4} |",
+                st.kind,
+                st.name,
+                c.a,
+                c.b,
+                c.questions,
+                ci(&c.difference),
+                c.p_value,
+                c.p_bonferroni
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(id: &str, patient: &str, level: u8, t: AnswerType, gold: &str, has: bool) -> BankQuestion {
+        BankQuestion {
+            id: id.into(),
+            patient: patient.into(),
+            level,
+            template: "G01".into(),
+            category: if t.is_list() { "treatment intervals" } else { "single choice" }.into(),
+            question: "?".into(),
+            reference_date: "2020-01-01".into(),
+            answer_type: t,
+            gold_answer: gold.into(),
+            gold_evidence: if has {
+                vec![crate::bank::GoldEvidence { document_id: "d".into(), record: "r".into(), text: "t".into() }]
+            } else {
+                vec![]
+            },
+        }
+    }
+
+    #[test]
+    fn answers_are_reduced_to_their_schema_value() {
+        let yes = q("a", "p", 1, AnswerType::YesNo, "Yes", true);
+        assert_eq!(score_answer(&yes, "**Yes**, listed as active."), 1.0);
+        assert_eq!(score_answer(&yes, "No."), 0.0);
+        assert_eq!(score_answer(&yes, "Yesterday"), 0.0);
+        let no = q("b", "p", 1, AnswerType::YesNo, "No", false);
+        assert_eq!(score_answer(&no, "No"), 1.0);
+        let never = q("b2", "p", 2, AnswerType::YesNo, "Not documented", false);
+        assert_eq!(score_answer(&never, "Never"), 1.0);
+        let never_but_there = q("b3", "p", 2, AnswerType::YesNo, "Not documented", true);
+        assert_eq!(score_answer(&never_but_there, "Never"), 0.0);
+        let date = q("c", "p", 2, AnswerType::Date, "2019-03-04", true);
+        assert_eq!(score_answer(&date, "2019-03-04 (Condition list)"), 1.0);
+        assert_eq!(score_answer(&date, "2019-03-05"), 0.0);
+        let cat = q("d", "p", 2, AnswerType::Category, "G3a", true);
+        assert_eq!(score_answer(&cat, "Stage G3a (eGFR 52 on 2020-01-01)"), 1.0);
+        assert_eq!(score_answer(&cat, "G3b"), 0.0);
+        let score = q("e", "p", 3, AnswerType::Score, "3", true);
+        assert_eq!(score_answer(&score, "3 points (age 68, female, hypertension)"), 1.0);
+        assert_eq!(score_answer(&score, "Score: 4"), 0.0);
+    }
+
+    #[test]
+    fn lists_score_entry_f1_in_any_separator() {
+        let intervals = q("a", "p", 2, AnswerType::IntervalList, "2019-01-01–2019-02-01 | 2020-05-05–ongoing", true);
+        assert_eq!(score_answer(&intervals, "2019-01-01 - 2019-02-01; 2020-05-05 to ongoing"), 1.0);
+        let half = score_answer(&intervals, "2020-05-05–ongoing");
+        assert!((half - 2.0 / 3.0).abs() < 1e-12, "{half}");
+        assert_eq!(score_answer(&intervals, "Not documented"), 0.0);
+        let dates = q("b", "p", 2, AnswerType::DateList, "2019-01-01 | 2019-06-01", true);
+        assert_eq!(score_answer(&dates, "2019-01-01 (20 mg), 2019-06-01 (20 mg)"), 1.0);
+        // A wrong status scores 0 whatever the entries.
+        assert_eq!(
+            score_list(&canonical_list("Planned: 2019-01-01", AnswerType::DateList), "Administered: 2019-01-01"),
+            0.0
+        );
+    }
+
+    fn record(qid: &str, patient: &str, method: &str, run: u32, score: f64) -> AnswerRecord {
+        AnswerRecord {
+            question_id: qid.into(),
+            patient: patient.into(),
+            method: method.into(),
+            run,
+            status: if score >= 0.0 { "answered" } else { "pipeline_failure" }.into(),
+            answer: Some("x".into()),
+            reasoning: None,
+            gold_answer: "x".into(),
+            score: score.max(0.0),
+            citations: 2,
+            unsupported_citations: usize::from(score < 0.5),
+            skills_selected: 3,
+            tool_calls: 2,
+            documents_retrieved: 5,
+            documents_cited: 1,
+            calls: 4,
+            prompt_tokens: 1000,
+            completion_tokens: 50,
+            reused_prompt_tokens: 400,
+            wall_ms: 2000,
+            non_llm_ms: 20,
+            model_run: "run".into(),
+            failure: None,
+            review: Review::default(),
+            result: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn results_average_runs_stratify_and_compare_methods() {
+        let questions: Vec<BankQuestion> = (0..8)
+            .map(|i| q(&format!("q{i}"), &format!("p{}", i / 2), 1 + (i % 3) as u8, AnswerType::YesNo, "Yes", true))
+            .collect();
+        let methods = vec!["agent".to_string(), "baseline".to_string()];
+        let mut records = Vec::new();
+        for qu in &questions {
+            // agent: right in run 1, right in run 2 except q0; baseline: wrong, one failure.
+            records.push(record(&qu.id, &qu.patient, "agent", 1, 1.0));
+            records.push(record(&qu.id, &qu.patient, "agent", 2, if qu.id == "q0" { 0.0 } else { 1.0 }));
+            records.push(record(&qu.id, &qu.patient, "baseline", 1, if qu.id == "q7" { -1.0 } else { 0.0 }));
+        }
+        let chars: BTreeMap<String, usize> = (0..4).map(|i| (format!("p{i}"), 1000 * (i + 1))).collect();
+        let r = summarise(&questions, &records, &methods, &chars, 2000, 42);
+        let agent = &r.methods[0];
+        assert_eq!((agent.questions, agent.answers, agent.runs), (8, 16, 2));
+        assert!((agent.concordance.estimate - 7.5 / 8.0).abs() < 1e-12);
+        let q0 = r.per_question.iter().find(|p| p.question_id == "q0" && p.method == "agent").unwrap();
+        assert_eq!((q0.mean, q0.runs), (0.5, 2));
+        assert!((q0.sd - 0.5f64.sqrt()).abs() < 1e-12);
+        let baseline = &r.methods[1];
+        assert_eq!((baseline.pipeline_failures, baseline.concordance.estimate), (1, 0.0));
+        assert_eq!(baseline.citation_validity, 0.5);
+        let overall = &r.strata[0];
+        assert_eq!(overall.name, "all");
+        let c = &overall.comparisons[0];
+        assert_eq!((c.a.as_str(), c.b.as_str(), c.questions), ("agent", "baseline", 8));
+        assert!((c.difference.estimate - 7.5 / 8.0).abs() < 1e-12);
+        assert!(c.p_value < 0.01 && c.p_bonferroni <= 1.0);
+        assert!(r.strata.iter().any(|s| s.kind == "level" && s.name == "Level 3"));
+        let bins: Vec<&str> = r.strata.iter().filter(|s| s.kind == "record length").map(|s| s.name.as_str()).collect();
+        assert!(bins.len() >= 3, "{bins:?}");
+        let table = render(&r);
+        assert!(table.contains("| agent | 8 | 2 | 93.8"), "{table}");
+        assert!(table.contains("agent vs baseline"));
+    }
+}
