@@ -274,6 +274,17 @@ pub fn run_definition(
         definition["checks"] = json!(config.checks.as_str());
         definition["screening_date"] = json!(config.screening_date.map(|d| d.to_string()));
     }
+    // Likewise runs without exemplars or calibration.
+    let exemplars = match config.method {
+        Method::ZeroShot(_) | Method::Makar(Variant::Aug) => config.zero_shot.exemplars.as_ref(),
+        Method::Makar(_) => config.makar.exemplars.as_ref(),
+    };
+    if let Some(bank) = exemplars {
+        definition["exemplars"] = bank.0.definition();
+    }
+    if config.zero_shot.calibrate {
+        definition["calibrate"] = json!(true);
+    }
     Ok(definition)
 }
 
@@ -659,7 +670,16 @@ fn run_task(
                 document_id: task.document_id.clone(),
                 criterion_ids: task.criterion_ids.clone(),
             };
-            matcher.run_task(set, &shown, &t)?.results.into_iter().map(|r| (r, None)).collect()
+            let out = matcher.run_task(set, &shown, &t)?;
+            // The worked examples a decision saw are its trace.
+            out.results
+                .into_iter()
+                .map(|r| {
+                    let trace =
+                        out.exemplars.get(&r.criterion_id).filter(|e| !e.is_empty()).map(|e| json!({"exemplars": e}));
+                    (r, trace)
+                })
+                .collect()
         }
         Engine::Makar { matcher, augmentations } => {
             let mut out = Vec::new();
@@ -669,7 +689,8 @@ fn run_task(
                 let notes: Vec<_> = shown.notes.iter().collect();
                 // MAKAR's agents see notes, not the patient's id: name the
                 // patient in a failed call here.
-                let outcome = matcher.match_criterion(criterion, aug, &notes).map_err(|e| match e {
+                let patient_id = Some(patient.record.patient_id.as_str());
+                let outcome = matcher.match_criterion_for(patient_id, criterion, aug, &notes).map_err(|e| match e {
                     MatchError::Llm { source, .. } => {
                         MatchError::Llm { subject: format!("patient {}", patient.record.patient_id), source }
                     }

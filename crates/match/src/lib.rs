@@ -17,6 +17,7 @@ pub mod checks;
 pub mod criteria;
 pub mod ctgov;
 pub mod decision;
+pub mod exemplars;
 pub mod forms;
 pub mod makar;
 pub mod plain;

@@ -29,11 +29,13 @@ use crate::criteria::{CriteriaSet, Criterion};
 use crate::decision::{
     pool, Assessment, Confidence, CriterionResult, Decision, DecisionFailure, Determination, SentenceRef,
 };
+use crate::exemplars::{calibrate, Exemplars, ShownExemplar};
 
 /// The templates of this crate, with the model layer's repair prompt.
 pub const MATCH_PROMPTS: &[(&str, &str)] = &[
     ("zero_shot_system.prompt.md", include_str!("../prompts/zero_shot_system.prompt.md")),
     ("zero_shot_user.prompt.md", include_str!("../prompts/zero_shot_user.prompt.md")),
+    ("exemplars.prompt.md", include_str!("../prompts/exemplars.prompt.md")),
 ];
 
 /// Built-in templates of this crate and of `evident_llm` (repair), with an
@@ -152,6 +154,11 @@ pub struct ZeroShotConfig {
     pub max_tokens_per_criterion: u32,
     /// The date most_recent pooling counts back from; the latest note when `None`.
     pub reference_date: Option<NaiveDateTime>,
+    /// Worked examples shown before each criterion (none when `None`).
+    pub exemplars: Option<Exemplars>,
+    /// Label calibration: a MET or NOT MET citing no sentence becomes NOT
+    /// ENOUGH INFORMATION ([`crate::exemplars::calibrate`]).
+    pub calibrate: bool,
 }
 
 impl Default for ZeroShotConfig {
@@ -161,6 +168,8 @@ impl Default for ZeroShotConfig {
             repair: RepairPolicy::default(),
             max_tokens_per_criterion: 448,
             reference_date: None,
+            exemplars: None,
+            calibrate: false,
         }
     }
 }
@@ -186,6 +195,9 @@ pub enum MatchError {
     /// The online search endpoint (MAKAR's online agent) failed or is not configured.
     #[error("online search: {0}")]
     OnlineSearch(String),
+    /// Choosing worked examples failed (embedding the criterion).
+    #[error("exemplars: {0}")]
+    Exemplars(String),
 }
 
 /// The results for one patient: one pooled result per criterion, in the
@@ -291,6 +303,19 @@ impl<'a> ZeroShotMatcher<'a> {
         criteria: &[&Criterion],
         current_date: Option<NaiveDateTime>,
     ) -> Result<RenderedPrompt, MatchError> {
+        self.render_with(notes, criteria, current_date, &[])
+    }
+
+    /// Renders with worked examples, shown after the record and the current
+    /// date and before the criterion: consecutive calls for one patient
+    /// still share the whole record as their prefix.
+    pub fn render_with(
+        &self,
+        notes: &[&NoteText],
+        criteria: &[&Criterion],
+        current_date: Option<NaiveDateTime>,
+        exemplars: &[ShownExemplar],
+    ) -> Result<RenderedPrompt, MatchError> {
         let all_criteria = self.config.strategy.all_criteria();
         let (shown, sentence_ids) = record_context(notes);
         let criteria_ctx: Vec<Value> = criteria
@@ -302,6 +327,8 @@ impl<'a> ZeroShotMatcher<'a> {
             "notes": shown,
             "criteria": criteria_ctx,
             "current_date": current_date.map(|d| d.format("%Y-%m-%d").to_string()),
+            "exemplars": exemplars.iter().map(ShownExemplar::prompt_context).collect::<Vec<_>>(),
+            "binary": false,
         });
         let system = self.prompts.render("zero_shot_system.prompt.md", &ctx)?;
         let user = self.prompts.render("zero_shot_user.prompt.md", &ctx)?;
@@ -314,6 +341,8 @@ impl<'a> ZeroShotMatcher<'a> {
 
     /// Asks the model about `criteria` over `notes` and returns one result
     /// per criterion (failed results when the answer never validated).
+    /// The worked examples each criterion's call showed go to `seen`.
+    #[allow(clippy::too_many_arguments)]
     fn assess(
         &self,
         patient_id: &str,
@@ -322,8 +351,21 @@ impl<'a> ZeroShotMatcher<'a> {
         current: Option<NaiveDateTime>,
         calls: &mut u32,
         prompt_chars: &mut usize,
+        seen: &mut BTreeMap<String, Vec<ShownExemplar>>,
     ) -> Result<Vec<CriterionResult>, MatchError> {
-        let rendered = self.render_at(notes, criteria, current)?;
+        let mut shown: Vec<ShownExemplar> = Vec::new();
+        if let Some(bank) = &self.config.exemplars {
+            for c in criteria {
+                let chosen = bank.select(c.prompt_text(), patient_id)?;
+                for e in &chosen {
+                    if !shown.iter().any(|s| s.id == e.id) {
+                        shown.push(e.clone());
+                    }
+                }
+                seen.insert(c.id.clone(), chosen);
+            }
+        }
+        let rendered = self.render_with(notes, criteria, current, &shown)?;
         *prompt_chars += rendered.request.messages.iter().map(|m| m.content.len()).sum::<usize>();
         *calls += 1;
         let outcome = chat_json(self.model, &rendered.request, &rendered.schema, self.config.repair, &self.prompts)
@@ -358,7 +400,10 @@ impl<'a> ZeroShotMatcher<'a> {
                 .iter()
                 .map(|c| {
                     let v = if self.config.strategy.all_criteria() { &value[c.id.as_str()] } else { &value };
-                    let (assessment, unresolved) = parse_assessment(v, &rendered.sentence_ids);
+                    let (mut assessment, unresolved) = parse_assessment(v, &rendered.sentence_ids);
+                    if self.config.calibrate {
+                        calibrate(&mut assessment);
+                    }
                     base(c, Determination::Assessed(assessment), unresolved)
                 })
                 .collect(),
@@ -417,13 +462,15 @@ impl<'a> ZeroShotMatcher<'a> {
                     unresolved_citations: vec![],
                 })
                 .collect();
-            return Ok(TaskOutput { results, calls: 0, prompt_chars: 0 });
+            return Ok(TaskOutput { results, calls: 0, prompt_chars: 0, exemplars: BTreeMap::new() });
         }
         let mut calls = 0;
         let mut prompt_chars = 0;
+        let mut exemplars = BTreeMap::new();
         let current = current_date(self.config.reference_date, record.notes.iter());
-        let results = self.assess(&record.patient_id, &notes, &criteria, current, &mut calls, &mut prompt_chars)?;
-        Ok(TaskOutput { results, calls, prompt_chars })
+        let results =
+            self.assess(&record.patient_id, &notes, &criteria, current, &mut calls, &mut prompt_chars, &mut exemplars)?;
+        Ok(TaskOutput { results, calls, prompt_chars, exemplars })
     }
 
     /// Pools note-level results into one result per criterion (ACIN/ICIN);
@@ -502,6 +549,8 @@ pub struct TaskOutput {
     /// Model calls made (repairs are counted by the recorder, not here).
     pub calls: u32,
     pub prompt_chars: usize,
+    /// Per criterion id, the worked examples its call showed (empty without exemplars).
+    pub exemplars: BTreeMap<String, Vec<ShownExemplar>>,
 }
 
 /// The notes as prompt templates see them (`date`, `title`, `sentences`

@@ -151,6 +151,10 @@ pub struct MakarConfig {
     pub max_tokens_reasoning: u32,
     pub max_tokens_matching: u32,
     pub max_tokens_supervision: u32,
+    /// Worked examples for the paper's matching agent (C-C5) and zero-shot
+    /// prompt (C-A); `None`: none. Only [`MakarMatcher::match_criterion_for`]
+    /// knows the patient, so only it shows them.
+    pub exemplars: Option<crate::exemplars::Exemplars>,
 }
 
 impl Default for MakarConfig {
@@ -167,6 +171,7 @@ impl Default for MakarConfig {
             max_tokens_reasoning: 900,
             max_tokens_matching: 512,
             max_tokens_supervision: 400,
+            exemplars: None,
         }
     }
 }

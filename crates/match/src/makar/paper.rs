@@ -275,7 +275,9 @@ impl MakarMatcher<'_> {
             confidence: Confidence::Medium,
             evidence: Vec::new(),
         };
-        let mut ctx = json!({"notes": shown, "criterion": criterion_text});
+        let exemplars: Vec<Value> =
+            trace.exemplars.iter().map(crate::exemplars::ShownExemplar::prompt_context).collect();
+        let mut ctx = json!({"notes": shown, "criterion": criterion_text, "exemplars": exemplars, "binary": true});
 
         if matches!(variant, Variant::PaperAug | Variant::PaperZeroShot) {
             let request = self.render_paper("zero_shot", &ctx, self.config.max_tokens_matching)?;
@@ -291,8 +293,10 @@ impl MakarMatcher<'_> {
             });
         }
 
-        // Reasoning agent (C-C4).
-        let request = self.render_paper("reasoning", &ctx, self.config.max_tokens_reasoning)?;
+        // Reasoning agent (C-C4); the worked examples are the matching
+        // agent's only.
+        let reasoning_ctx = json!({"notes": ctx["notes"], "criterion": criterion_text});
+        let request = self.render_paper("reasoning", &reasoning_ctx, self.config.max_tokens_reasoning)?;
         let reasoning = match self.ask_paper_patient(&request, &text_schema(TEXT_MAX), notes, &mut calls)? {
             StructuredAnswer::Valid { value, .. } => value.as_str().unwrap_or_default().trim().to_string(),
             StructuredAnswer::PipelineFailure(f) => {

@@ -73,6 +73,9 @@ pub struct MakarTrace {
     pub matching: Option<Assessment>,
     /// The supervision agent's verdict (not in MAKAR-Aug).
     pub supervision: Option<SupervisionVerdict>,
+    /// The worked examples the matching agent was shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exemplars: Vec<crate::exemplars::ShownExemplar>,
 }
 
 /// The result for one criterion of one patient, with its trace.
@@ -193,6 +196,20 @@ impl MakarMatcher<'_> {
         augmentation: Option<&Augmentation>,
         notes: &[&NoteText],
     ) -> Result<MakarResult, MatchError> {
+        self.match_criterion_for(None, criterion, augmentation, notes)
+    }
+
+    /// As [`Self::match_criterion`], for the patient `patient_id`: with
+    /// exemplars configured, the paper's matching agent and zero-shot
+    /// prompt are shown the exemplars chosen for the criterion, none of
+    /// this patient. Without a patient id no exemplar is shown.
+    pub fn match_criterion_for(
+        &self,
+        patient_id: Option<&str>,
+        criterion: &Criterion,
+        augmentation: Option<&Augmentation>,
+        notes: &[&NoteText],
+    ) -> Result<MakarResult, MatchError> {
         let variant = self.config.variant;
         let criterion_text = match (variant, augmentation) {
             (Variant::Reason | Variant::PaperReason | Variant::PaperZeroShot, _) | (_, None) => criterion.text.as_str(),
@@ -206,8 +223,12 @@ impl MakarMatcher<'_> {
             reasoning: None,
             matching: None,
             supervision: None,
+            exemplars: Vec::new(),
         };
         if variant.paper() {
+            if let (Some(bank), Some(patient)) = (&self.config.exemplars, patient_id) {
+                trace.exemplars = bank.select(criterion_text, patient)?;
+            }
             return self.match_criterion_paper(criterion, criterion_text, notes, trace);
         }
         if variant == Variant::Aug {
@@ -345,6 +366,9 @@ impl MakarMatcher<'_> {
             repair: self.config.repair,
             max_tokens_per_criterion: self.config.max_tokens_matching,
             reference_date: None,
+            // This path (MakarMatcher's own MAKAR-Aug) knows no patient id.
+            exemplars: None,
+            calibrate: false,
         };
         let matcher = ZeroShotMatcher::new(self.match_model, config, self.prompt_override_dir.as_deref());
         let mut matched = matcher.match_patient(&set, &record)?;
