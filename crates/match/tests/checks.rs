@@ -211,8 +211,7 @@ fn lab_store() -> Store {
 fn above_normal_compares_each_value_with_its_own_stored_range() {
     let mut store = Store::open_in_memory().unwrap();
     let w = store.writer().unwrap();
-    let patient =
-        Patient { id: "R".into(), source: "t".into(), birth_date: None, sex: None, display_name: None };
+    let patient = Patient { id: "R".into(), source: "t".into(), birth_date: None, sex: None, display_name: None };
     w.upsert_patient(&patient).unwrap();
     let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("Creatinine").unwrap().id.clone();
     // (day, value, unit, upper limit of normal as stored)

@@ -278,31 +278,38 @@ impl Store {
 
     /// The date of a patient's most recent dated document, if any.
     pub fn latest_document_date(&self, patient_id: &str) -> Result<Option<NaiveDateTime>> {
-        let latest: Option<String> = self.conn().query_row(
-            "SELECT max(date) FROM documents WHERE patient_id = ?1",
-            [patient_id],
-            |r| r.get(0),
-        )?;
+        let latest: Option<String> =
+            self.conn()
+                .query_row("SELECT max(date) FROM documents WHERE patient_id = ?1", [patient_id], |r| r.get(0))?;
         optional_date(latest)
     }
 
-    /// Every sentence of a patient's dated documents whose source is one of
-    /// `sources`, with its document's source, source id and date, in
-    /// document date order: one query for the documents and one per
-    /// document for the spans, each document's text read once (what
-    /// `documents` + `sentences` do with a query per sentence).
-    pub fn dated_sentences(&self, patient_id: &str, sources: &[&str]) -> Result<Vec<DatedSentence>> {
-        if sources.is_empty() {
+    /// Every sentence of a patient's dated documents whose source and
+    /// source-id prefix are one of `origins` (`("mimic", "prescriptions:")`),
+    /// with its document's source, source id and date, in document date
+    /// order: one query for the documents and one per document for the
+    /// spans, each document's text read once (what `documents` +
+    /// `sentences` do with a query per sentence).
+    pub fn dated_sentences(&self, patient_id: &str, origins: &[(&str, &str)]) -> Result<Vec<DatedSentence>> {
+        if origins.is_empty() {
             return Ok(Vec::new());
         }
-        let list: Vec<String> = sources.iter().map(|s| format!("'{}'", s.replace('\'', "''"))).collect();
+        let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+        let like = |s: &str| quote(&format!("{}%", s.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+        let filter: Vec<String> = origins
+            .iter()
+            .map(|(source, prefix)| {
+                format!("(source = {} AND source_id LIKE {} ESCAPE '\\')", quote(source), like(prefix))
+            })
+            .collect();
         let mut docs = self.conn().prepare_cached(&format!(
             "SELECT id, source, source_id, date, text FROM documents
-             WHERE patient_id = ?1 AND date IS NOT NULL AND source IN ({}) ORDER BY date, id",
-            list.join(",")
+             WHERE patient_id = ?1 AND date IS NOT NULL AND ({}) ORDER BY date, id",
+            filter.join(" OR ")
         ))?;
-        let mut spans =
-            self.conn().prepare_cached("SELECT ordinal, start, end FROM sentences WHERE document_id = ?1 ORDER BY ordinal")?;
+        let mut spans = self
+            .conn()
+            .prepare_cached("SELECT ordinal, start, end FROM sentences WHERE document_id = ?1 ORDER BY ordinal")?;
         let rows = docs.query_map([patient_id], |r| {
             Ok((
                 r.get::<_, String>(0)?,

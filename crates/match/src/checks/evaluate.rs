@@ -371,8 +371,7 @@ fn lab_check(lab: &CompiledLab, facts: &PatientFacts, screening_date: NaiveDate)
             }
         }
         Select::Any => {
-            let hits: Vec<usize> =
-                (0..rows.len()).filter(|&i| satisfies_row(lab, &rows[i])).collect();
+            let hits: Vec<usize> = (0..rows.len()).filter(|&i| satisfies_row(lab, &rows[i])).collect();
             let unread = rows.iter().filter(|r| r.converted.is_none()).count();
             if let Some(&first) = hits.last() {
                 for &i in &hits {

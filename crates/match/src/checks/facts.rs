@@ -28,6 +28,9 @@ pub enum TimelineKind {
 }
 
 impl TimelineKind {
+    pub const ALL: [TimelineKind; 4] =
+        [TimelineKind::Diagnosis, TimelineKind::Medication, TimelineKind::Procedure, TimelineKind::Demographics];
+
     /// The kind of a timeline document from its source and source id.
     pub fn of_document(source: &str, source_id: &str) -> Option<TimelineKind> {
         let name = source_id.split(':').next()?;
@@ -37,6 +40,17 @@ impl TimelineKind {
             ("fhir", "procedures") | ("mimic", "procedures_icd") => Some(TimelineKind::Procedure),
             ("mimic", "demographics") => Some(TimelineKind::Demographics),
             _ => None,
+        }
+    }
+
+    /// The (source, source-id prefix) of this kind's timeline documents:
+    /// the inverse of [`TimelineKind::of_document`].
+    pub fn origins(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            TimelineKind::Diagnosis => &[("fhir", "conditions:"), ("mimic", "diagnoses_icd:")],
+            TimelineKind::Medication => &[("fhir", "medications:"), ("mimic", "prescriptions:")],
+            TimelineKind::Procedure => &[("fhir", "procedures:"), ("mimic", "procedures_icd:")],
+            TimelineKind::Demographics => &[("mimic", "demographics:")],
         }
     }
 
@@ -113,9 +127,6 @@ impl FactNeeds {
     }
 }
 
-/// The sources whose documents can be timeline documents.
-const TIMELINE_SOURCES: [&str; 2] = ["fhir", "mimic"];
-
 impl PatientFacts {
     /// Loads all of a patient's facts; `None` when the patient is not in
     /// the store.
@@ -129,7 +140,11 @@ impl PatientFacts {
         Self::load_some(store, patient_id, Some(needs))
     }
 
-    fn load_some(store: &Store, patient_id: &str, needs: Option<&FactNeeds>) -> Result<Option<PatientFacts>, StoreError> {
+    fn load_some(
+        store: &Store,
+        patient_id: &str,
+        needs: Option<&FactNeeds>,
+    ) -> Result<Option<PatientFacts>, StoreError> {
         let Some(patient) = store.patient(patient_id)? else { return Ok(None) };
         let labs = match needs {
             Some(n) if n.lab_concepts.is_empty() => Vec::new(),
@@ -139,16 +154,14 @@ impl PatientFacts {
                 since: None,
             })?,
         };
-        let sources: &[&str] = match needs {
-            Some(n) if n.timeline.is_empty() => &[],
-            _ => &TIMELINE_SOURCES,
+        let kinds: &[TimelineKind] = match needs {
+            Some(n) => &n.timeline,
+            None => &TimelineKind::ALL,
         };
+        let origins: Vec<(&str, &str)> = kinds.iter().flat_map(|k| k.origins().iter().copied()).collect();
         let mut timeline = Vec::new();
-        for s in store.dated_sentences(patient_id, sources)? {
+        for s in store.dated_sentences(patient_id, &origins)? {
             let Some(kind) = TimelineKind::of_document(&s.source, &s.source_id) else { continue };
-            if needs.is_some_and(|n| !n.timeline.contains(&kind)) {
-                continue;
-            }
             let sentence = s.sentence;
             timeline.push(TimelineSentence {
                 kind,
