@@ -3,7 +3,8 @@
 //! study agent ([`run`]), and RWE-bench's metrics over a folder of tasks
 //! ([`evaluate`]). The work is `evident_rwe`'s: this module opens the
 //! database, the workspace and the models, audits the cohort the agent
-//! exported, scores the answers and writes the evidence bundle.
+//! exported, scores the answers and writes the evidence bundle
+//! (`bundle.json`) and its page (`report.html`).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -11,11 +12,14 @@ use std::path::{Path, PathBuf};
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore};
 pub use evident_rwe::agent::{Strategy, Termination};
-use evident_rwe::audit::{judge_cohort, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
+use evident_rwe::audit::{judge_cohort, judge_database_facts, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
 use evident_rwe::bundle::{prompts_sha256, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo};
+use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
+pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
 use evident_rwe::database::r_database;
 use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
 use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
+use evident_rwe::report::{baseline_table, render_report, write_report, AttritionReport};
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::task::LoadedTask;
 use evident_rwe::{score_task, AnswerSheet, Gold, Task, TaskScore};
@@ -55,7 +59,11 @@ pub struct StudyReport {
     pub score: TaskScore,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The agent's time over all its steps (earlier processes included).
+    pub elapsed_ms: u64,
     pub bundle: PathBuf,
+    /// The run's `report.html`.
+    pub report: PathBuf,
 }
 
 /// A database error as the user should read it: their input (a URL that
@@ -123,24 +131,35 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         })?;
 
     let audit_path = env.workspace().root().join(AUDIT_FILE);
+    let mut audit_table = None;
     let audit = if audit_path.is_file() {
         let table = AuditTable::read(&audit_path).map_err(|e| AppError::Input(e.to_string()))?;
         let rules = rule_checks(&table, &mut conn).map_err(|e| AppError::Setup(e.to_string()))?;
-        let judge = if rules.passed() && request.judge {
-            Some(
-                judge_cohort(&model, &prompts, &task.protocol.methods, &table, 1)
-                    .map_err(|e| AppError::Setup(e.to_string()))?,
+        let (judge, database_judge) = if rules.passed() && request.judge {
+            let definition = &task.protocol.methods;
+            (
+                Some(
+                    judge_cohort(&model, &prompts, definition, &table, 1)
+                        .map_err(|e| AppError::Setup(e.to_string()))?,
+                ),
+                Some(
+                    judge_database_facts(&model, &prompts, definition, &table, &mut conn, 1)
+                        .map_err(|e| AppError::Setup(e.to_string()))?,
+                ),
             )
         } else {
-            None
+            (None, None)
         };
-        Some(CohortAudit { rules, judge })
+        audit_table = Some(table);
+        Some(CohortAudit { rules, judge, database_judge })
     } else {
         None
     };
     session.finish_model_run(&run_id)?;
     let qualified = audit.as_ref().is_some_and(CohortAudit::qualified);
     let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, qualified);
+    let attrition = AttritionReport::read(env.workspace().root(), audit_table.as_ref().map(|t| t.rows.len()));
+    let baseline = audit_table.as_ref().map(baseline_table).unwrap_or_default();
     let bundle = Bundle {
         evident_version: env!("CARGO_PKG_VERSION"),
         task: &task,
@@ -150,12 +169,16 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         model: evident_llm::ChatModel::model_id(&model).to_string(),
         database: database_info(&url)?,
         cohort_audit: audit.as_ref(),
+        attrition: &attrition,
+        baseline: &baseline,
         answers: env.sheet.answers(),
         score: &score,
         run: &run,
     };
     let bundle_path =
         write_bundle(&request.out, &bundle).map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
+    let report_path = write_report(&request.out, &render_report(&bundle, &gold))
+        .map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
     Ok(StudyReport {
         task: task.id.clone(),
         strategy: request.strategy,
@@ -167,7 +190,9 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         score,
         prompt_tokens: run.prompt_tokens,
         completion_tokens: run.completion_tokens,
+        elapsed_ms: run.steps.iter().map(|st| st.elapsed_ms).sum(),
         bundle: bundle_path,
+        report: report_path,
     })
 }
 
@@ -204,7 +229,8 @@ impl fmt::Display for StudyReport {
             self.score.complete
         )?;
         writeln!(f, "tokens: {} prompt, {} completion", self.prompt_tokens, self.completion_tokens)?;
-        write!(f, "bundle: {}", self.bundle.display())
+        writeln!(f, "bundle: {}", self.bundle.display())?;
+        write!(f, "report: {}", self.report.display())
     }
 }
 
@@ -285,6 +311,47 @@ impl fmt::Display for EvalReport {
             }
         };
         let s = &self.summary;
+        writeln!(f, "| run | task | ended | steps | tokens (prompt + completion) | agent time | cohort audit | ACC | RAR | SMR | success |")?;
+        writeln!(f, "| ---: | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |")?;
+        let pct = |x: Option<f64>| x.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into());
+        for (i, run) in self.runs.iter().enumerate() {
+            for r in run {
+                let audit = match &r.audit {
+                    None => "no audit file".to_string(),
+                    Some(a) if !a.rules.passed() => {
+                        let failed: Vec<&str> =
+                            a.rules.checks.iter().filter(|c| !c.passed).map(|c| c.rule.as_str()).collect();
+                        format!("rules failed ({})", failed.join(", "))
+                    }
+                    Some(a) => match &a.judge {
+                        None => "rules passed, not judged".to_string(),
+                        Some(j) => format!(
+                            "rules passed, judge {} ({} of {} excluded)",
+                            if j.passed() { "passed" } else { "failed" },
+                            j.excluded,
+                            j.judged
+                        ),
+                    },
+                };
+                writeln!(
+                    f,
+                    "| {} | {} | {:?} | {} | {} + {} | {:.0} s | {} | {} | {} | {} | {} |",
+                    i + 1,
+                    r.task,
+                    r.termination,
+                    r.steps,
+                    r.prompt_tokens,
+                    r.completion_tokens,
+                    r.elapsed_ms as f64 / 1000.0,
+                    audit,
+                    pct(r.score.acc),
+                    pct(r.score.rar),
+                    pct(r.score.smr),
+                    r.score.success
+                )?;
+            }
+        }
+        writeln!(f)?;
         writeln!(f, "| strategy | ACC | RAR | SMR | SR | SR screened | CR | steps |")?;
         writeln!(f, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")?;
         write!(
@@ -300,4 +367,79 @@ impl fmt::Display for EvalReport {
             cell(&s.steps, false)
         )
     }
+}
+
+/// The CohortEval check of the cohort judge on one development task.
+#[derive(Debug, Clone)]
+pub struct JudgeCheckRequest {
+    /// A task folder holding `task.yaml`, `gold.json` and `cohort_eval.yaml`.
+    pub task: PathBuf,
+    /// The study database the reference cohort is read from.
+    pub db: String,
+    pub model: ModelChoice,
+    pub runs: u32,
+    pub counts: CaseCounts,
+    pub seed: u64,
+    pub use_cache: bool,
+}
+
+/// Builds the reference cohort, the counterfactual and adversarial cases,
+/// and measures the judge on them (positive class: an eligible member).
+pub fn check_judge(session: &Session, request: &JudgeCheckRequest) -> Result<JudgeCheck> {
+    let (loaded, gold) = load_task(&request.task)?;
+    let task = &loaded.task;
+    let spec_path = loaded.dir().join(COHORT_EVAL_SPEC);
+    if !spec_path.is_file() {
+        return Err(AppError::Input(format!(
+            "{}: no {COHORT_EVAL_SPEC}; the judge check needs the task's reference cohort and counterfactual edits",
+            loaded.dir().display()
+        )));
+    }
+    let spec = CohortEvalSpec::load(&spec_path).map_err(AppError::Input)?;
+    if spec.task != task.id {
+        return Err(AppError::Input(format!(
+            "{}: task {:?} does not match the task beside it ({:?})",
+            spec_path.display(),
+            spec.task,
+            task.id
+        )));
+    }
+    let url = DatabaseUrl::parse(&request.db).map_err(db_error)?;
+    let mut conn = ReadOnlyConnection::connect(&url, QueryLimits { max_rows: 50_001, ..QueryLimits::default() })
+        .map_err(db_error)?;
+    let table =
+        reference_cohort(&mut conn, &spec).map_err(|e| AppError::Input(format!("{}: {e}", loaded.dir().display())))?;
+    let expected = gold.fields.get(&spec.size_field).copied().ok_or_else(|| {
+        AppError::Input(format!("{}: size_field {:?} is not a gold field", spec_path.display(), spec.size_field))
+    })?;
+    if table.rows.len() as f64 != expected {
+        return Err(AppError::Input(format!(
+            "{}: reference_sql returns {} rows but the R reference's {} is {expected}; fix the SQL",
+            spec_path.display(),
+            table.rows.len(),
+            spec.size_field
+        )));
+    }
+    let cases = build_cases(&table, &spec, request.counts, request.seed)
+        .map_err(|e| AppError::Input(format!("{}: {e}", spec_path.display())))?;
+    let run_id = session.begin_model_run(&format!("cohort judge check {}", task.id))?;
+    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let prompts = study_prompts(None);
+    let check = evident_rwe::cohort_eval::check_judge(
+        &model,
+        &prompts,
+        &task.id,
+        &task.protocol.methods,
+        table.rows.len(),
+        request.counts,
+        cases,
+        request.runs,
+        &mut |_, _| {},
+    )
+    .map_err(|e| AppError::Interrupted {
+        what: format!("cohort judge check {}", task.id),
+        cause: Box::new(AppError::Setup(e.to_string())),
+    })?;
+    session.finish_model_run(&run_id)?;
+    Ok(check)
 }

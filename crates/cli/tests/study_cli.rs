@@ -1,15 +1,15 @@
 //! `evident study` end to end on the embedded model: the MIMIC-IV demo is
-//! loaded into SQLite, the study agent takes one step in its sandboxed R
-//! workspace, the bundle is written with the step, the database hash and
-//! the score; running the same command again resumes the stored run and
-//! repeats no step.
+//! loaded into SQLite; a study process is killed with SIGKILL once its
+//! first agent step is stored; the same command run again resumes: it
+//! replays the stored step without repeating it, and writes the bundle
+//! (the step, the database hash, the task) and the report page.
 
 mod common;
 
 use common::{repo_root, shared_data, Sandbox};
 
 #[test]
-fn a_study_step_on_the_embedded_model_writes_a_bundle_and_resumes() {
+fn a_killed_study_resumes_without_repeating_its_step_and_writes_bundle_and_report() {
     let s = Sandbox::new();
     let demo = shared_data().join("mimic-iv-demo");
     s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
@@ -26,12 +26,36 @@ fn a_study_step_on_the_embedded_model_writes_a_bundle_and_resumes() {
         "--out",
         "run",
     ];
+    // A first process with room for two steps, killed once the first is stored.
+    let mut killed_args = args.to_vec();
+    killed_args[6] = "2";
+    let mut child = s.cmd(&killed_args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let steps_file = s.path().join("run/steps.jsonl");
+    let started = std::time::Instant::now();
+    let first_step = loop {
+        let text = std::fs::read_to_string(&steps_file).unwrap_or_default();
+        if text.ends_with('\n') && !text.is_empty() {
+            break text.lines().next().unwrap().to_string();
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the study ended ({status}) before storing a step");
+        }
+        assert!(started.elapsed().as_secs() < 900, "no step stored in 15 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    child.kill().unwrap(); // SIGKILL (a no-op if the first step happened to end the run)
+    child.wait().unwrap();
+    // Again, with one step: the stored step is replayed, not repeated.
     let first = s.run(&args).ok().json();
     let report = &first[0];
     assert_eq!(report["task"], "lactate-hospital-mortality");
     assert_eq!(report["strategy"], "r");
     assert_eq!(report["steps"], 1, "{report:#}");
-    assert_eq!(report["resumed_steps"], 0);
+    assert_eq!(report["resumed_steps"], 1);
+    assert_eq!(std::fs::read_to_string(&steps_file).unwrap().lines().next().unwrap(), first_step);
+    let page = std::fs::read_to_string(s.path().join("run/report.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<h2>Step trace</h2>"), "{page}");
+    assert_eq!(page.matches("<details><summary>Step ").count(), 1);
     let bundle: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(s.path().join("run/bundle.json")).unwrap()).unwrap();
     let steps = bundle["run"]["steps"].as_array().unwrap();
@@ -40,7 +64,7 @@ fn a_study_step_on_the_embedded_model_writes_a_bundle_and_resumes() {
     assert_eq!(bundle["database"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(bundle["task"]["id"], "lactate-hospital-mortality");
     assert!(s.path().join("run/workspace/db_connect.R").is_file());
-    // Again: the stored step is replayed, not repeated.
+    // A third time: the run is read back, nothing repeated.
     let again = s.run(&args).ok().json();
     assert_eq!(again[0]["resumed_steps"], 1);
     assert_eq!(again[0]["steps"], 1);

@@ -261,6 +261,28 @@ pub fn judge_request(prompts: &Prompts, definition: &str, facts: &[Fact]) -> Res
     Ok(ChatRequest::new(vec![Message::system(system), Message::user(user)]).with_max_tokens(512))
 }
 
+/// The judge's verdict on one case; `None` when no answer validated
+/// against the schema (after the model layer's repairs). `seed`, when
+/// given, is passed to the model (the runs of the judge check differ by it).
+pub fn judge_case<'m>(
+    model: impl Into<StructuredModel<'m>>,
+    prompts: &Prompts,
+    definition: &str,
+    facts: &[Fact],
+    seed: Option<u64>,
+) -> Result<Option<JudgeVerdict>, AuditError> {
+    let mut request = judge_request(prompts, definition, facts)?;
+    request.seed = seed;
+    let answer = chat_json(model.into(), &request, &judge_schema(), RepairPolicy::default(), prompts)
+        .map_err(|e| AuditError::Judge(e.to_string()))?;
+    match answer {
+        StructuredAnswer::Valid { value, .. } => {
+            Ok(Some(serde_json::from_value(value).map_err(|e| AuditError::Judge(e.to_string()))?))
+        }
+        StructuredAnswer::PipelineFailure(_) => Ok(None),
+    }
+}
+
 /// One sampled row and what the judge made of it (`None`: no valid answer).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseJudgement {
@@ -319,18 +341,9 @@ pub fn judge_cohort<'m>(
     seed: u64,
 ) -> Result<JudgeReport, AuditError> {
     let model: StructuredModel<'m> = model.into();
-    let schema = judge_schema();
     let mut cases = Vec::new();
     for row in sample_rows(table.rows.len(), JUDGE_SAMPLE, seed) {
-        let request = judge_request(prompts, definition, &table.facts(row))?;
-        let answer = chat_json(model, &request, &schema, RepairPolicy::default(), prompts)
-            .map_err(|e| AuditError::Judge(e.to_string()))?;
-        let verdict = match answer {
-            StructuredAnswer::Valid { value, .. } => {
-                Some(serde_json::from_value(value).map_err(|e| AuditError::Judge(e.to_string()))?)
-            }
-            StructuredAnswer::PipelineFailure(_) => None,
-        };
+        let verdict = judge_case(model, prompts, definition, &table.facts(row), None)?;
         cases.push(CaseJudgement { line: table.lines[row], verdict });
     }
     let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
@@ -345,11 +358,54 @@ pub fn judge_cohort<'m>(
     })
 }
 
-/// The audit's verdict: rules, then the judge (run only when the rules pass).
+/// Judges the same sampled rows as [`judge_cohort`] (same `seed`), but on
+/// Evident's own facts about each row, assembled from the database by its
+/// identifiers ([`crate::database::database_facts`]) instead of the agent's
+/// columns: a second, separate check that does not trust the agent's table.
+pub fn judge_database_facts<'m>(
+    model: impl Into<StructuredModel<'m>>,
+    prompts: &Prompts,
+    definition: &str,
+    table: &AuditTable,
+    conn: &mut evident_db::ReadOnlyConnection,
+    seed: u64,
+) -> Result<JudgeReport, AuditError> {
+    let model: StructuredModel<'m> = model.into();
+    let id = |row: usize, c: IdColumn| table.column(c.name()).and_then(|i| table.rows[row][i].parse::<i64>().ok());
+    let mut cases = Vec::new();
+    for row in sample_rows(table.rows.len(), JUDGE_SAMPLE, seed) {
+        let facts = crate::database::database_facts(
+            conn,
+            id(row, IdColumn::SubjectId),
+            id(row, IdColumn::HadmId),
+            id(row, IdColumn::StayId),
+        )
+        .map_err(AuditError::Lookup)?;
+        let verdict = judge_case(model, prompts, definition, &facts, None)?;
+        cases.push(CaseJudgement { line: table.lines[row], verdict });
+    }
+    let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
+    let excluded = cases.iter().filter(|c| c.verdict.as_ref().is_some_and(JudgeVerdict::excludes)).count();
+    Ok(JudgeReport {
+        model: model.model_id().to_string(),
+        sampled: cases.len(),
+        judged,
+        excluded,
+        exclusion_rate: (judged > 0).then(|| excluded as f64 / judged as f64),
+        cases,
+    })
+}
+
+/// The audit's verdict: rules, then the judge (run only when the rules
+/// pass) on the agent's table, as in the paper; beside it, the judge on
+/// Evident's facts from the database, reported separately (it does not
+/// decide qualification).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CohortAudit {
     pub rules: RuleReport,
     pub judge: Option<JudgeReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_judge: Option<JudgeReport>,
 }
 
 impl CohortAudit {
@@ -442,6 +498,70 @@ impl fmt::Display for Attrition {
             writeln!(f, "| {} | {kind} | {removed} | {} |", s.description, s.remaining)?;
         }
         Ok(())
+    }
+}
+
+/// The file the agent writes its attrition table to, in its workspace.
+pub const ATTRITION_FILE: &str = "attrition.csv";
+
+impl Attrition {
+    /// Reads the agent's attrition table: a CSV with the columns `step` (what
+    /// the step did) and `remaining` (units left after it), and optionally
+    /// `kind` (`source`, `inclusion` or `exclusion`; a missing kind is
+    /// `source` on the first row and `exclusion` after it). The first row is
+    /// the source population. The error names the line and what to fix.
+    pub fn read_csv(path: &Path) -> Result<Attrition, String> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut reader =
+            csv::ReaderBuilder::new().flexible(false).from_path(path).map_err(|e| format!("{name}: {e}"))?;
+        let headers: Vec<String> = reader
+            .headers()
+            .map_err(|e| format!("{name}: {e}"))?
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .collect();
+        let col = |want: &str| headers.iter().position(|h| h == want);
+        let (Some(step_col), Some(remaining_col)) = (col("step"), col("remaining")) else {
+            return Err(format!(
+                "{name}: needs the columns step and remaining (found {}); one row per step, the source population first",
+                headers.join(", ")
+            ));
+        };
+        let kind_col = col("kind");
+        let mut attrition: Option<Attrition> = None;
+        for record in reader.records() {
+            let record = record.map_err(|e| format!("{name}: {e}"))?;
+            let line = record.position().map(|p| p.line()).unwrap_or(0);
+            let description = record.get(step_col).unwrap_or("").trim();
+            let cell = record.get(remaining_col).unwrap_or("").trim();
+            let remaining: u64 = cell
+                .parse::<f64>()
+                .ok()
+                .filter(|v| *v >= 0.0 && v.fract() == 0.0)
+                .map(|v| v as u64)
+                .ok_or(format!("{name} line {line}: remaining {cell:?} is not a count"))?;
+            let kind = match kind_col.map(|i| record.get(i).unwrap_or("").trim().to_ascii_lowercase()) {
+                None => None,
+                Some(k) if k.is_empty() => None,
+                Some(k) if k == "source" => Some(StepKind::Source),
+                Some(k) if k == "inclusion" => Some(StepKind::Inclusion),
+                Some(k) if k == "exclusion" => Some(StepKind::Exclusion),
+                Some(k) => return Err(format!("{name} line {line}: kind {k:?}; use source, inclusion or exclusion")),
+            };
+            match attrition.as_mut() {
+                None => {
+                    if kind.is_some_and(|k| k != StepKind::Source) {
+                        return Err(format!("{name} line {line}: the first row is the source population"));
+                    }
+                    attrition = Some(Attrition::new(description, remaining));
+                }
+                Some(a) => {
+                    a.step(kind.unwrap_or(StepKind::Exclusion), description, remaining)
+                        .map_err(|e| format!("{name} line {line}: {e}"))?;
+                }
+            }
+        }
+        attrition.ok_or(format!("{name}: no rows; one row per step, the source population first"))
     }
 }
 
@@ -551,6 +671,34 @@ mod tests {
             }
         }
         assert!((1700..2300).contains(&low) && (1700..2300).contains(&high), "{low} {high}");
+    }
+
+    #[test]
+    fn the_agents_attrition_file_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ATTRITION_FILE);
+        let read = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Attrition::read_csv(&path)
+        };
+        let a = read("step,remaining\nICU stays,140\nfirst stay per patient,100\nno lactate,74\n").unwrap();
+        assert_eq!(
+            a.steps().iter().map(|s| (s.kind, s.removed)).collect::<Vec<_>>(),
+            vec![(StepKind::Source, 0), (StepKind::Exclusion, 40), (StepKind::Exclusion, 26)]
+        );
+        let a = read("kind,step,remaining\nsource,ICU stays,140\ninclusion,adults,130.0\n").unwrap();
+        assert_eq!(a.steps()[1].kind, StepKind::Inclusion);
+        assert_eq!(read("step,n\na,1\n").unwrap_err(), "attrition.csv: needs the columns step and remaining (found step, n); one row per step, the source population first");
+        assert_eq!(
+            read("step,remaining\na,10\nb,12\n").unwrap_err(),
+            "attrition.csv line 3: step \"b\" leaves 12 of 10; a step cannot add units"
+        );
+        assert_eq!(
+            read("step,remaining\na,ten\n").unwrap_err(),
+            "attrition.csv line 2: remaining \"ten\" is not a count"
+        );
+        assert!(read("step,remaining\n").unwrap_err().contains("no rows"));
+        assert!(read("kind,step,remaining\nexclusion,a,1\n").unwrap_err().contains("the first row is the source"));
     }
 
     #[test]

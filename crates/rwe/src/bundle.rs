@@ -1,7 +1,8 @@
 //! The evidence bundle of one study run, `bundle.json`, written atomically
 //! (a temporary file renamed into place): the task and its protocol, the
 //! database (URL without password, and a SHA-256 of the SQLite files), the
-//! cohort audit, every answer with the step that produced it, the scores,
+//! cohort audit, the attrition table and the cohort's baseline table,
+//! every answer with the step that produced it, the scores,
 //! the full trace of steps, usage, and hashes of the task file and the code
 //! (crate version and prompt files).
 
@@ -15,6 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::agent::{AgentRun, Strategy, AGENT_PROMPTS};
 use crate::audit::{CohortAudit, RWE_PROMPTS};
 use crate::metrics::TaskScore;
+use crate::report::{AttritionReport, BaselineRow};
 use crate::sheet::RecordedAnswer;
 use crate::task::Task;
 
@@ -39,6 +41,10 @@ pub struct Bundle<'a> {
     pub model: String,
     pub database: DatabaseInfo,
     pub cohort_audit: Option<&'a CohortAudit>,
+    /// The agent's attrition table (`attrition.csv`), or why there is none.
+    pub attrition: &'a AttritionReport,
+    /// The exported cohort's variables, summarised.
+    pub baseline: &'a [BaselineRow],
     pub answers: &'a BTreeMap<String, RecordedAnswer>,
     pub score: &'a TaskScore,
     pub run: &'a AgentRun,

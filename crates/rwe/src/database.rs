@@ -114,6 +114,126 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Evident's own facts about one audit row, assembled from the database by
+/// its identifiers (not from the agent's columns): sex and age, the
+/// admission (type, times, in-hospital death), the ICU stay (unit, times,
+/// length, which stay of the patient it is), the date of death, the
+/// admission's diagnoses with their titles (first 15 by sequence) and the
+/// stay's first-day laboratory values from `mimiciv_derived.first_day_lab`.
+/// The same SQL runs on SQLite and PostgreSQL. A row whose identifiers are
+/// not in the database gets a fact saying so.
+pub fn database_facts(
+    conn: &mut ReadOnlyConnection,
+    subject_id: Option<i64>,
+    hadm_id: Option<i64>,
+    stay_id: Option<i64>,
+) -> Result<Vec<crate::audit::Fact>, String> {
+    use crate::audit::Fact;
+    fn push(facts: &mut Vec<Fact>, name: &str, value: &Value) {
+        if !matches!(value, Value::Null) {
+            facts.push(Fact { name: name.to_string(), value: value.to_text() });
+        }
+    }
+    type Row = (Vec<String>, Vec<Value>);
+    fn one(conn: &mut ReadOnlyConnection, sql: String) -> Result<Option<Row>, String> {
+        let r = conn.query(&sql).map_err(|e| e.to_string())?;
+        Ok(r.rows.into_iter().next().map(|row| (r.columns, row)))
+    }
+    let mut facts = Vec::new();
+    // The stay names its admission and patient when the row does not.
+    let mut hadm_id = hadm_id;
+    let mut subject_id = subject_id;
+    if let Some(stay) = stay_id {
+        let sql = format!(
+            "SELECT s.subject_id, s.hadm_id, s.first_careunit, s.intime, s.outtime, s.los, \
+             (SELECT count(*) FROM mimiciv_icu.icustays j WHERE j.subject_id = s.subject_id AND j.intime <= s.intime) AS icu_stay_number \
+             FROM mimiciv_icu.icustays s WHERE s.stay_id = {stay}"
+        );
+        match one(conn, sql)? {
+            None => return Ok(vec![Fact { name: "stay_id".into(), value: format!("{stay} (not in the database)") }]),
+            Some((columns, row)) => {
+                subject_id = subject_id.or(row[0].as_f64().map(|v| v as i64));
+                hadm_id = hadm_id.or(row[1].as_f64().map(|v| v as i64));
+                for (c, v) in columns.iter().zip(&row).skip(2) {
+                    push(&mut facts, &format!("icu_{c}").replace("icu_icu_", "icu_"), v);
+                }
+            }
+        }
+    }
+    let mut anchor: Option<(f64, f64)> = None;
+    if let Some(subject) = subject_id {
+        let sql = format!(
+            "SELECT gender, anchor_age, anchor_year, dod FROM mimiciv_hosp.patients WHERE subject_id = {subject}"
+        );
+        match one(conn, sql)? {
+            None => {
+                return Ok(vec![Fact { name: "subject_id".into(), value: format!("{subject} (not in the database)") }])
+            }
+            Some((_, row)) => {
+                push(&mut facts, "sex", &row[0]);
+                push(&mut facts, "date_of_death", &row[3]);
+                if let (Some(age), Some(year)) = (row[1].as_f64(), row[2].as_f64()) {
+                    anchor = Some((age, year));
+                }
+            }
+        }
+    }
+    if let Some(hadm) = hadm_id {
+        let sql = format!(
+            "SELECT admittime, dischtime, admission_type, hospital_expire_flag FROM mimiciv_hosp.admissions WHERE hadm_id = {hadm}"
+        );
+        match one(conn, sql)? {
+            None => return Ok(vec![Fact { name: "hadm_id".into(), value: format!("{hadm} (not in the database)") }]),
+            Some((columns, row)) => {
+                let admit = row[0].to_text();
+                if let (Some((age, year)), Ok(admit_year)) = (anchor, admit.get(..4).unwrap_or("").parse::<f64>()) {
+                    facts.push(Fact { name: "age_at_admission".into(), value: format!("{}", age + admit_year - year) });
+                }
+                for (c, v) in columns.iter().zip(&row) {
+                    push(&mut facts, c, v);
+                }
+            }
+        }
+        let sql = format!(
+            "SELECT d.icd_version, d.icd_code, t.long_title FROM mimiciv_hosp.diagnoses_icd d \
+             LEFT JOIN mimiciv_hosp.d_icd_diagnoses t ON t.icd_code = d.icd_code AND t.icd_version = d.icd_version \
+             WHERE d.hadm_id = {hadm} ORDER BY d.seq_num"
+        );
+        let r = conn.query(&sql).map_err(|e| e.to_string())?;
+        let listed: Vec<String> = r
+            .rows
+            .iter()
+            .take(15)
+            .map(|row| format!("ICD-{} {} {}", row[0].to_text(), row[1].to_text().trim(), row[2].to_text()))
+            .collect();
+        if !listed.is_empty() {
+            let more = r.rows.len().saturating_sub(15);
+            let tail = if more > 0 { format!("; and {more} more") } else { String::new() };
+            facts.push(Fact { name: "diagnoses".into(), value: format!("{}{tail}", listed.join("; ")) });
+        }
+    }
+    if let Some(stay) = stay_id {
+        let r = conn
+            .query(&format!("SELECT * FROM mimiciv_derived.first_day_lab WHERE stay_id = {stay}"))
+            .map_err(|e| e.to_string())?;
+        if let Some(row) = r.rows.first() {
+            let labs: Vec<String> = r
+                .columns
+                .iter()
+                .zip(row)
+                .filter(|(c, v)| {
+                    !matches!(v, Value::Null) && !["subject_id", "stay_id", "hadm_id"].contains(&c.as_str())
+                })
+                .map(|(c, v)| format!("{c} {}", v.to_text()))
+                .collect();
+            if !labs.is_empty() {
+                facts.push(Fact { name: "first_day_labs".into(), value: labs.join(", ") });
+            }
+        }
+    }
+    Ok(facts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

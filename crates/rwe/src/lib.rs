@@ -5,15 +5,20 @@
 //! analysis wrote ([`gold`]), the environment's answer sheet that gates
 //! fill-in fields behind their choice questions ([`sheet`]), RWE-bench's
 //! metrics ([`metrics`]), the check that a protocol does not leak its results
-//! ([`leak`]), the R sandbox ([`sandbox`]) and the cohort audit ([`audit`]).
+//! ([`leak`]), the R sandbox ([`sandbox`]), the cohort audit ([`audit`]),
+//! the agent ([`agent`]), the typed tools' outputs as data ([`analysis`]),
+//! and the evidence bundle ([`bundle`]) with its page ([`report`]).
 
 pub mod agent;
+pub mod analysis;
 pub mod audit;
 pub mod bundle;
+pub mod cohort_eval;
 pub mod database;
 pub mod gold;
 pub mod leak;
 pub mod metrics;
+pub mod report;
 pub mod sandbox;
 pub mod sheet;
 pub mod task;

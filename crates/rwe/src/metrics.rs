@@ -157,7 +157,8 @@ pub struct MetricSummary {
     pub runs: usize,
 }
 
-fn summary(values: &[f64]) -> Option<MetricSummary> {
+/// The mean and standard error of `values` (`None` when empty).
+pub fn summary(values: &[f64]) -> Option<MetricSummary> {
     if values.is_empty() {
         return None;
     }

@@ -3,6 +3,8 @@
 //! beside GPT-4's answers on the same rows (writes eval.json and eval.md).
 //! `evident eval n2c2 GOLD [--predicted DIR]`: the n2c2 2018 Track 1
 //! metric of predicted XML, or of Evident's screening, against gold XML.
+//! `evident eval rwe` and `evident eval cohort-judge`: RWE-bench's metrics
+//! of the study agent, and the CohortEval check of its cohort judge.
 
 use std::path::PathBuf;
 
@@ -28,6 +30,39 @@ enum EvalCommand {
     N2c2(N2c2Args),
     /// RWE-bench's metrics (ACC, RAR, SMR, SR, CR, steps) of the study agent over a folder of tasks.
     Rwe(RweArgs),
+    /// The CohortEval check of the cohort judge on a task with cohort_eval.yaml: sensitivity,
+    /// specificity, PPV and NPV over true members, counterfactual and adversarial negatives.
+    CohortJudge(CohortJudgeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct CohortJudgeArgs {
+    /// The task folder (task.yaml, gold.json, cohort_eval.yaml), e.g. crates/rwe/tasks/lactate-hospital-mortality.
+    task: PathBuf,
+    /// The study database: sqlite:PATH (the reference cohort's SQL is SQLite's).
+    #[arg(long)]
+    database: String,
+    /// Judge runs (RWE-bench: 3).
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// True members (RWE-bench: 100; fewer when the reference cohort is smaller).
+    #[arg(long, default_value_t = 100)]
+    members: usize,
+    /// Counterfactual negatives (RWE-bench: 30).
+    #[arg(long, default_value_t = 30)]
+    counterfactuals: usize,
+    /// Adversarial negatives, built on the counterfactual ones (RWE-bench: 10).
+    #[arg(long, default_value_t = 10)]
+    adversarial: usize,
+    /// Seed of the case sampling.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The judge model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long)]
+    model: Option<String>,
+    /// Do not serve answers from the model cache.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -130,6 +165,22 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 use_cache: !a.no_cache,
             };
             ctx.print(&evident_app::study::evaluate(&ctx.session, &request)?)?;
+        }
+        EvalCommand::CohortJudge(a) => {
+            let request = evident_app::study::JudgeCheckRequest {
+                task: a.task.clone(),
+                db: a.database.clone(),
+                model: ModelChoice { model: a.model.clone(), ..ModelChoice::default() },
+                runs: a.runs,
+                counts: evident_app::study::CaseCounts {
+                    members: a.members,
+                    counterfactual: a.counterfactuals,
+                    adversarial: a.adversarial,
+                },
+                seed: a.seed,
+                use_cache: !a.no_cache,
+            };
+            ctx.print(&evident_app::study::check_judge(&ctx.session, &request)?)?;
         }
         EvalCommand::N2c2(a) => {
             let request = N2c2Request {

@@ -8,10 +8,11 @@ use std::path::{Component, Path, PathBuf};
 
 use evident_db::{ReadOnlyConnection, Value as DbValue};
 use evident_stats::glm::{glm, Family, GlmConfig, Predictor};
-use evident_stats::survival::{coxph, logrank, Ties};
+use evident_stats::survival::{coxph, kaplan_meier, logrank, ConfType, Ties};
 use serde_json::{Map, Value};
 
 use super::actions::{Action, StatsTool};
+use crate::analysis::{AnalysisOutput, EffectRow, KmGroup};
 use crate::audit::AUDIT_FILE;
 use crate::sandbox::{truncate_chars, SandboxConfig, Workspace};
 use crate::sheet::AnswerSheet;
@@ -21,6 +22,8 @@ use crate::sheet::AnswerSheet;
 pub struct Observation {
     pub text: String,
     pub finished: bool,
+    /// What a typed statistics tool computed, as data for the report.
+    pub analysis: Option<AnalysisOutput>,
 }
 
 /// A study run's world: the answer sheet, the workspace and its sandbox,
@@ -30,6 +33,8 @@ pub struct StudyEnv {
     workspace: Workspace,
     sandbox: SandboxConfig,
     db: Option<ReadOnlyConnection>,
+    /// The structured output of the action being executed, if any.
+    analysis: Option<AnalysisOutput>,
 }
 
 impl StudyEnv {
@@ -39,7 +44,7 @@ impl StudyEnv {
         sandbox: SandboxConfig,
         db: Option<ReadOnlyConnection>,
     ) -> Self {
-        StudyEnv { sheet, workspace, sandbox, db }
+        StudyEnv { sheet, workspace, sandbox, db, analysis: None }
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -54,11 +59,12 @@ impl StudyEnv {
     /// sandbox's observation limit.
     pub fn execute(&mut self, step: u32, action: &Action) -> Observation {
         let limit = self.sandbox.max_observation_chars;
+        self.analysis = None;
         let (text, finished) = match self.dispatch(step, action) {
             Ok(done) => done,
             Err(message) => (format!("The action failed: {message}"), false),
         };
-        Observation { text: truncate_chars(&text, limit), finished }
+        Observation { text: truncate_chars(&text, limit), finished, analysis: self.analysis.take() }
     }
 
     fn dispatch(&mut self, step: u32, action: &Action) -> Result<(String, bool), String> {
@@ -117,7 +123,8 @@ impl StudyEnv {
             }
             Action::RunSql { sql, save_as } => self.run_sql(sql, save_as.as_deref()).map(|t| (t, false)),
             Action::Statistics { tool, params } => {
-                let text = statistics(&self.workspace, *tool, params, |p| self.resolve(p))?;
+                let (text, analysis) = statistics(*tool, params, |p| self.resolve(p))?;
+                self.analysis = analysis;
                 done(text)
             }
             Action::SubmitAnswers { answers } => {
@@ -223,12 +230,13 @@ fn name(params: &Map<String, Value>, key: &str) -> Result<String, String> {
     params.get(key).and_then(Value::as_str).map(str::to_string).ok_or(format!("the parameter {key:?} is missing"))
 }
 
+/// Runs one typed statistics tool: the text the agent reads and, for the
+/// tools the report draws, the same numbers as data.
 fn statistics(
-    _workspace: &Workspace,
     tool: StatsTool,
     params: &Map<String, Value>,
     resolve: impl Fn(&str) -> Result<PathBuf, String>,
-) -> Result<String, String> {
+) -> Result<(String, Option<AnalysisOutput>), String> {
     let file = name(params, "file")?;
     let path = resolve(&file)?;
     let err = |e: evident_stats::StatsError| e.to_string();
@@ -246,7 +254,7 @@ fn statistics(
                     s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max
                 ));
             }
-            Ok(out)
+            Ok((out, None))
         }
         StatsTool::LogisticRegression | StatsTool::CoxRegression => {
             let predictors = names(params, "predictors")?;
@@ -268,11 +276,26 @@ fn statistics(
                 (fit.coefficients, "hazard ratio (Efron ties)", fit.n)
             };
             let mut out = format!("n = {n}{}\nterm, {header}, 95% CI (Wald), p-value\n", dropped_note(dropped));
+            let mut terms = Vec::new();
             for c in coefficients.iter().filter(|c| c.term != "(Intercept)") {
                 let (lo, hi) = c.exp_conf();
                 out.push_str(&format!("{}, {:.6}, {:.6}-{:.6}, {:.6e}\n", c.term, c.exp_estimate(), lo, hi, c.p_value));
+                terms.push(EffectRow {
+                    term: c.term.clone(),
+                    ratio: c.exp_estimate(),
+                    conf_low: lo,
+                    conf_high: hi,
+                    p_value: c.p_value,
+                });
             }
-            Ok(out)
+            let analysis = AnalysisOutput::Regression {
+                tool: tool.name().to_string(),
+                effect: header.to_string(),
+                file,
+                n,
+                terms,
+            };
+            Ok((out, Some(analysis)))
         }
         StatsTool::KaplanMeierLogrank => {
             let cols_wanted = vec![name(params, "time")?, name(params, "event")?, name(params, "group")?];
@@ -288,12 +311,36 @@ fn statistics(
                 "log-rank chi-square {:.4} on {} df, p-value {:.6e}\n",
                 test.test.statistic, test.test.df, test.test.p_value
             ));
-            Ok(out)
+            let curves =
+                kaplan_meier(&cols[0], &cols[1], Some(cols[2].as_slice()), ConfType::Log, 0.95).map_err(err)?;
+            let [time, event, group]: [String; 3] = cols_wanted.try_into().unwrap_or_default();
+            let analysis = AnalysisOutput::KaplanMeier {
+                file,
+                time,
+                event,
+                group,
+                curves: curves.iter().map(KmGroup::from_curve).collect(),
+                chi_square: test.test.statistic,
+                df: test.test.df as usize,
+                p_value: test.test.p_value,
+            };
+            Ok((out, Some(analysis)))
         }
         StatsTool::RocAuc => {
-            let (cols, dropped) = read_columns(&path, &[name(params, "outcome")?, name(params, "predictor")?])?;
+            let (outcome, predictor) = (name(params, "outcome")?, name(params, "predictor")?);
+            let (cols, dropped) = read_columns(&path, &[outcome.clone(), predictor.clone()])?;
             let auc = evident_stats::roc::auc_delong(&cols[0], &cols[1], 0.95).map_err(err)?;
-            Ok(format!(
+            let analysis = AnalysisOutput::RocAuc {
+                file,
+                outcome,
+                predictor,
+                auc: auc.auc,
+                conf_low: auc.conf_low,
+                conf_high: auc.conf_high,
+                cases: auc.n_cases,
+                controls: auc.n_controls,
+            };
+            let text = format!(
                 "AUC {:.6} (95% CI DeLong {:.6}-{:.6}); {} cases, {} controls; higher values {} cases{}\n",
                 auc.auc,
                 auc.conf_low,
@@ -302,7 +349,8 @@ fn statistics(
                 auc.n_controls,
                 if auc.cases_higher { "indicate" } else { "do not indicate" },
                 dropped_note(dropped)
-            ))
+            );
+            Ok((text, Some(analysis)))
         }
         StatsTool::FisherTest => {
             let (cols, dropped) = read_columns(&path, &[name(params, "row")?, name(params, "column")?])?;
@@ -310,13 +358,16 @@ fn statistics(
                 |r: f64, c: f64| cols[0].iter().zip(&cols[1]).filter(|(a, b)| **a == r && **b == c).count() as u64;
             let (a, b, c, d) = (count(1.0, 1.0), count(1.0, 0.0), count(0.0, 1.0), count(0.0, 0.0));
             let f = evident_stats::htest::fisher_test(a, b, c, d, 0.95).map_err(err)?;
-            Ok(format!(
+            Ok((
+                format!(
                 "table [[{a}, {b}], [{c}, {d}]] (row 1/0 by column 1/0); p-value {:.6e}; odds ratio {:.6} (95% CI {:.6}-{:.6}){}\n",
                 f.p_value,
                 f.odds_ratio,
                 f.conf_low,
                 f.conf_high,
                 dropped_note(dropped)
+            ),
+                None,
             ))
         }
     }

@@ -28,6 +28,7 @@ use evident_llm::{ChatModel, ChatRequest, LlmError, Message, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::analysis::AnalysisOutput;
 use crate::sheet::{RecordedAnswer, VisibleItem};
 use crate::task::Task;
 use actions::{parse_action, tools_desc};
@@ -117,6 +118,9 @@ pub struct StepRecord {
     /// The run ended with this step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination: Option<Termination>,
+    /// What a typed statistics tool computed in this step, as data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisOutput>,
 }
 
 /// Why a run ended.
@@ -342,7 +346,7 @@ pub fn run_agent(
                 }
             }
         };
-        let (output, action_name, observation, termination) = match parsed {
+        let (output, action_name, observation, termination, analysis) = match parsed {
             Ok((output, action)) => {
                 let obs = env.execute(step, &action);
                 let termination = if matches!(action, actions::Action::FinishTask) {
@@ -352,13 +356,14 @@ pub fn run_agent(
                 } else {
                     None
                 };
-                (output, action.name().to_string(), obs.text, termination)
+                (output, action.name().to_string(), obs.text, termination, obs.analysis)
             }
             Err((output, problem)) => (
                 output,
                 "(invalid output)".to_string(),
                 format!("Invalid response: {problem}"),
                 Some(Termination::InvalidOutputs),
+                None,
             ),
         };
         let record = StepRecord {
@@ -373,6 +378,7 @@ pub fn run_agent(
             completion_tokens,
             elapsed_ms: step_start.elapsed().as_millis() as u64,
             termination,
+            analysis,
         };
         store.append(&record)?;
         messages.push(Message::assistant(record.output.clone()));
