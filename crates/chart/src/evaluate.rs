@@ -43,7 +43,8 @@ pub struct AnswerRecord {
     pub patient: String,
     pub method: String,
     pub run: u32,
-    /// `answered` or `pipeline_failure`.
+    /// `answered`, `pipeline_failure`, or `error` (the model refused the
+    /// request, e.g. a prompt larger than its context).
     pub status: String,
     pub answer: Option<String>,
     pub reasoning: Option<String>,
@@ -107,6 +108,41 @@ impl AnswerRecord {
             failure: answer.failure.clone(),
             review: Review::default(),
             result: serde_json::to_value(answer).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+impl AnswerRecord {
+    /// A question the method could not answer at all because the model
+    /// refused the request (the prompt did not fit its context): status
+    /// `error`, score 0, counted with the pipeline failures, the message kept.
+    pub fn error(question: &BankQuestion, method: &str, run: u32, message: &str) -> AnswerRecord {
+        AnswerRecord {
+            question_id: question.id.clone(),
+            patient: question.patient.clone(),
+            method: method.to_string(),
+            run,
+            status: "error".into(),
+            answer: None,
+            reasoning: None,
+            gold_answer: question.gold_answer.clone(),
+            score: 0.0,
+            citations: 0,
+            unsupported_citations: 0,
+            skills_selected: 0,
+            tool_calls: 0,
+            documents_retrieved: 0,
+            documents_cited: 0,
+            calls: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reused_prompt_tokens: 0,
+            wall_ms: 0,
+            non_llm_ms: 0,
+            model_run: String::new(),
+            failure: Some(vec![message.to_string()]),
+            review: Review::default(),
+            result: serde_json::Value::Null,
         }
     }
 }

@@ -1,9 +1,11 @@
 //! The evaluations: a screening method scored against the physicians'
 //! criterion-level labels of TrialGPT ([`trialgpt`]), and the n2c2 2018
-//! Track 1 metric ([`n2c2`]). Both screen through the same
+//! Track 1 metric ([`n2c2`]); chart questions against a question bank
+//! ([`chart`]). The first two screen through the same
 //! [`Screening`](crate::screening::Screening) as the match job, so every
 //! decision is stored and an interrupted evaluation resumes.
 
+pub mod chart;
 pub mod n2c2;
 pub mod trialgpt;
 mod trialgpt_markdown;

@@ -1,6 +1,9 @@
 //! `evident eval trialgpt`: runs a screening method on TrialGPT's
 //! criterion-level annotations and scores it against the physicians,
 //! beside GPT-4's answers on the same rows (writes eval.json and eval.md).
+//! `evident eval chart --questions FILE --method M ...`: chart questions
+//! scored against a question bank; `evident eval chart-bank --from DIR
+//! --seed N --out FILE` generates one.
 //! `evident eval n2c2 GOLD [--predicted DIR]`: the n2c2 2018 Track 1
 //! metric of predicted XML, or of Evident's screening, against gold XML.
 //! `evident eval rwe` and `evident eval cohort-judge`: RWE-bench's metrics
@@ -33,6 +36,69 @@ enum EvalCommand {
     /// The CohortEval check of the cohort judge on a task with cohort_eval.yaml: sensitivity,
     /// specificity, PPV and NPV over true members, counterfactual and adversarial negatives.
     CohortJudge(CohortJudgeArgs),
+    /// Chart questions: answer a question bank with each method, score as the myeloma paper does.
+    Chart(ChartArgs),
+    /// Generate a chart question bank from FHIR R4 bundles (templates, seed, the paper's deck draw).
+    ChartBank(ChartBankArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ChartArgs {
+    /// The question bank (JSONL), e.g. examples/chart/bank/dev.jsonl.
+    #[arg(long)]
+    questions: PathBuf,
+    /// A method (repeat for several): agent, baseline, simple-rag,
+    /// full-context, an ablation (agent-no-skills, ...) or any other
+    /// method `evident ask --method` accepts.
+    #[arg(long = "method", required = true)]
+    methods: Vec<String>,
+    /// Runs per question and method (the paper: 10); scores are averaged per question.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Where answers.jsonl, results.json and summary.md go; run the same
+    /// command again to resume.
+    #[arg(long, default_value = "evident-eval-chart")]
+    out: PathBuf,
+    /// Only the first N questions of the file.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Bootstrap resamples for every interval and paired difference.
+    #[arg(long, default_value_t = 10_000)]
+    resamples: usize,
+    /// The bootstrap's seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long, conflicts_with = "endpoint")]
+    model: Option<String>,
+    /// An OpenAI-compatible base URL.
+    #[arg(long)]
+    endpoint: Option<String>,
+    #[arg(long, default_value = "default", requires = "endpoint")]
+    endpoint_model: String,
+    /// Allow patient text to reach a non-loopback endpoint.
+    #[arg(long)]
+    allow_remote: bool,
+    /// Do not serve answers from the model cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct ChartBankArgs {
+    /// FHIR R4 bundle files or folders of them (repeatable), e.g.
+    /// ../shared/data/synthea/generated-sample-data-R4.
+    #[arg(long = "from", required = true)]
+    from: Vec<PathBuf>,
+    /// A templates file (default: the built-in templates, crates/chart/bank/templates.yaml).
+    #[arg(long)]
+    templates: Option<PathBuf>,
+    /// The deck draw's seed (the paper: 42).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// The bank to write (JSONL).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -181,6 +247,34 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 use_cache: !a.no_cache,
             };
             ctx.print(&evident_app::study::check_judge(&ctx.session, &request)?)?;
+        }
+        EvalCommand::Chart(a) => {
+            let request = evident_app::evaluation::chart::ChartEvalRequest {
+                questions: a.questions.clone(),
+                methods: a.methods.clone(),
+                runs: a.runs,
+                out: a.out.clone(),
+                limit: a.limit,
+                model: ModelChoice {
+                    model: a.model.clone(),
+                    endpoint: a.endpoint.clone(),
+                    endpoint_model: a.endpoint_model.clone(),
+                    allow_remote: a.allow_remote,
+                },
+                use_cache: !a.no_cache,
+                resamples: a.resamples,
+                seed: a.seed,
+            };
+            ctx.print(&evident_app::evaluation::chart::evaluate_chart(&ctx.session, &request, &ctx.bars())?)?;
+        }
+        EvalCommand::ChartBank(a) => {
+            let request = evident_app::evaluation::chart::BankRequest {
+                from: a.from.clone(),
+                templates: a.templates.clone(),
+                seed: a.seed,
+                out: a.out.clone(),
+            };
+            ctx.print(&evident_app::evaluation::chart::generate_bank(&request)?)?;
         }
         EvalCommand::N2c2(a) => {
             let request = N2c2Request {

@@ -1,0 +1,413 @@
+//! Chart questions against a question bank.
+//!
+//! - [`generate_bank`]: instantiates the bank's templates over FHIR R4
+//!   bundles (the structured resources for the gold answers, the timeline
+//!   documents ingestion makes of them for the support check) with a seed,
+//!   and writes the bank as JSONL (to a temporary file, then renamed).
+//! - [`evaluate_chart`]: answers every question of a bank with each method
+//!   and run through the chart job ([`crate::chart::ask`], one model run per
+//!   answer), appends each answer to `answers.jsonl` in the output folder
+//!   as soon as it is made (an interrupted evaluation resumes without
+//!   repeating or duplicating a question/method/run), then scores them all
+//!   and writes `results.json` and `summary.md`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use evident_chart::bank::{self, BankQuestion, GenerationReport, PatientFacts, PatientRecord, Template};
+use evident_chart::evaluate::{self, AnswerRecord, Results};
+use evident_chart::Method;
+use evident_llm::LlmError;
+use serde::Serialize;
+
+use crate::chart::AskRequest;
+use crate::error::{input_error, AppError, Result};
+use crate::models::ModelChoice;
+use crate::progress::{ProgressEvent, ProgressSink};
+use crate::session::{lock, Session};
+
+/// The Synthea patients with notes, kept for independent evaluation.
+const HELD_OUT: &str = "sample-bulk-fhir-datasets-10-patients";
+
+/// Generate a development bank.
+#[derive(Debug, Clone)]
+pub struct BankRequest {
+    /// FHIR R4 bundle files, or folders of them (`*.json`).
+    pub from: Vec<PathBuf>,
+    /// A templates file (default: the built-in templates).
+    pub templates: Option<PathBuf>,
+    pub seed: u64,
+    pub out: PathBuf,
+}
+
+/// What the generator wrote.
+#[derive(Debug, Serialize)]
+pub struct BankResult {
+    pub written: PathBuf,
+    pub seed: u64,
+    pub templates: usize,
+    #[serde(flatten)]
+    pub report: GenerationReport,
+    /// Questions per level, template and gold answer (for the docs).
+    pub per_level: BTreeMap<u8, usize>,
+    pub per_template: BTreeMap<String, usize>,
+    pub per_category: BTreeMap<String, usize>,
+}
+
+fn bundle_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if path.to_string_lossy().contains(HELD_OUT) {
+        input_error!(
+            "{} holds the Synthea patients with notes, which are kept for independent evaluation; build the development bank from other records (e.g. synthea/generated-sample-data-R4)",
+            path.display()
+        );
+    }
+    if !path.exists() {
+        input_error!("{}: no such file or folder", path.display());
+    }
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| AppError::file(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        input_error!("{}: no FHIR bundle (*.json) in this folder", path.display());
+    }
+    Ok(files)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| AppError::file(parent, e))?;
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, bytes).map_err(|e| AppError::file(&partial, e))?;
+    std::fs::rename(&partial, path).map_err(|e| AppError::file(path, e))
+}
+
+/// Generates the bank.
+pub fn generate_bank(request: &BankRequest) -> Result<BankResult> {
+    let templates: Vec<Template> = match &request.templates {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| AppError::file(path, e))?;
+            bank::load_templates(&path.display().to_string(), &text).map_err(|e| AppError::Input(e.to_string()))?
+        }
+        None => bank::builtin_templates(),
+    };
+    if request.from.is_empty() {
+        input_error!("no records to build the bank from; give FHIR bundle files or folders");
+    }
+    let mut facts: Vec<PatientFacts> = Vec::new();
+    let mut documents: Vec<Vec<evident_model::Document>> = Vec::new();
+    for path in &request.from {
+        for file in bundle_files(path)? {
+            let text = std::fs::read_to_string(&file).map_err(|e| AppError::file(&file, e))?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| AppError::Input(format!("{}: is not a JSON FHIR bundle ({e})", file.display())))?;
+            let units = evident_ingest::plan(std::slice::from_ref(&file), evident_ingest::Format::Fhir)?;
+            let mut docs = Vec::new();
+            for unit in &units {
+                let (batch, problems) = evident_ingest::read_unit(unit);
+                if let Some(p) = problems.first() {
+                    input_error!("{}: {p}", file.display());
+                }
+                docs.extend(batch.documents);
+            }
+            for f in PatientFacts::from_fhir_bundle(&value) {
+                documents.push(docs.iter().filter(|d| d.patient_id == f.id).cloned().collect());
+                facts.push(f);
+            }
+        }
+    }
+    let records: Vec<PatientRecord<'_>> =
+        facts.iter().zip(&documents).map(|(f, d)| PatientRecord { facts: f, documents: d }).collect();
+    let (questions, report) = bank::generate(&templates, &records, request.seed);
+    write_atomically(&request.out, bank::to_jsonl(&questions).as_bytes())?;
+    let mut result = BankResult {
+        written: request.out.clone(),
+        seed: request.seed,
+        templates: templates.len(),
+        report,
+        per_level: BTreeMap::new(),
+        per_template: BTreeMap::new(),
+        per_category: BTreeMap::new(),
+    };
+    for q in &questions {
+        *result.per_level.entry(q.level).or_default() += 1;
+        *result.per_template.entry(q.template.clone()).or_default() += 1;
+        *result.per_category.entry(q.category.clone()).or_default() += 1;
+    }
+    Ok(result)
+}
+
+impl fmt::Display for BankResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} questions for {} patients from {} templates (seed {}), written to {}",
+            self.report.questions,
+            self.report.patients,
+            self.templates,
+            self.seed,
+            self.written.display()
+        )?;
+        let levels: Vec<String> = self.per_level.iter().map(|(l, n)| format!("Level {l}: {n}")).collect();
+        writeln!(f, "{}", levels.join(", "))?;
+        let cats: Vec<String> = self.per_category.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        writeln!(f, "{}", cats.join(", "))?;
+        let ts: Vec<String> = self.per_template.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        writeln!(f, "per template: {}", ts.join(", "))?;
+        writeln!(f, "{} draws put back (template not instantiable for the patient)", self.report.redraws)?;
+        if !self.report.short.is_empty() {
+            writeln!(f, "{} patient-levels got fewer questions than 2 + 2 + 1", self.report.short.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Evaluate methods on a bank.
+#[derive(Debug, Clone)]
+pub struct ChartEvalRequest {
+    pub questions: PathBuf,
+    pub methods: Vec<String>,
+    pub runs: u32,
+    pub out: PathBuf,
+    /// Only the first N questions of the file.
+    pub limit: Option<usize>,
+    pub model: ModelChoice,
+    /// Serve the first run's answers from the model cache (later runs never are).
+    pub use_cache: bool,
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+/// What the evaluation wrote and found.
+#[derive(Debug, Serialize)]
+pub struct ChartEvaluation {
+    /// Answers made by this invocation (the rest were stored by earlier ones).
+    pub new_answers: usize,
+    pub stored_answers: usize,
+    pub answers_file: PathBuf,
+    pub results_file: PathBuf,
+    pub results: Results,
+    #[serde(skip)]
+    pub table: String,
+}
+
+impl fmt::Display for ChartEvaluation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.table)?;
+        writeln!(
+            f,
+            "\n{} answers stored ({} new) in {}; results in {}",
+            self.stored_answers,
+            self.new_answers,
+            self.answers_file.display(),
+            self.results_file.display()
+        )
+    }
+}
+
+/// Reads the answers stored so far. A last line cut short by an
+/// interruption is dropped (and the file truncated to the lines before it);
+/// a bad line before the last is an error naming it.
+fn read_answers(path: &Path) -> Result<Vec<AnswerRecord>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(AppError::file(path, e)),
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut good_bytes = 0usize;
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            good_bytes += line.len() + 1;
+            continue;
+        }
+        match serde_json::from_str::<AnswerRecord>(line) {
+            Ok(r) => {
+                out.push(r);
+                good_bytes += line.len() + 1;
+            }
+            Err(_) if i + 1 == lines.len() => {
+                let file = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| AppError::file(path, e))?;
+                file.set_len(good_bytes as u64).map_err(|e| AppError::file(path, e))?;
+            }
+            Err(e) => input_error!(
+                "{}:{}: is not a stored answer ({e}); remove the line or use another output folder",
+                path.display(),
+                i + 1
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// Appends one answer as one line, written whole and flushed.
+fn append(file: &mut std::fs::File, path: &Path, record: &AnswerRecord) -> Result<()> {
+    let mut line = serde_json::to_string(record)?;
+    line.push('\n');
+    file.write_all(line.as_bytes()).and_then(|_| file.flush()).map_err(|e| AppError::file(path, e))
+}
+
+/// Runs the evaluation.
+pub fn evaluate_chart(
+    session: &Session,
+    request: &ChartEvalRequest,
+    progress: &dyn ProgressSink,
+) -> Result<ChartEvaluation> {
+    let text = std::fs::read_to_string(&request.questions).map_err(|e| AppError::file(&request.questions, e))?;
+    let mut questions =
+        bank::parse_bank(&request.questions, &text).map_err(|e| AppError::Input(format!("questions file {e}")))?;
+    if let Some(n) = request.limit {
+        questions.truncate(n);
+    }
+    if request.methods.is_empty() {
+        input_error!("no method; name at least one");
+    }
+    let known = Method::ALL.map(|m| m.as_str()).join(", ");
+    let mut methods: Vec<String> = Vec::new();
+    for m in &request.methods {
+        let Some(parsed) = Method::parse(m) else { input_error!("method {m:?} is unknown; use one of {known}") };
+        let name = parsed.as_str().to_string();
+        if !methods.contains(&name) {
+            methods.push(name);
+        }
+    }
+    if request.runs == 0 {
+        input_error!("runs is 0; use at least 1");
+    }
+    // Every patient must be stored, and the record lengths are read now.
+    let store = session.store()?;
+    let mut record_chars: BTreeMap<String, usize> = BTreeMap::new();
+    {
+        let guard = lock(&store);
+        let line_of: BTreeMap<String, usize> = text
+            .lines()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                v.get("id")?.as_str().map(|id| (id.to_string(), i + 1))
+            })
+            .collect();
+        for q in &questions {
+            if record_chars.contains_key(&q.patient) {
+                continue;
+            }
+            if guard.patient(&q.patient)?.is_none() {
+                input_error!(
+                    "{}:{}: field `patient`: {:?} is not in the store {}; ingest the bank's records first",
+                    request.questions.display(),
+                    line_of.get(&q.id).copied().unwrap_or(0),
+                    q.patient,
+                    session.db_path().display()
+                );
+            }
+            let until = chrono::NaiveDate::parse_from_str(&q.reference_date, "%Y-%m-%d")
+                .expect("parse_bank checked the date")
+                .and_hms_opt(23, 59, 59)
+                .expect("a valid time");
+            let mut chars = 0;
+            for d in guard.documents(&q.patient)?.iter().filter(|d| d.date.is_some_and(|t| t <= until)) {
+                chars += guard.document(&d.id)?.map_or(0, |doc| doc.text.chars().count());
+            }
+            record_chars.insert(q.patient.clone(), chars);
+        }
+    }
+    std::fs::create_dir_all(&request.out).map_err(|e| AppError::file(&request.out, e))?;
+    let answers_file = request.out.join("answers.jsonl");
+    let mut stored = read_answers(&answers_file)?;
+    let done: BTreeSet<(String, String, u32)> =
+        stored.iter().map(|r| (r.question_id.clone(), r.method.clone(), r.run)).collect();
+    let mut todo: Vec<(&BankQuestion, &String, u32)> = Vec::new();
+    for run in 1..=request.runs {
+        for method in &methods {
+            for q in &questions {
+                if !done.contains(&(q.id.clone(), method.clone(), run)) {
+                    todo.push((q, method, run));
+                }
+            }
+        }
+    }
+    let total = questions.len() * methods.len() * request.runs as usize;
+    progress.report(ProgressEvent::ScreeningStarted { label: format!("chart evaluation: {}", methods.join(", ")) });
+    progress.report(ProgressEvent::ScreeningPlanned { total, done: total - todo.len() });
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&answers_file)
+        .map_err(|e| AppError::file(&answers_file, e))?;
+    let mut new_answers = 0;
+    for (q, method, run) in todo {
+        let ask = AskRequest {
+            patient_id: q.patient.clone(),
+            question: q.question.clone(),
+            as_of: Some(q.reference_date.clone()),
+            method: method.clone(),
+            skills_dir: None,
+            model: request.model.clone(),
+            use_cache: request.use_cache && run == 1,
+            out_dir: None,
+        };
+        let answered = match crate::chart::ask(session, &ask) {
+            Ok(a) => a,
+            // A prompt the model cannot take is this method's failure on
+            // this question, not a reason to stop: stored, scored 0.
+            Err(
+                e @ (AppError::Llm(LlmError::ContextOverflow { .. })
+                | AppError::Chart(evident_chart::ChartError::Llm(LlmError::ContextOverflow { .. }))),
+            ) => {
+                let record = AnswerRecord::error(q, method, run, &e.to_string());
+                append(&mut file, &answers_file, &record)?;
+                stored.push(record);
+                new_answers += 1;
+                progress.report(ProgressEvent::TaskDone);
+                continue;
+            }
+            Err(e @ (AppError::Input(_) | AppError::NotFound(_) | AppError::Setup(_))) => {
+                progress.report(ProgressEvent::ScreeningFinished);
+                return Err(e);
+            }
+            Err(e) => {
+                progress.report(ProgressEvent::ScreeningFinished);
+                return Err(AppError::Interrupted {
+                    what: format!("the chart evaluation (question {}, method {method}, run {run})", q.id),
+                    cause: Box::new(e),
+                });
+            }
+        };
+        let record = AnswerRecord::new(q, method, run, &answered.answer, &answered.run);
+        append(&mut file, &answers_file, &record)?;
+        stored.push(record);
+        new_answers += 1;
+        progress.report(ProgressEvent::TaskDone);
+    }
+    progress.report(ProgressEvent::ScreeningFinished);
+    // Scores are recomputed from the stored answer text, so a stored
+    // answer is scored by the current rules and the current bank.
+    let by_id: BTreeMap<&str, &BankQuestion> = questions.iter().map(|q| (q.id.as_str(), q)).collect();
+    let scored: Vec<AnswerRecord> = stored
+        .into_iter()
+        .filter(|r| methods.contains(&r.method) && r.run <= request.runs)
+        .filter_map(|mut r| {
+            let q = by_id.get(r.question_id.as_str())?;
+            r.score = match (&r.status[..], &r.answer) {
+                ("answered", Some(a)) => evaluate::score_answer(q, a),
+                _ => 0.0,
+            };
+            Some(r)
+        })
+        .collect();
+    let results = evaluate::summarise(&questions, &scored, &methods, &record_chars, request.resamples, request.seed);
+    let table = evaluate::render(&results);
+    let results_file = request.out.join("results.json");
+    write_atomically(&results_file, &serde_json::to_vec_pretty(&results)?)?;
+    write_atomically(&request.out.join("summary.md"), table.as_bytes())?;
+    Ok(ChartEvaluation { new_answers, stored_answers: scored.len(), answers_file, results_file, results, table })
+}
