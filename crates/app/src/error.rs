@@ -14,6 +14,11 @@ pub enum AppError {
     /// file. Fix the request and try again.
     #[error("{0}")]
     Input(String),
+    /// What the request names is not stored: an unknown patient, run,
+    /// document or job. (A kind of input error: a front end that does not
+    /// tell them apart treats it as one; the server answers 404.)
+    #[error("{0}")]
+    NotFound(String),
     /// The configuration, a model or a tool is missing or wrong.
     #[error("{0}")]
     Setup(String),

@@ -18,6 +18,9 @@
 //! - [`users`]: local accounts, roles and login sessions for the review service.
 //! - [`db`]: load MIMIC-IV into SQLite or PostgreSQL; one read-only query.
 //! - [`chart`]: one question about one patient's record, answered with citations.
+//! - [`jobs`]: background jobs of the review service (a screening, a chart question), their state in the store.
+//! - [`studies`]: study run folders and their evidence bundles, for the review service.
+//! - [`synthetic`]: a synthetic screening run (no model) for the review service's load and fault tests.
 //!
 //! Every model is built in [`models`]: the recorder, the cache and the
 //! privacy guard are applied there, whichever job asks. A new job (a chart
@@ -30,6 +33,7 @@ mod config;
 pub mod db;
 mod error;
 pub mod evaluation;
+pub mod jobs;
 pub mod knowledge;
 pub mod llm;
 mod models;
@@ -41,7 +45,9 @@ pub mod screening;
 pub mod search;
 mod session;
 pub mod stats;
+pub mod studies;
 pub mod study;
+pub mod synthetic;
 pub mod users;
 
 pub use config::{Config, RetrievalConfig};

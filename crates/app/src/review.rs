@@ -186,7 +186,7 @@ pub fn patient(session: &Session, run_id: &str, patient_id: &str) -> Result<Pati
 fn patient_review(store: &Store, run_id: &str, patient_id: &str) -> Result<PatientReview> {
     let (set, report) = load_report(store, run_id, Some(patient_id))?;
     let Some(p) = report.patients.into_iter().next() else {
-        input_error!("patient {patient_id:?} has no decision in run {run_id:?}");
+        return Err(AppError::NotFound(format!("patient {patient_id:?} has no decision in run {run_id:?}")));
     };
     let overrides = store.overrides(run_id, Some(patient_id))?;
     let latest = latest_overrides(&overrides);
@@ -236,7 +236,7 @@ pub fn document(session: &Session, patient_id: &str, document_id: &str) -> Resul
     session.with_store(|store| {
         let doc = store.document(document_id)?;
         let Some(doc) = doc.filter(|d| d.patient_id == patient_id) else {
-            input_error!("patient {patient_id:?} has no document {document_id:?}");
+            return Err(AppError::NotFound(format!("patient {patient_id:?} has no document {document_id:?}")));
         };
         let sentences = store.sentences(document_id)?;
         Ok(DocumentView {
@@ -282,7 +282,10 @@ pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideReq
     session.with_store(|store| {
         let review = patient_review(store, &request.run_id, &request.patient_id)?;
         let Some(criterion) = review.criteria.iter().find(|c| c.view.criterion.id == request.criterion_id) else {
-            input_error!("run {:?} has no criterion {:?}", request.run_id, request.criterion_id);
+            return Err(AppError::NotFound(format!(
+                "run {:?} has no criterion {:?}",
+                request.run_id, request.criterion_id
+            )));
         };
         let new = NewOverride {
             run_id: request.run_id.clone(),
@@ -456,6 +459,18 @@ fn finish_csv(w: csv::Writer<Vec<u8>>) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| AppError::Setup(format!("CSV is not UTF-8: {e}")))
 }
 
+/// The criteria set a stored screening run was made with.
+pub fn stored_criteria(session: &Session, run_id: &str) -> Result<CriteriaSet> {
+    session.with_store(|store| {
+        let Some(run) = store.match_run(run_id)? else {
+            return Err(AppError::NotFound(format!(
+                "run {run_id:?} is not in the store; list the screening runs to see which are"
+            )));
+        };
+        run_criteria(run_id, &run.definition_json)
+    })
+}
+
 /// The criteria set a run was made with (its definition holds it).
 fn run_criteria(run_id: &str, definition_json: &str) -> Result<CriteriaSet> {
     let definition: serde_json::Value = serde_json::from_str(definition_json)?;
@@ -469,14 +484,16 @@ fn run_criteria(run_id: &str, definition_json: &str) -> Result<CriteriaSet> {
 /// The run's criteria and its report over the patients it holds (or one).
 fn load_report(store: &Store, run_id: &str, patient: Option<&str>) -> Result<(CriteriaSet, TrialReport)> {
     let Some(run) = store.match_run(run_id)? else {
-        input_error!("run {run_id:?} is not in the store; list the screening runs to see which are");
+        return Err(AppError::NotFound(format!(
+            "run {run_id:?} is not in the store; list the screening runs to see which are"
+        )));
     };
     let set = run_criteria(run_id, &run.definition_json)?;
     let patients: Vec<String> = match patient {
         Some(p) => {
             let held = stored_results(store, run_id)?.iter().any(|r| r.patient_id == p);
             if !held {
-                input_error!("patient {p:?} has no decision in run {run_id:?}");
+                return Err(AppError::NotFound(format!("patient {p:?} has no decision in run {run_id:?}")));
             }
             vec![p.to_string()]
         }

@@ -73,7 +73,7 @@ impl Session {
 
     /// The error for a patient id that is not in the store.
     pub fn unknown_patient(&self, patient: &str) -> AppError {
-        AppError::Input(format!(
+        AppError::NotFound(format!(
             "patient {patient:?} is not in the store {}; list the patients to see who is",
             self.db.display()
         ))

@@ -13,7 +13,7 @@ use evident_app::{records, review, runs, search};
 use serde::Deserialize;
 
 use crate::auth::{self, blocking, CurrentUser};
-use crate::{openapi, ApiError, AppState};
+use crate::{jobs, openapi, study_pages, ApiError, AppState};
 
 /// What the OpenAPI document says about one route.
 #[derive(Debug, Clone)]
@@ -169,6 +169,68 @@ pub fn routes() -> Vec<(ApiDoc, MethodRouter<AppState>)> {
         (ApiDoc { produces: CSV, ..doc("get", "/api/audit.csv", "review", "The audit trail as CSV") }, get(audit_csv)),
         (doc("get", "/api/model-runs", "models", "Model runs with usage (tokens, cost, latency)"), get(model_runs)),
         (doc("get", "/api/model-runs/{run}", "models", "One model run's calls"), get(model_run)),
+        (
+            doc("get", "/api/jobs", "jobs", "Background jobs (screenings, chart questions), newest first"),
+            get(jobs::list),
+        ),
+        (
+            ApiDoc {
+                role: Some(Role::Reviewer),
+                body: &[
+                    ("kind", "string", "screening or chart", true),
+                    ("trial_from_run", "string", "screening: re-screen with this stored run's criteria", false),
+                    (
+                        "criteria",
+                        "string",
+                        "screening: criteria text (Evident set, ClinicalTrials.gov study, or eligibility text)",
+                        false,
+                    ),
+                    ("trial_id", "string", "screening: the trial id for eligibility text", false),
+                    ("title", "string", "screening: the trial title for eligibility text", false),
+                    ("patients", "array", "screening: patient ids (default every patient)", false),
+                    ("patient_id", "string", "chart: the patient", false),
+                    ("question", "string", "chart: the question", false),
+                    ("as_of", "string", "chart: reference date YYYY-MM-DD (default the last document's date)", false),
+                    ("method", "string", "screening strategy (default ican) or chart method (default agent)", false),
+                    ("model", "string", "a known or configured model (default the embedded one)", false),
+                ],
+                ..doc("post", "/api/jobs", "jobs", "Start a background job (audited); answers 202 with the queued job")
+            },
+            post(jobs::create),
+        ),
+        (doc("get", "/api/jobs/{job}", "jobs", "One job: state, progress, result or error"), get(jobs::show)),
+        (
+            ApiDoc {
+                produces: "text/event-stream",
+                ..doc(
+                    "get",
+                    "/api/jobs/{job}/events",
+                    "jobs",
+                    "The job's progress as server-sent events (progress, then end), each with the job as JSON",
+                )
+            },
+            get(jobs::events),
+        ),
+        (
+            ApiDoc {
+                role: Some(Role::Reviewer),
+                ..doc(
+                    "post",
+                    "/api/jobs/{job}/resume",
+                    "jobs",
+                    "Start an interrupted or failed job again as a new job that resumes it (audited)",
+                )
+            },
+            post(jobs::resume),
+        ),
+        (
+            doc("get", "/api/studies", "studies", "Study run folders (evident serve --studies DIR) with their scores"),
+            get(study_pages::api_list),
+        ),
+        (
+            doc("get", "/api/studies/{study}", "studies", "One study run's evidence bundle (bundle.json as written)"),
+            get(study_pages::api_bundle),
+        ),
         (ApiDoc { role: Some(Role::Admin), ..doc("get", "/api/users", "admin", "Local accounts") }, get(list_users)),
         (
             ApiDoc {

@@ -50,9 +50,7 @@ impl ApiError {
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> ApiError {
         match e {
-            AppError::Input(message) if message.contains("is not in the store") || message.contains(" has no ") => {
-                ApiError::NotFound(message)
-            }
+            AppError::NotFound(message) => ApiError::NotFound(message),
             AppError::Input(message) => ApiError::BadRequest(message),
             other => ApiError::Internal(other.to_string()),
         }

@@ -7,16 +7,24 @@
 //! - [`auth`]: session cookies, CSRF, the login rate limit, roles.
 //! - [`api`]: the JSON routes, each with the metadata the OpenAPI
 //!   document is generated from ([`openapi`]).
-//! - [`pages`]: the server-rendered review UI (maud escapes every value).
+//! - [`pages`]: the server-rendered review UI (maud escapes every value);
+//!   `job_pages` (jobs, the chart question and its answer) and
+//!   `study_pages` (study runs' bundles) beside it.
+//! - [`jobs`]: background jobs over HTTP: start, follow as server-sent
+//!   events, resume.
 
 pub mod api;
 pub mod auth;
 pub mod bind;
 mod error;
+mod job_pages;
+pub mod jobs;
 pub mod openapi;
 pub mod pages;
+mod study_pages;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::http::{header, HeaderValue};
@@ -26,17 +34,26 @@ use evident_app::Session;
 pub use bind::{check_bind, BindError};
 pub use error::ApiError;
 
-/// What every handler shares: the session over the store and the login
-/// rate limiter.
+/// What every handler shares: the session over the store, the login
+/// rate limiter, and the folder of study runs the study pages read.
 #[derive(Clone)]
 pub struct AppState {
     pub session: Arc<Session>,
     pub limiter: Arc<auth::LoginLimiter>,
+    /// A folder whose subfolders are `evident study` run folders (each
+    /// with its `bundle.json`); `None`: no study pages.
+    pub studies: Option<Arc<PathBuf>>,
 }
 
 impl AppState {
     pub fn new(session: Session) -> AppState {
-        AppState { session: Arc::new(session), limiter: Arc::new(auth::LoginLimiter::default()) }
+        AppState { session: Arc::new(session), limiter: Arc::new(auth::LoginLimiter::default()), studies: None }
+    }
+
+    /// With the study pages over the run folders in `dir`.
+    pub fn with_studies(mut self, dir: PathBuf) -> AppState {
+        self.studies = Some(Arc::new(dir));
+        self
     }
 }
 
@@ -74,11 +91,23 @@ async fn security_headers(mut response: axum::response::Response) -> axum::respo
 /// Serves until the process is stopped (Ctrl-C ends it cleanly). Calls
 /// `ready` with the address bound (port 0 picks a free one).
 pub fn serve(session: Session, addr: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
+    serve_state(AppState::new(session), addr, ready)
+}
+
+/// [`serve`] with the state built by the caller (e.g. with study pages).
+/// Jobs a previous server process left queued or running are marked
+/// interrupted first (they can be resumed).
+pub fn serve_state(state: AppState, addr: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
+    match evident_app::jobs::recover(&state.session) {
+        Ok(0) => {}
+        Ok(n) => eprintln!("evident serve: {n} job(s) left unfinished by the previous server are marked interrupted"),
+        Err(e) => return Err(std::io::Error::other(format!("cannot open the store: {e}"))),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
-        let app = router(AppState::new(session));
+        let app = router(state);
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;

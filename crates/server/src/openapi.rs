@@ -58,6 +58,8 @@ pub fn document() -> Value {
         }
         let success = if doc.state_changing && doc.path.ends_with("/logout") {
             "204"
+        } else if doc.state_changing && doc.path.starts_with("/api/jobs") {
+            "202"
         } else if doc.state_changing && doc.path != "/api/login" {
             "201"
         } else {
@@ -67,6 +69,9 @@ pub fn document() -> Value {
         responses.insert(success.into(), json!({ "description": "success", "content": { doc.produces: {} } }));
         let error = json!({ "$ref": "#/components/responses/Error" });
         responses.insert("400".into(), error.clone());
+        if !path_parameters(doc.path).is_empty() {
+            responses.insert("404".into(), error.clone());
+        }
         match doc.role {
             None => {}
             Some(role) => {

@@ -28,6 +28,7 @@ const SCRIPT: &str = include_str!("../static/app.js");
 
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .merge(crate::job_pages::routes())
         .route("/", get(home))
         .route("/login", get(login_page).post(login_submit))
         .route("/logout", post(logout))
@@ -45,7 +46,7 @@ pub fn routes() -> Router<AppState> {
 
 /// A page error: not logged in goes to the login page; the rest is shown
 /// as a small page with the safe message.
-struct PageError(ApiError);
+pub(crate) struct PageError(pub(crate) ApiError);
 
 impl From<ApiError> for PageError {
     fn from(e: ApiError) -> PageError {
@@ -76,9 +77,9 @@ impl IntoResponse for PageError {
     }
 }
 
-type PageResult = Result<Response, PageError>;
+pub(crate) type PageResult = Result<Response, PageError>;
 
-fn layout(title: &str, user: Option<&CurrentUser>, content: Markup) -> Html<String> {
+pub(crate) fn layout(title: &str, user: Option<&CurrentUser>, content: Markup) -> Html<String> {
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -95,6 +96,9 @@ fn layout(title: &str, user: Option<&CurrentUser>, content: Markup) -> Html<Stri
                     @if let Some(user) = user {
                         nav {
                             a href="/" { "Screening runs" }
+                            a href="/jobs" { "Jobs" }
+                            a href="/chart" { "Ask the chart" }
+                            a href="/studies" { "Studies" }
                             a href="/audit" { "Audit trail" }
                             span.user { (user.actor.name) " (" (user.actor.role) ")" }
                             form.inline method="post" action="/logout" {
@@ -111,7 +115,7 @@ fn layout(title: &str, user: Option<&CurrentUser>, content: Markup) -> Html<Stri
     Html(page.into_string())
 }
 
-async fn page_user(state: &AppState, headers: &HeaderMap) -> Result<CurrentUser, PageError> {
+pub(crate) async fn page_user(state: &AppState, headers: &HeaderMap) -> Result<CurrentUser, PageError> {
     current_user(state, headers).await?.ok_or(PageError(ApiError::Unauthenticated))
 }
 
@@ -218,7 +222,7 @@ fn verdict_cell(v: &TrialVerdict) -> Markup {
 }
 
 /// Percent-encodes an id for a URL path segment.
-fn enc(id: &str) -> String {
+pub(crate) fn enc(id: &str) -> String {
     let mut out = String::new();
     for b in id.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -429,7 +433,11 @@ async fn signoff_submit(
 
 #[derive(Deserialize)]
 struct DocumentQuery {
+    /// Sentence ordinals to mark, comma-separated.
     cite: Option<String>,
+    /// Byte spans to mark (`start-end`, comma-separated): a chart answer's
+    /// citations; a sentence overlapping one is marked.
+    span: Option<String>,
 }
 
 async fn document_page(
@@ -441,10 +449,22 @@ async fn document_page(
     let user = page_user(&state, &headers).await?;
     check_id("patient", &patient)?;
     check_id("document", &document)?;
-    let cited: Vec<i64> =
+    let mut cited: Vec<i64> =
         q.cite.unwrap_or_default().split(',').filter_map(|s| s.trim().parse().ok()).take(1000).collect();
+    let spans: Vec<(usize, usize)> = q
+        .span
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.split_once('-').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?))))
+        .take(1000)
+        .collect();
     let s = state.session.clone();
     let doc = blocking(move || review::document(&s, &patient, &document)).await?;
+    for sentence in &doc.sentences {
+        if spans.iter().any(|&(start, end)| sentence.start < end && start < sentence.end) {
+            cited.push(sentence.ordinal);
+        }
+    }
     // The text between sentences (whitespace, headings the splitter left
     // out) is shown too, so the whole document reads as stored.
     let mut pieces: Vec<(String, Option<i64>)> = Vec::new();

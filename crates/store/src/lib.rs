@@ -8,6 +8,7 @@
 //! or not at all.
 
 mod calls;
+mod jobs;
 mod knowledge;
 mod matches;
 mod migrate;
@@ -21,6 +22,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
+pub use jobs::{JobRecord, NewJob, JOB_KINDS, JOB_STATES};
 pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};
 pub use read::{DatedSentence, DocumentSummary, LabQuery, LabRecord, PatientSummary, SentenceRecord, StoreCounts};

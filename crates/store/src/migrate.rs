@@ -25,6 +25,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_match_runs.sql")),
     (4, include_str!("../migrations/0004_knowledge.sql")),
     (5, include_str!("../migrations/0005_review.sql")),
+    (6, include_str!("../migrations/0006_jobs.sql")),
 ];
 
 /// The version stores from before the renumbering claim, and the version

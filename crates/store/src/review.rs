@@ -282,7 +282,7 @@ fn user_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UserRecord> {
     Ok(UserRecord { name: r.get(0)?, role: r.get(1)?, password_hash: r.get(2)?, created_at: r.get(3)? })
 }
 
-fn insert_audit(conn: &rusqlite::Connection, e: &NewAuditEntry) -> Result<i64> {
+pub(crate) fn insert_audit(conn: &rusqlite::Connection, e: &NewAuditEntry) -> Result<i64> {
     conn.execute(
         "INSERT INTO audit_log (at, actor, action, subject, before_json, after_json, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
