@@ -95,6 +95,7 @@ impl Exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match commands::run(&cli) {
+    quiet_on_broken_pipe();
         Ok(Exit::Found) => ExitCode::from(0),
         Ok(Exit::NothingFound) => ExitCode::from(1),
         Err(err) => {
@@ -102,4 +103,24 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A reader that stops early (`evident patients | head -1`) closes the pipe,
+/// and printing then fails with EPIPE, which `println!` turns into a panic.
+/// Exit quietly instead, with the status a shell gives a process ended by
+/// SIGPIPE (128 + 13), as other Unix tools do.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info)
+    }));
 }
