@@ -31,6 +31,8 @@ pub mod bank;
 pub mod calculators;
 pub mod evaluate;
 pub mod policy;
+mod rag;
+pub mod report;
 pub mod scoring;
 pub mod skills;
 pub mod tools;
@@ -88,10 +90,16 @@ pub enum Method {
     /// Single-pass dense retrieval of the question (top 10 sections), no
     /// rewriting or reranking.
     SimpleRag,
+    /// Up to eight rewritten queries, hybrid trigram-BM25 and dense
+    /// retrieval, reranking, top 20 (`rag::advanced`).
+    AdvancedRag,
+    /// Sub-queries, hybrid retrieval, reranking and a multi-round
+    /// sufficiency loop (`rag::iterative`).
+    IterativeRag,
 }
 
 impl Method {
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 12] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -102,6 +110,8 @@ impl Method {
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
+        Method::AdvancedRag,
+        Method::IterativeRag,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -116,6 +126,8 @@ impl Method {
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
+            Method::AdvancedRag => "advanced-rag",
+            Method::IterativeRag => "iterative-rag",
         }
     }
 
@@ -134,7 +146,11 @@ impl Method {
             Method::AgentNoCalculators => c.use_calculators = false,
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
-            Method::Baseline | Method::FullContext | Method::SimpleRag => return None,
+            Method::Baseline
+            | Method::FullContext
+            | Method::SimpleRag
+            | Method::AdvancedRag
+            | Method::IterativeRag => return None,
         }
         Some(c)
     }
@@ -314,6 +330,19 @@ pub fn ask(
                 return Err(ChartError::Setup("simple RAG needs an embedder for dense retrieval".into()));
             };
             simple_rag(&ctx, embedder)?
+        }
+        Method::AdvancedRag | Method::IterativeRag => {
+            let Some(embedder) = question.embedder else {
+                return Err(ChartError::Setup(format!(
+                    "{} needs an embedder for hybrid retrieval and reranking",
+                    question.method.as_str()
+                )));
+            };
+            if question.method == Method::AdvancedRag {
+                rag::advanced::run(&ctx, embedder)?
+            } else {
+                rag::iterative::run(&ctx, embedder)?
+            }
         }
         _ => agent::run_agent(&ctx)?,
     };
