@@ -304,6 +304,20 @@ pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideReq
             reason: reason.to_string(),
         };
         let id = store.put_override(&new, &audit)?;
+        // The override enters the exemplar bank screening learns from.
+        crate::exemplars::record_review(
+            store,
+            &crate::exemplars::reviewed(
+                &review.trial_id,
+                &request.run_id,
+                &criterion.view,
+                "override",
+                decision,
+                reason,
+                &actor.name,
+                &request.patient_id,
+            ),
+        )?;
         let stored = store.overrides(&request.run_id, Some(&request.patient_id))?;
         stored
             .into_iter()
@@ -332,6 +346,27 @@ pub fn sign_off(session: &Session, actor: &Actor, run_id: &str, patient_id: &str
             reason: note.trim().to_string(),
         };
         let id = store.put_signoff(run_id, patient_id, &actor.name, note.trim(), &audit)?;
+        // Each signed-off decision enters the exemplar bank.
+        for c in &review.criteria {
+            let Some(decision) = c.effective_decision.as_deref().and_then(Decision::parse) else { continue };
+            let rationale = match c.overrides.last() {
+                Some(o) => o.reason.clone(),
+                None => c.view.result.as_ref().map(crate::exemplars::rationale_of).unwrap_or_default(),
+            };
+            crate::exemplars::record_review(
+                store,
+                &crate::exemplars::reviewed(
+                    &review.trial_id,
+                    run_id,
+                    &c.view,
+                    "signoff",
+                    decision,
+                    &rationale,
+                    &actor.name,
+                    patient_id,
+                ),
+            )?;
+        }
         store
             .signoffs(run_id, Some(patient_id))?
             .into_iter()

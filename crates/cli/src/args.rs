@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use evident_app::screening::{parse_method, parse_retrieval, ScreeningOptions};
+use evident_app::screening::{parse_definitions, parse_method, parse_retrieval, ExemplarOptions, ScreeningOptions};
 use evident_app::{EmbedderChoice, ModelChoice};
 use evident_match::batch::Method;
 
@@ -83,6 +83,25 @@ pub struct ScreenArgs {
     /// Do not answer from (or add to) the model cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// An exemplar bank in the store (`evident exemplars import`): before
+    /// each criterion the prompt shows its most similar exemplars (none of
+    /// the patient screened) as worked examples.
+    #[arg(long)]
+    pub exemplars: Option<String>,
+    /// Exemplars shown per criterion at most.
+    #[arg(long, default_value_t = 3, requires = "exemplars")]
+    pub exemplars_k: usize,
+    /// Cosine similarity of criterion texts an exemplar needs at least.
+    #[arg(long, default_value_t = 0.5, requires = "exemplars")]
+    pub exemplars_min_similarity: f32,
+    /// Label calibration: a MET or NOT MET that cites no sentence becomes
+    /// NOT ENOUGH INFORMATION.
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Which definition of each criterion prompts show: refined (where the
+    /// set gives one) or original (Wornow et al. Table 2).
+    #[arg(long, default_value = "refined", value_parser = ["original", "refined"])]
+    pub definitions: String,
     #[command(flatten)]
     pub embed_model: EmbedderArgs,
 }
@@ -116,6 +135,13 @@ impl ScreenArgs {
             // `match` sets these from its own flags; evaluations leave them.
             checks: None,
             screening_date: None,
+            exemplars: self.exemplars.as_ref().map(|bank| ExemplarOptions {
+                bank: bank.clone(),
+                k: self.exemplars_k,
+                min_similarity: self.exemplars_min_similarity,
+            }),
+            calibrate: self.calibrate,
+            definitions: parse_definitions(&self.definitions)?,
         })
     }
 }

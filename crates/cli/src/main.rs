@@ -55,6 +55,8 @@ pub enum Command {
     Match(commands::match_trials::Args),
     /// Score screening methods against expert labels (TrialGPT annotations, n2c2 2018).
     Eval(commands::eval::Args),
+    /// Exemplar banks: adjudicated decisions shown to screening models as worked examples.
+    Exemplars(commands::exemplars::Args),
     /// Statistics for observational studies.
     Stats(commands::stats::Args),
     /// Clinical databases for studies: load MIMIC-IV into SQLite or PostgreSQL, query read-only.

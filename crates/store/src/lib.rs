@@ -8,6 +8,7 @@
 //! or not at all.
 
 mod calls;
+mod exemplars;
 mod jobs;
 mod knowledge;
 mod matches;
@@ -22,6 +23,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
+pub use exemplars::{ExemplarRecord, NewExemplar, EXEMPLAR_SOURCES};
 pub use jobs::{JobRecord, NewJob, JOB_KINDS, JOB_STATES};
 pub use knowledge::{KnowledgeDocument, KnowledgeHit};
 pub use matches::{MatchResultRecord, MatchRunRecord, NewMatchResult};

@@ -124,9 +124,13 @@ pub fn evaluate_trialgpt(
         store_notes(store, &rows).map_err(|e| AppError::Input(format!("{}: {e}", request.annotations.display())))
     })?;
     let ours = evaluate(session, &request.options, &all_pairs, qrels.as_ref(), progress)?;
-    let baseline = match request.baseline {
+    // With exemplars or calibration, the baseline is the same strategy
+    // without them unless another is named; a baseline never uses them.
+    let levers = request.options.exemplars.is_some() || request.options.calibrate;
+    let baseline_method = request.baseline.or(levers.then_some(request.options.method));
+    let baseline = match baseline_method {
         Some(method) => {
-            let options = ScreeningOptions { method, ..request.options.clone() };
+            let options = ScreeningOptions { method, exemplars: None, calibrate: false, ..request.options.clone() };
             Some(evaluate(session, &options, &all_pairs, qrels.as_ref(), progress)?)
         }
         None => None,
@@ -164,6 +168,12 @@ pub fn evaluate_trialgpt(
         "pairs": all_pairs.len(),
         "rows": ours.predictions.len(),
         "method_row": ours_row,
+        "exemplars": request.options.exemplars.as_ref().map(|e| json!({
+            "bank": e.bank, "k": e.k, "min_similarity": e.min_similarity,
+            "leave_one_patient_out": true,
+        })),
+        "calibrate": request.options.calibrate,
+        "label_confusion": super::trialgpt_markdown::label_confusion(&ours.predictions),
         "gpt4_row": gpt4_row,
         "papers_metrics": papers,
         "baseline": baseline.as_ref().map(|b| json!({
@@ -182,6 +192,11 @@ pub fn evaluate_trialgpt(
     });
     let mut md = markdown(&ours, &ours_row, &gpt4_row, &expert_items, &gpt4_items, topics.len());
     md.push_str(&super::trialgpt_markdown::papers_markdown(ours.method, &papers));
+    md.push_str(&super::trialgpt_markdown::levers_markdown(
+        request.options.exemplars.as_ref(),
+        request.options.calibrate,
+    ));
+    md.push_str(&super::trialgpt_markdown::confusion_markdown(&ours.predictions));
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
         md.push_str(&comparison_markdown(&ours, b, b_row, c));
     }

@@ -223,3 +223,55 @@ mod tests {
         assert!(md.contains("| GPT-4 (same rows) | 4 | 0.250 |"), "{md}");
     }
 }
+
+/// Rows per (physician's label, predicted label or "failed"): where the
+/// method leans.
+pub(super) fn label_confusion(predictions: &[Prediction]) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for p in predictions {
+        let predicted = p.predicted.map(|d| d.as_str().to_string()).unwrap_or_else(|| "failed".into());
+        *out.entry(p.gold.as_str().to_string()).or_default().entry(predicted).or_default() += 1;
+    }
+    out
+}
+
+/// The confusion of labels as a table (physicians' labels as rows).
+pub(super) fn confusion_markdown(predictions: &[Prediction]) -> String {
+    let c = label_confusion(predictions);
+    let mut columns: Vec<String> = Decision::ALL.iter().map(|d| d.as_str().to_string()).collect();
+    columns.push("failed".into());
+    let mut md =
+        String::from("\nLabel confusion (rows: physicians' label; columns: predicted):\n\n| physician \\ predicted |");
+    for col in &columns {
+        let _ = write!(md, " {col} |");
+    }
+    md.push_str("\n| --- |");
+    md.push_str(&" --- |".repeat(columns.len()));
+    md.push('\n');
+    for gold in Decision::ALL {
+        let row = c.get(gold.as_str());
+        let _ = write!(md, "| {} |", gold.as_str());
+        for col in &columns {
+            let _ = write!(md, " {} |", row.and_then(|r| r.get(col)).copied().unwrap_or(0));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// What the levers were (exemplars, calibration).
+pub(super) fn levers_markdown(exemplars: Option<&crate::exemplars::ExemplarOptions>, calibrate: bool) -> String {
+    let mut md = String::new();
+    if let Some(e) = exemplars {
+        let _ = writeln!(
+            md,
+            "\nExemplars: bank {:?}, k {}, minimum similarity {}; none from the patient screened (leave one patient out).",
+            e.bank, e.k, e.min_similarity
+        );
+    }
+    if calibrate {
+        let _ =
+            writeln!(md, "\nCalibration on: a MET or NOT MET citing no sentence counted as NOT ENOUGH INFORMATION.");
+    }
+    md
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use evident_llm::{Embedder, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, BatchSummary, Method, Models, RetrievalSettings};
-use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch};
+use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch, Variant};
 use evident_match::zero_shot::ZeroShotConfig;
 use evident_match::CriteriaSet;
 use evident_recorder::RecordingModel;
@@ -30,6 +30,8 @@ pub use evident_match::{CriteriaForm, TrialNames};
 pub use trials::{screen_trials, write_report, PatientLine, ScreeningReport, TrialLine, TrialsRequest};
 
 use crate::error::{input_error, AppError, Result};
+use crate::exemplars::open_bank;
+pub use crate::exemplars::ExemplarOptions;
 use crate::models::{embed_missing, EmbedderChoice, ModelChoice};
 use crate::progress::{screening_event, ProgressEvent, ProgressSink};
 use crate::search::EMBED_BATCH;
@@ -65,6 +67,44 @@ pub struct ScreeningOptions {
     /// The date checks are evaluated at; `None`: each patient's most
     /// recent dated document.
     pub screening_date: Option<chrono::NaiveDate>,
+    /// Worked examples from an exemplar bank before each criterion
+    /// (zero-shot strategies and the paper's MAKAR matching agent).
+    pub exemplars: Option<ExemplarOptions>,
+    /// Label calibration: a MET or NOT MET citing no sentence becomes NOT
+    /// ENOUGH INFORMATION (strategies whose decisions cite sentences).
+    pub calibrate: bool,
+    /// Which definition of a criterion prompts show (Wornow et al. Table 2).
+    pub definitions: Definitions,
+}
+
+/// Which definition of a criterion prompts show: the refined one where the
+/// set gives one (the default), or always the original text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Definitions {
+    Original,
+    #[default]
+    Refined,
+}
+
+/// Parses `original` or `refined`.
+pub fn parse_definitions(text: &str) -> Result<Definitions> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "original" => Ok(Definitions::Original),
+        "refined" => Ok(Definitions::Refined),
+        _ => input_error!("criteria definitions {text:?} are not known; use original or refined"),
+    }
+}
+
+/// `set` as prompts will see it: with `Original`, every refined definition
+/// is dropped, so prompts show the criterion as the trial states it.
+pub fn with_definitions(set: &CriteriaSet, definitions: Definitions) -> CriteriaSet {
+    let mut out = set.clone();
+    if definitions == Definitions::Original {
+        for c in &mut out.criteria {
+            c.refined = None;
+        }
+    }
+    out
 }
 
 impl Default for ScreeningOptions {
@@ -83,6 +123,9 @@ impl Default for ScreeningOptions {
             embedder: EmbedderChoice::default(),
             checks: None,
             screening_date: None,
+            exemplars: None,
+            calibrate: false,
+            definitions: Definitions::Refined,
         }
     }
 }
@@ -144,6 +187,7 @@ pub struct Screening {
     online: Option<OnlineSearch>,
     /// The requested checks mode (`None`: decided per trial).
     checks: Option<ChecksMode>,
+    definitions: Definitions,
 }
 
 impl Screening {
@@ -166,6 +210,19 @@ impl Screening {
                 "a knowledge base and online search are for the augmenting strategies (makar, makar-aug, makar-evident, makar-evident-aug)"
             );
         }
+        if options.calibrate && !matches!(method, Method::ZeroShot(_) | Method::Makar(Variant::Aug)) {
+            input_error!(
+                "calibration is for strategies whose decisions cite sentences (acan, acin, ican, icin, makar-evident-aug); {} cites none or decides in several agents",
+                method.as_str()
+            );
+        }
+        if options.exemplars.is_some() && matches!(method, Method::Makar(Variant::Full | Variant::Reason)) {
+            input_error!(
+                "exemplars are shown by the zero-shot strategies and the paper's MAKAR matching agent (acan, acin, ican, icin, makar, makar-aug, makar-reason, makar-zero-shot, makar-evident-aug), not by {}",
+                method.as_str()
+            );
+        }
+        let exemplars = options.exemplars.as_ref().map(|o| open_bank(session, o, &options.embedder)).transpose()?;
         let store = session.store()?;
         let embedder = match retrieval.mode {
             Some(Mode::Dense | Mode::Hybrid) => {
@@ -198,8 +255,18 @@ impl Screening {
             method,
             retrieval,
             concurrency: options.concurrency.max(1),
-            zero_shot: ZeroShotConfig { repair, ..ZeroShotConfig::default() },
-            makar: MakarConfig { repair, max_critic_rounds: options.max_critic_rounds, ..MakarConfig::default() },
+            zero_shot: ZeroShotConfig {
+                repair,
+                exemplars: exemplars.clone(),
+                calibrate: options.calibrate,
+                ..ZeroShotConfig::default()
+            },
+            makar: MakarConfig {
+                repair,
+                max_critic_rounds: options.max_critic_rounds,
+                exemplars,
+                ..MakarConfig::default()
+            },
             run_name: None,
             checks: ChecksMode::Off,
             screening_date: options.screening_date,
@@ -216,6 +283,7 @@ impl Screening {
             knowledge,
             online,
             checks: options.checks,
+            definitions: options.definitions,
         })
     }
 
@@ -289,6 +357,7 @@ impl Screening {
         models: &Models<'_>,
         progress: &dyn ProgressSink,
     ) -> Result<BatchSummary> {
+        let set = &with_definitions(set, self.definitions);
         let config = BatchConfig { run_name, checks: self.checks_for(set), ..self.batch.clone() };
         progress.report(ProgressEvent::ScreeningStarted { label: label.to_string() });
         let on_progress = |p| progress.report(screening_event(p));
@@ -308,4 +377,25 @@ impl Screening {
 /// stored, and the same job started again resumes.
 pub(crate) fn stopped(what: &str, error: AppError) -> AppError {
     AppError::Interrupted { what: what.to_string(), cause: Box::new(error) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wornow et al.'s Table 2: the n2c2 set's refined definitions, or the
+    /// original criteria.
+    #[test]
+    fn original_definitions_show_the_criteria_as_stated() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../criteria/n2c2-2018.yaml");
+        let set = CriteriaSet::load(&path).unwrap();
+        let refined = with_definitions(&set, parse_definitions("refined").unwrap());
+        let original = with_definitions(&set, parse_definitions("Original").unwrap());
+        let diet =
+            |s: &CriteriaSet| s.criteria.iter().find(|c| c.id == "DIETSUPP-2MOS").unwrap().prompt_text().to_string();
+        assert!(diet(&refined).contains("go through the list of medications"), "{}", diet(&refined));
+        assert_eq!(diet(&original), "Taken a dietary supplement (excluding vitamin D) in the past 2 months.");
+        assert!(original.criteria.iter().all(|c| c.prompt_text() == c.text));
+        assert!(parse_definitions("both").unwrap_err().to_string().contains("use original or refined"));
+    }
 }

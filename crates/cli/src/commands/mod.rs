@@ -8,6 +8,7 @@ pub mod criteria;
 pub mod db;
 pub mod embed;
 pub mod eval;
+pub mod exemplars;
 pub mod ingest;
 pub mod kb;
 pub mod labs;
@@ -46,6 +47,7 @@ pub fn run(cli: &Cli) -> anyhow::Result<Exit> {
         Command::Kb(args) => kb::run(&ctx, args),
         Command::Match(args) => match_trials::run(&ctx, args),
         Command::Eval(args) => eval::run(&ctx, args),
+        Command::Exemplars(args) => exemplars::run(&ctx, args),
         Command::Ask(args) => ask::run(&ctx, args),
         Command::Criteria(args) => criteria::run(&ctx, args),
         Command::Study(args) => study::run(&ctx, args),
