@@ -1,0 +1,51 @@
+//! `evident eval chart` end to end on the embedded model: one Synthea R4
+//! patient ingested, a two-question bank taken from the committed
+//! development bank, the LLM baseline (one call per question, the
+//! cheapest method); every answer is stored with empty review fields and
+//! scored, results.json and the printed table agree, and the same command
+//! again resumes without repeating or duplicating an answer.
+
+mod common;
+
+use common::{repo_root, shared_data, Sandbox};
+
+#[test]
+fn a_tiny_bank_is_answered_scored_and_resumed() {
+    let sb = Sandbox::new();
+    let committed = std::fs::read_to_string(repo_root().join("examples/chart/bank/dev.jsonl")).unwrap();
+    let lines: Vec<&str> = committed.lines().take(2).collect();
+    let patient = serde_json::from_str::<serde_json::Value>(lines[0]).unwrap()["patient"].as_str().unwrap().to_string();
+    let bundle = std::fs::read_dir(shared_data().join("synthea/generated-sample-data-R4"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(&format!("\"id\": \"{patient}\"")))
+        .expect("the bank's first patient has a bundle");
+    sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+    sb.write("bank.jsonl", &(lines.join("\n") + "\n"));
+    let args =
+        ["eval", "chart", "--questions", "bank.jsonl", "--method", "baseline", "--out", "out", "--resamples", "200"];
+    let run = sb.run(&args).ok();
+    assert!(run.stdout().contains("| baseline | 2 | 1 |"), "{}", run.stdout());
+    let answers = std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap();
+    assert_eq!(answers.lines().count(), 2);
+    for line in answers.lines() {
+        let a: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(a["method"], "baseline");
+        assert_eq!(a["review"]["error_category"], serde_json::Value::Null);
+        assert_eq!(a["review"]["citation_sufficiency"], serde_json::Value::Null);
+        let score = a["score"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&score));
+        assert!(a["status"] == "answered" || a["status"] == "pipeline_failure", "{a}");
+        assert_eq!(a["calls"].as_u64().unwrap() >= 1, true);
+        assert!(!a["model_run"].as_str().unwrap().is_empty());
+    }
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/results.json")).unwrap()).unwrap();
+    assert_eq!(results["questions"], 2);
+    assert_eq!(results["methods"][0]["answers"], 2);
+    // Again: nothing new, nothing duplicated.
+    let again = sb.run(&["--json"].iter().chain(args.iter()).copied().collect::<Vec<_>>()).ok().json();
+    assert_eq!(again["new_answers"], 0);
+    assert_eq!(again["stored_answers"], 2);
+    assert_eq!(std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap(), answers);
+}
