@@ -3,8 +3,8 @@
 //! (`evident_chart`). The reference date defaults to the date of the
 //! patient's last document; nothing dated after it is seen. Every model
 //! call is recorded under a model run of its own; with an output folder
-//! the answer's JSON is written there whole (written to a temporary file,
-//! then renamed).
+//! the answer's JSON and its HTML page (`evident_chart::report`) are
+//! written there whole (each to a temporary file, then renamed).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub struct AskRequest {
     pub skills_dir: Option<PathBuf>,
     pub model: ModelChoice,
     pub use_cache: bool,
-    /// Where to write `answer.json`.
+    /// Where to write `answer.json` and `answer.html`.
     pub out_dir: Option<PathBuf>,
 }
 
@@ -47,19 +47,16 @@ pub struct AskResult {
     pub answer: ChartAnswer,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub written: Option<PathBuf>,
+    /// The answer's HTML page, beside `written`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<PathBuf>,
 }
-
-/// The comparators the issue names that this version does not run yet.
-const NOT_YET: &[&str] = &["advanced-rag", "iterative-rag"];
 
 fn parse_method(text: &str) -> Result<Method> {
     if let Some(m) = Method::parse(text) {
         return Ok(m);
     }
     let known = Method::ALL.map(|m| m.as_str()).join(", ");
-    if NOT_YET.contains(&text) {
-        input_error!("method {text:?} is not implemented yet; use one of {known}");
-    }
     input_error!("method {text:?} is unknown; use one of {known}")
 }
 
@@ -119,9 +116,9 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     let prompts = evident_chart::prompts(session.config().llm.prompts_dir.as_deref());
     let run_id = session.begin_model_run(&format!("chart ask {} {}", method.as_str(), request.patient_id))?;
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
-    // Simple RAG reads section vectors: embed what the patient lacks first.
+    // The RAG comparators read section vectors: embed what the patient lacks first.
     let embedder = match method {
-        Method::SimpleRag => {
+        Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
             let embedder = session.embedder(&EmbedderChoice::default())?;
             let filter = SectionFilter::patient(request.patient_id.clone());
             embed_missing(&store, &embedder, &filter, EMBED_BATCH, &Silent)?;
@@ -141,14 +138,24 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     let answered = evident_chart::ask(StructuredModel::recorded(&model), &prompts, &view, &question);
     session.finish_model_run(&run_id)?;
     let answer = answered?;
-    let mut result = AskResult { run: run_id, answer, written: None };
+    let mut result = AskResult { run: run_id, answer, written: None, page: None };
     if let Some(dir) = &request.out_dir {
+        let html = {
+            let guard = lock(&store);
+            let documents = evident_chart::report::documents_for(&result.answer, &guard)?;
+            evident_chart::report::answer_page(&result.answer, &documents)
+        };
         std::fs::create_dir_all(dir).map_err(|e| AppError::file(dir, e))?;
         let path = dir.join("answer.json");
         let partial = dir.join("answer.json.partial");
+        let page = dir.join("answer.html");
+        let page_partial = dir.join("answer.html.partial");
         std::fs::write(&partial, serde_json::to_vec_pretty(&result)?).map_err(|e| AppError::file(&partial, e))?;
+        std::fs::write(&page_partial, html).map_err(|e| AppError::file(&page_partial, e))?;
         std::fs::rename(&partial, &path).map_err(|e| AppError::file(&path, e))?;
+        std::fs::rename(&page_partial, &page).map_err(|e| AppError::file(&page, e))?;
         result.written = Some(path);
+        result.page = Some(page);
     }
     Ok(result)
 }
@@ -220,6 +227,9 @@ impl fmt::Display for AskResult {
         )?;
         if let Some(path) = &self.written {
             writeln!(f, "written to {}", path.display())?;
+        }
+        if let Some(path) = &self.page {
+            writeln!(f, "page: {}", path.display())?;
         }
         Ok(())
     }

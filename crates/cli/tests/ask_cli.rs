@@ -5,7 +5,7 @@
 //! and bad input (unknown patient, unparseable --as-of, an empty
 //! question, a skills file that does not validate, an unknown method)
 //! refused with exit 2, a message naming the place, and no answer file
-//! written.
+//! written; advanced RAG on a two-note record, with its HTML page.
 
 mod common;
 
@@ -84,6 +84,50 @@ fn a_synthea_question_is_answered_with_citations_that_resolve_to_stored_text() {
     assert_eq!(written["status"], out["status"]);
     assert_eq!(written["answer"], out["answer"]);
     assert_eq!(written["citations"], out["citations"]);
+    let page = std::fs::read_to_string(sb.path().join("out/answer.html")).unwrap();
+    assert!(page.contains("Has the patient been prescribed simvastatin?"), "the page beside answer.json");
+}
+
+/// Advanced RAG on the embedded model and MiniLM, on a two-note record
+/// whose note holds markup: one rewrite call and one answer call (or a
+/// recorded pipeline failure), hybrid retrieval of the stored sections,
+/// and an HTML page in which the note's markup is text.
+#[test]
+fn advanced_rag_answers_on_the_embedded_model_and_its_page_escapes_the_record() {
+    let sb = Sandbox::new();
+    sb.write(
+        "notes/manifest.csv",
+        "patient_id,doc_id,kind,date,file\nR1,r1-a,progress note,2024-02-01,a.txt\nR1,r1-b,progress note,2024-03-01,b.txt\n",
+    );
+    sb.write("notes/a.txt", "Progress note.\nStarted metformin 500 mg twice daily for type 2 diabetes.\n");
+    sb.write("notes/b.txt", "Progress note.\nKnee pain <script>alert(1)</script>; metformin continued.\n");
+    sb.run(&["ingest", "notes"]).ok();
+    let run = sb.run(&[
+        "--json",
+        "ask",
+        "R1",
+        "Is the patient taking metformin?",
+        "--method",
+        "advanced-rag",
+        "--out",
+        "out",
+    ]);
+    let out = run.json();
+    assert_eq!(out["method"], "advanced-rag");
+    let rounds = out["trace"]["rounds"].as_array().unwrap();
+    assert_eq!(rounds[0]["action"], "rewrite");
+    assert!(rounds[0]["arguments"]["queries"].as_array().unwrap().len() <= 8);
+    assert_eq!(rounds[1]["action"], "retrieve");
+    assert!(!out["context"].as_array().unwrap().is_empty(), "the stored sections are retrieved: {out}");
+    let calls = out["usage"]["calls"].as_u64().unwrap();
+    match out["status"].as_str().unwrap() {
+        "answered" => assert!((2..=4).contains(&calls), "{calls} calls"),
+        "pipeline_failure" => assert_eq!(run.code(), 1),
+        other => panic!("unknown status {other}: {out}"),
+    }
+    let page = std::fs::read_to_string(sb.path().join("out/answer.html")).unwrap();
+    assert!(!page.contains("<script"), "the record's markup is text on the page");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
 }
 
 #[test]
@@ -102,7 +146,6 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
     ask(&["X1", "Is she on metformin?", "--as-of", "2024-13-01"])
         .fails_with(2, "--as-of: \"2024-13-01\" is not a date");
     ask(&["X1", "   "]).fails_with(2, "the question is empty");
-    ask(&["X1", "Is she on metformin?", "--method", "advanced-rag"]).fails_with(2, "not implemented yet");
     ask(&["X1", "Is she on metformin?", "--method", "magic"]).fails_with(2, "method \"magic\" is unknown");
     sb.write("skills/renal.md", "---\nid: renal\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody\n");
     ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");

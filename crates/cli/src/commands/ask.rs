@@ -21,7 +21,9 @@ pub struct Args {
     #[arg(long)]
     pub as_of: Option<String>,
     /// agent, baseline, full-context, simple-rag (dense top 10, MiniLM),
-    /// or an ablation of the agent
+    /// advanced-rag (up to 8 rewritten queries, hybrid trigram BM25 +
+    /// MiniLM, reranked, top 20), iterative-rag (sub-queries, hybrid,
+    /// reranked, sufficiency loop of up to 3 rounds), or an ablation of the agent
     /// (agent-no-skills, agent-all-skills, agent-no-filters,
     /// agent-no-calculators, agent-no-memory, agent-reactive).
     #[arg(long, default_value = "agent")]
@@ -30,7 +32,8 @@ pub struct Args {
     /// built-in skill library.
     #[arg(long)]
     pub skills: Option<PathBuf>,
-    /// Write answer.json into this folder.
+    /// Write answer.json and answer.html (the answer, its cited passages
+    /// highlighted in their documents, and the trace) into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// The model: a known model, a GGUF path, or a name under [llm.models].
