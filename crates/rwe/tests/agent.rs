@@ -17,7 +17,7 @@ use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strat
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{score_task, AnswerSheet, Gold, Task};
-use support::scripted;
+use support::{scripted, Scripted};
 
 fn demo_url() -> &'static DatabaseUrl {
     static DB: OnceLock<(tempfile::TempDir, DatabaseUrl)> = OnceLock::new();
@@ -266,4 +266,40 @@ fn typed_tools_reproduce_the_reference_analyses() {
     // Paths outside the workspace are refused.
     let refused = act(5, r#"{"action": "read_file", "params": {"path": "../steps.jsonl"}}"#);
     assert!(refused.starts_with("The action failed: ../steps.jsonl: use a path inside the workspace"), "{refused}");
+}
+
+/// A model whose context window fills: the run ends as `ContextFull`, the
+/// ending is stored as a step (a resumed run ends the same way without a
+/// call), and what was answered before still counts.
+#[test]
+fn a_full_context_window_ends_the_run_and_keeps_its_steps() {
+    use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+    struct Filling(Scripted);
+    impl ChatModel for Filling {
+        fn model_id(&self) -> &str {
+            "filling"
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            if self.0.exhausted() {
+                return Err(LlmError::ContextOverflow { prompt_tokens: 5000, context_size: 4096 });
+            }
+            self.0.chat(request)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = good_script();
+    let model = Filling(scripted(&script[..2]));
+    let memory = scripted::<&str>(&[]);
+    let store = StepStore::new(dir.path());
+    let config = AgentConfig::paper(Strategy::R);
+    let run = run_agent(&model, &memory, &mut env(dir.path()), &study_prompts(None), &config, &store, &[]).unwrap();
+    assert_eq!((run.termination, run.steps.len()), (Termination::ContextFull, 3));
+    assert_eq!(run.steps[2].action, "(context full)");
+    assert!(run.steps[2].observation.contains("4096"), "{}", run.steps[2].observation);
+    // The cohort step ran; the stored run ends the same way when resumed.
+    assert!(dir.path().join("workspace/cohort_audit.csv").is_file());
+    let again =
+        run_agent(&scripted::<&str>(&[]), &memory, &mut env(dir.path()), &study_prompts(None), &config, &store, &[])
+            .unwrap();
+    assert_eq!((again.termination, again.resumed_steps), (Termination::ContextFull, 3));
 }

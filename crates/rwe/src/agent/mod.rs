@@ -7,7 +7,9 @@
 //! the first input to the penultimate output; observations cut at 10,000
 //! characters; temperature 0.6; 100 steps; 20 minutes per step (the R
 //! sandbox's wall time); 2 hours per task; termination after more than 5
-//! invalid outputs in one turn. `Strategy::Typed` (Evident's) adds SQL and
+//! invalid outputs in one turn; a history that no longer fits the model's
+//! context window ends the run too (recorded as a step, so the run's
+//! answers are still scored). `Strategy::Typed` (Evident's) adds SQL and
 //! typed statistics actions for models that cannot write R.
 //!
 //! Every step is appended to `steps.jsonl` in the run folder as soon as it
@@ -135,6 +137,10 @@ pub enum Termination {
     TimeLimit,
     /// More than the allowed invalid outputs in one turn.
     InvalidOutputs,
+    /// The history no longer fits the model's context window (the way a
+    /// small local model loses the thread long before the paper's
+    /// 32,768-token memory threshold).
+    ContextFull,
 }
 
 /// The steps file of a run: one JSON record per line, appended and synced
@@ -329,7 +335,11 @@ pub fn run_agent(
             let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.max_response_tokens);
             request.temperature = config.temperature;
             request.seed = config.seed;
-            let response = model.chat(&request)?;
+            let response = match model.chat(&request) {
+                Ok(r) => r,
+                Err(e @ LlmError::ContextOverflow { .. }) => break Err((String::new(), e.to_string(), true)),
+                Err(e) => return Err(e.into()),
+            };
             prompt_tokens += u64::from(response.prompt_tokens);
             completion_tokens += u64::from(response.completion_tokens);
             match parse_action(&response.text, config.strategy) {
@@ -337,7 +347,7 @@ pub fn run_agent(
                 Err(problem) => {
                     invalid += 1;
                     if invalid > config.max_invalid_per_turn {
-                        break Err((response.text, problem));
+                        break Err((response.text, problem, false));
                     }
                     turn.push(Message::assistant(response.text));
                     turn.push(Message::user(format!(
@@ -358,11 +368,18 @@ pub fn run_agent(
                 };
                 (output, action.name().to_string(), obs.text, termination, obs.analysis)
             }
-            Err((output, problem)) => (
+            Err((output, problem, false)) => (
                 output,
                 "(invalid output)".to_string(),
                 format!("Invalid response: {problem}"),
                 Some(Termination::InvalidOutputs),
+                None,
+            ),
+            Err((output, problem, true)) => (
+                output,
+                "(context full)".to_string(),
+                format!("The run ends: {problem}"),
+                Some(Termination::ContextFull),
                 None,
             ),
         };
