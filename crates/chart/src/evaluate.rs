@@ -510,7 +510,13 @@ pub fn summarise(
                     continue;
                 }
                 let (ca, cb) = (clustered(&both, a), clustered(&both, b));
-                let d = paired_difference(&ca, &cb, resamples, seed, COMPARISONS);
+                let mut d = paired_difference(&ca, &cb, resamples, seed, COMPARISONS);
+                if ca.len() < 2 {
+                    // One patient: every resample is the same patient, the
+                    // bootstrap has no spread and says nothing about p.
+                    d.p_value = f64::NAN;
+                    d.p_bonferroni = f64::NAN;
+                }
                 stratum.comparisons.push(Comparison {
                     a: a.clone(),
                     b: b.clone(),
@@ -601,6 +607,14 @@ fn pct(x: f64) -> String {
     }
 }
 
+fn p_text(p: f64) -> String {
+    if p.is_nan() {
+        "- (one patient)".into()
+    } else {
+        format!("{p:.4}")
+    }
+}
+
 fn ci(i: &Interval) -> String {
     format!("{} [{}–{}]", pct(i.estimate), pct(i.low), pct(i.high))
 }
@@ -671,15 +685,15 @@ pub fn render(results: &Results) -> String {
         for (st, c) in comparisons {
             let _ = writeln!(
                 s,
-                "| {}: {} | {} vs {} | {} | {} | {:.4} | {:.4} |",
+                "| {}: {} | {} vs {} | {} | {} | {} | {} |",
                 st.kind,
                 st.name,
                 c.a,
                 c.b,
                 c.questions,
                 ci(&c.difference),
-                c.p_value,
-                c.p_bonferroni
+                p_text(c.p_value),
+                p_text(c.p_bonferroni)
             );
         }
     }
@@ -809,6 +823,11 @@ mod tests {
         assert!((c.difference.estimate - 7.5 / 8.0).abs() < 1e-12);
         assert!(c.p_value < 0.01 && c.p_bonferroni <= 1.0);
         assert!(r.strata.iter().any(|s| s.kind == "level" && s.name == "Level 3"));
+        // A stratum with one patient has no p-value.
+        let one: Vec<BankQuestion> = questions.iter().filter(|q| q.patient == "p0").cloned().collect();
+        let r1 = summarise(&one, &records, &methods, &chars, 500, 42);
+        assert!(r1.strata[0].comparisons[0].p_value.is_nan());
+        assert!(render(&r1).contains("- (one patient)"));
         let bins: Vec<&str> = r.strata.iter().filter(|s| s.kind == "record length").map(|s| s.name.as_str()).collect();
         assert!(bins.len() >= 3, "{bins:?}");
         let table = render(&r);
