@@ -14,10 +14,10 @@ pub(crate) fn assess(ctx: &Ctx<'_>) -> Result<Assessment, ChartError> {
         .collect();
     let ids: Vec<&str> = ctx.skills.selectable().map(|s| s.id.as_str()).collect();
     let schema = json!({"type": "object", "properties": {
-        "intent": {"type": "string", "maxLength": 200},
-        "hypotheses": string_list_schema(),
-        "required_information": string_list_schema(),
-        "missing_information": string_list_schema(),
+        "intent": {"type": "string", "maxLength": 120},
+        "hypotheses": short_list_schema(2),
+        "required_information": short_list_schema(3),
+        "missing_information": short_list_schema(3),
         "complexity": {"type": "string", "enum": ["low", "medium", "high"]},
         "skills": {"type": "array", "items": {"type": "string", "enum": ids}, "maxItems": 6}},
         "required": ["intent", "required_information", "missing_information", "complexity", "skills"],

@@ -4,20 +4,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
-use super::plan::{arguments_for, arguments_schema};
+use super::plan::{arguments_for, arguments_schema, Vocabulary};
 use super::*;
 use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
-fn action_schema(ctx: &Ctx<'_>) -> Value {
+/// An action's token limit: the schema's worst case (every string is
+/// bounded) fits it.
+const ACTION_TOKENS: u32 = 384;
+
+fn action_schema(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Value {
     let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
     let actions: Vec<&str> =
         if ctx.config.use_plan { vec!["call_tool", "advance", "finish"] } else { vec!["call_tool", "finish"] };
     json!({"type": "object", "properties": {
         "action": {"type": "string", "enum": actions},
         "tool": {"type": "string", "enum": tools},
-        "arguments": arguments_schema(),
-        "still_missing": short_list_schema(4),
-        "reason": {"type": "string", "maxLength": 160}},
+        "arguments": arguments_schema(vocabulary),
+        "still_missing": short_list_schema(3),
+        "reason": {"type": "string", "maxLength": 100}},
         "required": ["action", "reason"], "additionalProperties": false})
 }
 
@@ -107,7 +111,7 @@ pub(crate) fn execute(
     let mut last_result: Option<Value> = None;
     let mut blocked_in_step = 0usize;
     let mut checked_step = usize::MAX;
-    let schema = action_schema(ctx);
+    let schema = action_schema(ctx, &Vocabulary::of(ctx)?);
     trace.stopped_because = format!("the {}-round limit", ctx.config.max_rounds);
     for round in 1..=ctx.config.max_rounds {
         if state.tokens > ctx.config.context_budget_tokens {
@@ -115,9 +119,10 @@ pub(crate) fn execute(
                 format!("the context budget ({} of {} tokens)", state.tokens, ctx.config.context_budget_tokens);
             break;
         }
-        // The next exchange (prompt and answer) must fit the model's context.
+        // The next exchange (prompt and answer) must fit the model's context
+        // (the round's own prompt is checked again once written, below).
         if let Some(limit) = ctx.config.model_context_tokens {
-            let used = estimate_tokens(&conversation) + 500;
+            let used = estimate_tokens(&conversation) + 200 + ACTION_TOKENS as usize;
             if used > limit {
                 trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
                 break;
@@ -177,8 +182,25 @@ pub(crate) fn execute(
                    "steps": plan.steps.len(), "round": round, "max_rounds": ctx.config.max_rounds, "question": ctx.question}),
         )?;
         conversation.push(Message::user(user));
-        let request = ctx.request(conversation.clone(), 256);
-        let answer = chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)?;
+        if let Some(limit) = ctx.config.model_context_tokens {
+            let used = estimate_tokens(&conversation) + ACTION_TOKENS as usize;
+            if used > limit {
+                conversation.pop();
+                trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
+                break;
+            }
+        }
+        let request = ctx.request(conversation.clone(), ACTION_TOKENS);
+        // Should the estimate be short and the context overflow (the
+        // action or its repair), retrieval ends there: the evidence so far
+        // goes to synthesis, as when the budget is reached.
+        let answer = match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts) {
+            Err(e @ LlmError::ContextOverflow { .. }) => {
+                trace.stopped_because = format!("the model's context overflowed: {e}");
+                break;
+            }
+            other => other?,
+        };
         let (action, raw) = match answer {
             StructuredAnswer::Valid { value, raw_text, .. } => (value, raw_text),
             StructuredAnswer::PipelineFailure(f) => {

@@ -86,6 +86,13 @@ pub struct AgentConfig {
     pub use_plan: bool,
     pub temperature: f32,
     pub seed: Option<u64>,
+    /// Evident's variant for models whose decoding can be constrained (on
+    /// with [`AgentConfig::with_model_context`], i.e. for the embedded
+    /// model): the answer step decodes `{"answer", "reasoning"}` under a
+    /// JSON schema whose reasoning pattern admits only the citation numbers
+    /// the prompt shows, and the two lines are written from it. Off, the
+    /// paper's free-text two lines.
+    pub constrained_answer: bool,
 }
 
 impl Default for AgentConfig {
@@ -103,6 +110,7 @@ impl Default for AgentConfig {
             use_plan: true,
             temperature: 0.0,
             seed: None,
+            constrained_answer: false,
         }
     }
 }
@@ -110,11 +118,14 @@ impl Default for AgentConfig {
 impl AgentConfig {
     /// The budget for a model whose context holds `context_tokens`: never
     /// more than the paper's 120,000 tokens nor than what leaves room for
-    /// the fixed prompts and the answer.
+    /// the fixed prompts and the answer. A model whose context is known is
+    /// the embedded one, whose decoding is constrained: the answer step
+    /// uses it too ([`AgentConfig::constrained_answer`]).
     pub fn with_model_context(mut self, context_tokens: usize) -> Self {
         let reserve = 2_000.min(context_tokens / 2);
         self.context_budget_tokens = self.context_budget_tokens.min(context_tokens.saturating_sub(reserve));
         self.model_context_tokens = Some(context_tokens);
+        self.constrained_answer = true;
         self
     }
 }
@@ -292,20 +303,63 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
     v[key].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
-fn string_list_schema() -> Value {
-    short_list_schema(6)
-}
-
 /// A list of at most `n` short strings (the embedded model otherwise
-/// writes until its token limit).
+/// writes until its token limit; the bounds keep every structured answer's
+/// worst case inside its token limit, so constrained decoding always ends
+/// in valid JSON).
 fn short_list_schema(n: usize) -> Value {
-    json!({"type": "array", "items": {"type": "string", "maxLength": 120}, "maxItems": n})
+    json!({"type": "array", "items": {"type": "string", "maxLength": 60}, "maxItems": n})
 }
 
-/// A conservative token estimate for messages (3.5 characters a token, for
-/// clinical text and JSON, plus the chat template's few tokens each).
+/// A conservative token estimate for messages, plus the chat template's
+/// few tokens each (see [`estimate_text_tokens`]).
 pub(crate) fn estimate_tokens(messages: &[Message]) -> usize {
-    messages.iter().map(|m| (m.content.len() * 2).div_ceil(7) + 8).sum()
+    messages.iter().map(|m| estimate_text_tokens(&m.content) + 8).sum()
+}
+
+/// A conservative token estimate for a text: every digit one token (the
+/// Qwen tokenizers split numbers into digits, and records are full of
+/// dates and values) and three characters a token for the rest (English
+/// clinical text and JSON average about four with those tokenizers).
+pub(crate) fn estimate_text_tokens(text: &str) -> usize {
+    let digits = text.bytes().filter(u8::is_ascii_digit).count();
+    digits + (text.len() - digits).div_ceil(3)
+}
+
+/// The token limit for an answer after `messages`: `wanted`, or less when
+/// the model's context has less room left (never under 256, the
+/// shortest structured answer; a prompt that leaves less overflows and is
+/// handled as an overflow).
+pub(crate) fn answer_room(config: &AgentConfig, messages: &[Message], wanted: u32) -> u32 {
+    match config.model_context_tokens {
+        Some(limit) => (limit.saturating_sub(estimate_tokens(messages)) as u32).clamp(256, wanted.max(256)),
+        None => wanted,
+    }
+}
+
+/// Whether an error is the model's context overflowing (the estimate was
+/// short): the agent then stops or shrinks instead of failing the question.
+pub(crate) fn is_overflow(e: &ChartError) -> bool {
+    matches!(e, ChartError::Llm(LlmError::ContextOverflow { .. }))
+}
+
+/// A request that could not be sent because it overflowed the model's
+/// context, recorded as a pipeline failure (the question is answered
+/// "not found", never silently).
+pub(crate) fn overflow_failure(
+    ctx: &Ctx<'_>,
+    request: ChatRequest,
+    error: &ChartError,
+) -> Result<PipelineFailure, ChartError> {
+    let failure = PipelineFailure {
+        model: ctx.model.model_id().to_string(),
+        raw_text: String::new(),
+        errors: vec![error.to_string()],
+        attempts: 1,
+        request,
+    };
+    ctx.model.failures.record_pipeline_failure(&failure)?;
+    Ok(failure)
 }
 
 /// The tokens left for context items in a prompt whose fixed parts are
@@ -371,12 +425,30 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     // The prompt without context items (and room for the policy line)
     // decides how many items fit the model's context.
     let fixed = vec![Message::system(ctx.baseline()?), Message::user(render(&[], None)? + &" ".repeat(300))];
-    let (nodes, shown) = number_nodes(&nodes, node_budget(ctx.config, &fixed, 512));
-    let resolution = resolve(&nodes);
-    trace.policy = Some(resolution.clone());
-    let user = render(&shown, Some(&resolution))?;
-    let outcome = synthesise(ctx, ctx.baseline()?, user, 512, &mut trace)?;
-    Ok(Produced { nodes, outcome, trace })
+    let mut budget = node_budget(ctx.config, &fixed, 512);
+    // The estimate is conservative; should the model's context still
+    // overflow, the context shrinks by half (twice), then the question is
+    // a recorded pipeline failure rather than an error.
+    for shrink in 0..3 {
+        let (kept, shown) = number_nodes(&nodes, budget);
+        let resolution = resolve(&kept);
+        trace.policy = Some(resolution.clone());
+        let user = render(&shown, Some(&resolution))?;
+        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &mut trace) {
+            Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),
+            Err(e) if is_overflow(&e) && shrink < 2 => {
+                trace.stopped_because.push_str(&format!("; synthesis context halved after: {e}"));
+                budget /= 2;
+            }
+            Err(e) if is_overflow(&e) => {
+                let request = ctx.request(vec![Message::system(ctx.baseline()?), Message::user(user)], 512);
+                let failure = overflow_failure(ctx, request, &e)?;
+                return Ok(Produced { nodes: kept, outcome: Err(failure), trace });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the third shrink returns")
 }
 
 /// A validated citation list for `two` over `nodes`.

@@ -30,13 +30,18 @@ pub(crate) fn agent_system(ctx: &Ctx<'_>, selection: &Selection) -> Result<Strin
             json!({"name": t.as_str(), "description": t.description(), "schema": args.join(", ")})
         })
         .collect();
-    let labs = ctx.view.available_lab_concepts()?;
+    let vocabulary = Vocabulary::of(ctx)?;
+    let labs = vocabulary.labs;
     ctx.render(
         "chart_agent_system.prompt.md",
         json!({
             "baseline": ctx.baseline()?,
             "tools": tools,
-            "kinds": DocKind::ALL.map(|k| k.as_str()).join(", "),
+            "kinds": if vocabulary.kinds.is_empty() {
+                DocKind::ALL.map(|k| k.as_str()).join(", ")
+            } else {
+                vocabulary.kinds.join(", ")
+            },
             "calculators": crate::calculators::Calculator::ALL.map(|c| c.name()).join(", "),
             "labs": if labs.is_empty() { "none".to_string() } else { labs.join(", ") },
             "as_of": ctx.as_of(),
@@ -57,18 +62,45 @@ fn strip_filters(schema: &mut Value) {
 /// The arguments of any tool as one object with known, optional
 /// properties (each tool checks its own on the call). Known properties
 /// keep constrained decoding fast and the arguments short.
-pub(super) fn arguments_schema() -> Value {
+///
+/// Evident's constraint on top: the document kinds and lab concepts are
+/// enums of what this patient has up to the reference date (a search of a
+/// kind the record lacks, or a lab name it does not know, was the embedded
+/// model's commonest dead end), and dates must look like dates.
+pub(super) fn arguments_schema(vocabulary: &Vocabulary) -> Value {
     let text = |n: u32| json!({"type": "string", "maxLength": n});
+    let one_of = |names: &[String], fallback: u32| {
+        if names.is_empty() {
+            text(fallback)
+        } else {
+            json!({"type": "string", "enum": names})
+        }
+    };
+    let date = json!({"type": "string", "pattern": "^[12][0-9]{3}-[01][0-9]-[0-3][0-9]$"});
     json!({"type": "object", "properties": {
-        "query": text(80), "kind": text(30),
+        "query": text(80), "kind": one_of(&vocabulary.kinds, 30),
         "scope": {"type": "string", "enum": ["all", "most_recent", "on_date", "range"]},
-        "date": text(10), "since": text(10), "until": text(10),
+        "date": date, "since": date, "until": date,
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
-        "concepts": {"type": "array", "items": text(40), "maxItems": 4},
+        "concepts": {"type": "array", "items": one_of(&vocabulary.labs, 40), "maxItems": 4},
         "record": {"type": "string", "enum": ["medications", "conditions", "procedures"]},
         "calculator": {"type": "string", "enum": crate::calculators::Calculator::ALL.map(|c| c.name())},
-        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}}},
+        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}, "maxProperties": 6}},
         "additionalProperties": false})
+}
+
+/// What the patient's record holds up to the reference date, for the
+/// prompts and the argument schema.
+pub(crate) struct Vocabulary {
+    pub kinds: Vec<String>,
+    pub labs: Vec<String>,
+}
+
+impl Vocabulary {
+    pub(crate) fn of(ctx: &Ctx<'_>) -> Result<Vocabulary, ChartError> {
+        let kinds = ctx.view.available_kinds()?.into_iter().map(|k| k.as_str().to_string()).collect();
+        Ok(Vocabulary { kinds, labs: ctx.view.available_lab_concepts()? })
+    }
 }
 
 /// Only the arguments `tool` accepts (the shared argument schema allows
@@ -98,22 +130,26 @@ fn question_keywords(question: &str) -> String {
     words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
 }
 
-fn plan_schema(ctx: &Ctx<'_>) -> Value {
+fn plan_schema(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Value {
     let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
     json!({"type": "object", "properties": {
         "steps": {"type": "array", "minItems": 1, "maxItems": ctx.config.max_plan_steps, "items": {
             "type": "object", "properties": {
                 "step": {"type": "integer", "minimum": 1},
-                "objective": {"type": "string", "minLength": 1, "maxLength": 120},
+                "objective": {"type": "string", "minLength": 1, "maxLength": 80},
                 "tool": {"type": "string", "enum": tools},
-                "arguments": arguments_schema(),
-                "evidence_requirements": short_list_schema(3),
-                "stop_rule": {"type": "string", "maxLength": 120}},
+                "arguments": arguments_schema(vocabulary),
+                "evidence_requirements": short_list_schema(2),
+                "stop_rule": {"type": "string", "maxLength": 60}},
             "required": ["step", "objective", "tool", "arguments", "evidence_requirements", "stop_rule"],
             "additionalProperties": false}},
-        "stop_conditions": short_list_schema(3)},
+        "stop_conditions": short_list_schema(2)},
         "required": ["steps", "stop_conditions"], "additionalProperties": false})
 }
+
+/// The plan's token limit: room for four full steps (the schema bounds
+/// every string), within the model's context (see [`answer_room`]).
+const PLAN_TOKENS: u32 = 1024;
 
 /// Phase II; returns the plan and the conversation so far (system, plan
 /// request, the plan as the assistant's answer), which Phase III extends.
@@ -130,9 +166,15 @@ pub(crate) fn plan(
                "assessment": summary.to_string(), "max_steps": ctx.config.max_plan_steps}),
     )?;
     let messages = vec![Message::system(system), Message::user(user)];
-    let request = ctx.request(messages.clone(), 512);
-    // Three attempts in all: the first and two repairs.
-    match chat_json(ctx.model, &request, &plan_schema(ctx), RepairPolicy { repair_attempts: 2 }, ctx.prompts)? {
+    let request = ctx.request(messages.clone(), answer_room(ctx.config, &messages, PLAN_TOKENS));
+    let schema = plan_schema(ctx, &Vocabulary::of(ctx)?);
+    // Three attempts in all: the first and two repairs. A prompt that does
+    // not fit the model's context is a recorded pipeline failure.
+    let answer = match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 2 }, ctx.prompts) {
+        Err(e @ LlmError::ContextOverflow { .. }) => return Ok(Err(overflow_failure(ctx, request, &e.into())?)),
+        other => other?,
+    };
+    match answer {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
             let steps = value["steps"]
                 .as_array()

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
+
 use super::*;
-use crate::answer::parse_two_line;
+use crate::answer::{citation_numbers, parse_two_line};
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -39,7 +41,9 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
 }
 
 /// Phase IV (and every comparator's answer step): asks for the two-line
-/// answer, repairing once, then records a pipeline failure.
+/// answer, repairing once, then records a pipeline failure. With
+/// [`AgentConfig::constrained_answer`] the two fields are decoded under a
+/// schema (Evident's variant, [`synthesise_constrained`]).
 pub(crate) fn synthesise(
     ctx: &Ctx<'_>,
     system: String,
@@ -47,6 +51,9 @@ pub(crate) fn synthesise(
     max_tokens: u32,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
+    if ctx.config.constrained_answer {
+        return synthesise_constrained(ctx, system, user, max_tokens, trace);
+    }
     let mut messages = vec![Message::system(system), Message::user(user)];
     let mut last_error = String::new();
     for attempt in 1..=2u32 {
@@ -74,4 +81,91 @@ pub(crate) fn synthesise(
         }
     }
     unreachable!("the loop returns on its second attempt ({last_error})")
+}
+
+/// The citation numbers a prompt shows: its lines that start with `[n]`
+/// (the numbered context items of every method's answer prompt).
+pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
+    let mut numbers: Vec<usize> = prompt
+        .lines()
+        .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.parse().ok())
+        .filter(|&n| n > 0)
+        .collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    numbers
+}
+
+/// The answer step's schema: a one-line answer, and a reasoning of one to
+/// three cited passages whose `[n]` can only be a number in `numbers` (no
+/// citation at all when nothing was shown). Patterns carry their own
+/// length bounds so the answer always fits its token limit.
+pub(crate) fn answer_schema(numbers: &[usize]) -> Value {
+    const TEXT: &str = r"[^\[\]\n\r]";
+    let reasoning = if numbers.is_empty() {
+        format!("^{TEXT}{{1,300}}$")
+    } else {
+        let alternatives = numbers.iter().map(usize::to_string).collect::<Vec<_>>().join("|");
+        format!("^{TEXT}{{1,160}}(?:\\[(?:{alternatives})\\]{TEXT}{{0,160}}){{1,3}}$")
+    };
+    json!({"type": "object", "properties": {
+        "answer": {"type": "string", "pattern": format!("^{TEXT}{{1,80}}$")},
+        "reasoning": {"type": "string", "pattern": reasoning}},
+        "required": ["answer", "reasoning"], "additionalProperties": false})
+}
+
+/// Evident's answer step for a constrained decoder: the same prompt, the
+/// answer and reasoning decoded as JSON under [`answer_schema`], so that
+/// the two lines always come back and every `[n]` names a shown item; two
+/// attempts (one JSON repair), then a recorded pipeline failure.
+fn synthesise_constrained(
+    ctx: &Ctx<'_>,
+    system: String,
+    user: String,
+    max_tokens: u32,
+    trace: &mut Trace,
+) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
+    let schema = answer_schema(&shown_numbers(&user));
+    let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
+    match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
+        StructuredAnswer::Valid { value, raw_text, attempts } => {
+            trace.synthesis_attempts = attempts;
+            // A small model sometimes repeats the label inside the field.
+            let field = |key: &str, label: &str| {
+                let text = value[key].as_str().unwrap_or_default().trim();
+                let unlabelled = match text.get(..label.len()) {
+                    Some(head) if head.eq_ignore_ascii_case(label) => text[label.len()..].trim(),
+                    _ => text,
+                };
+                unlabelled.to_string()
+            };
+            let (answer, reasoning) = (field("answer", "answer:"), field("reasoning", "reasoning:"));
+            let cited = citation_numbers(&reasoning);
+            Ok(Ok((TwoLine { answer, reasoning, cited }, raw_text)))
+        }
+        StructuredAnswer::PipelineFailure(f) => {
+            trace.synthesis_attempts = f.attempts;
+            Ok(Err(f))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_schema_admits_only_shown_citation_numbers() {
+        let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
+        assert_eq!(shown_numbers(prompt), vec![1, 2]);
+        let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2])).unwrap();
+        assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
+        assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
+        assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
+        assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
+        assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
+        let none = evident_llm::SchemaValidator::new(&answer_schema(&[])).unwrap();
+        assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
+        assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
+    }
 }

@@ -5,6 +5,19 @@ use super::labs::lab_evidence;
 use super::*;
 
 impl RecordView<'_> {
+    /// The canonical kinds of the patient's dated documents up to the
+    /// reference date (what a kind filter can find), in canonical order.
+    pub fn available_kinds(&self) -> Result<Vec<DocKind>, evident_store::StoreError> {
+        let present: BTreeSet<DocKind> = self
+            .lock()
+            .documents(&self.patient_id)?
+            .into_iter()
+            .filter(|d| d.date.is_some_and(|t| t <= self.as_of))
+            .map(|d| d.kind)
+            .collect();
+        Ok(DocKind::ALL.into_iter().filter(|k| present.contains(k)).collect())
+    }
+
     pub(super) fn search_reports(&self, a: &ReportArgs) -> Result<ToolOutput, ToolFailure> {
         let query = sanitise_query(&a.query);
         if query.trim().is_empty() {
