@@ -10,6 +10,8 @@
 //! one in effect.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use evident_match::batch::stored_results;
 use evident_match::decision::{trial_verdict, Assessment, Confidence, Determination, Eligibility, TrialVerdict};
@@ -118,7 +120,7 @@ pub struct Worklist {
 /// overrides applied) is `filter`.
 pub fn worklist(session: &Session, run_id: &str, filter: Option<Eligibility>) -> Result<Worklist> {
     session.with_store(|store| {
-        let (set, report) = load_report(store, run_id, None)?;
+        let (set, report) = load_report(session.db_path(), store, run_id)?;
         let all_overrides = store.overrides(run_id, None)?;
         let overrides = latest_overrides(&all_overrides);
         let signoffs = store.signoffs(run_id, None)?;
@@ -180,12 +182,12 @@ pub struct PatientReview {
 }
 
 pub fn patient(session: &Session, run_id: &str, patient_id: &str) -> Result<PatientReview> {
-    session.with_store(|store| patient_review(store, run_id, patient_id))
+    session.with_store(|store| patient_review(session.db_path(), store, run_id, patient_id))
 }
 
-fn patient_review(store: &Store, run_id: &str, patient_id: &str) -> Result<PatientReview> {
-    let (set, report) = load_report(store, run_id, Some(patient_id))?;
-    let Some(p) = report.patients.into_iter().next() else {
+fn patient_review(db: &Path, store: &Store, run_id: &str, patient_id: &str) -> Result<PatientReview> {
+    let (set, report) = load_report(db, store, run_id)?;
+    let Some(p) = report.patients.iter().find(|p| p.patient_id == patient_id).cloned() else {
         return Err(AppError::NotFound(format!("patient {patient_id:?} has no decision in run {run_id:?}")));
     };
     let overrides = store.overrides(run_id, Some(patient_id))?;
@@ -280,7 +282,7 @@ pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideReq
         input_error!("an override needs a reason");
     }
     session.with_store(|store| {
-        let review = patient_review(store, &request.run_id, &request.patient_id)?;
+        let review = patient_review(session.db_path(), store, &request.run_id, &request.patient_id)?;
         let Some(criterion) = review.criteria.iter().find(|c| c.view.criterion.id == request.criterion_id) else {
             return Err(AppError::NotFound(format!(
                 "run {:?} has no criterion {:?}",
@@ -332,7 +334,7 @@ pub fn sign_off(session: &Session, actor: &Actor, run_id: &str, patient_id: &str
         input_error!("{} is a {}; signing off needs the reviewer or admin role", actor.name, actor.role);
     }
     session.with_store(|store| {
-        let review = patient_review(store, run_id, patient_id)?;
+        let review = patient_review(session.db_path(), store, run_id, patient_id)?;
         let after = serde_json::json!({
             "eligibility": review.verdict.eligibility,
             "decisions": review.criteria.iter().map(|c| (c.view.criterion.id.clone(), c.effective_decision.clone())).collect::<BTreeMap<_, _>>(),
@@ -425,7 +427,7 @@ pub struct ExportRow {
 /// Every decision of a run with overrides applied and the original kept.
 pub fn export(session: &Session, run_id: &str) -> Result<Vec<ExportRow>> {
     session.with_store(|store| {
-        let (set, report) = load_report(store, run_id, None)?;
+        let (set, report) = load_report(session.db_path(), store, run_id)?;
         let overrides = store.overrides(run_id, None)?;
         let latest = latest_overrides(&overrides);
         let signoffs = store.signoffs(run_id, None)?;
@@ -516,25 +518,55 @@ fn run_criteria(run_id: &str, definition_json: &str) -> Result<CriteriaSet> {
     Ok(serde_json::from_value(criteria)?)
 }
 
-/// The run's criteria and its report over the patients it holds (or one).
-fn load_report(store: &Store, run_id: &str, patient: Option<&str>) -> Result<(CriteriaSet, TrialReport)> {
+/// A run's report over every patient it holds, as last built, and what
+/// it was built from.
+struct CachedReport {
+    db: PathBuf,
+    run_id: String,
+    definition_json: String,
+    fingerprint: (i64, i64),
+    report: Arc<TrialReport>,
+}
+
+/// Reports built lately. A report is built from the model's stored
+/// decisions only (overrides and sign-offs are applied per request), so it
+/// stays valid until the run's results change, which the fingerprint
+/// (count and newest row of the run's results) tells.
+static REPORTS: Mutex<Vec<CachedReport>> = Mutex::new(Vec::new());
+const REPORTS_KEPT: usize = 8;
+
+/// The run's criteria and its report over every patient it holds.
+fn load_report(db: &Path, store: &Store, run_id: &str) -> Result<(CriteriaSet, Arc<TrialReport>)> {
     let Some(run) = store.match_run(run_id)? else {
         return Err(AppError::NotFound(format!(
             "run {run_id:?} is not in the store; list the screening runs to see which are"
         )));
     };
     let set = run_criteria(run_id, &run.definition_json)?;
-    let patients: Vec<String> = match patient {
-        Some(p) => {
-            let held = stored_results(store, run_id)?.iter().any(|r| r.patient_id == p);
-            if !held {
-                return Err(AppError::NotFound(format!("patient {p:?} has no decision in run {run_id:?}")));
-            }
-            vec![p.to_string()]
+    let fingerprint = store.match_results_fingerprint(run_id)?;
+    {
+        let cache = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
+        let hit = cache.iter().find(|c| {
+            c.db == db && c.run_id == run_id && c.definition_json == run.definition_json && c.fingerprint == fingerprint
+        });
+        if let Some(hit) = hit {
+            return Ok((set, hit.report.clone()));
         }
-        None => stored_results(store, run_id)?.into_iter().map(|r| r.patient_id).collect(),
-    };
-    let report = trial_report(store, run_id, &set, &patients)?;
+    }
+    let patients: Vec<String> = stored_results(store, run_id)?.into_iter().map(|r| r.patient_id).collect();
+    let report = Arc::new(trial_report(store, run_id, &set, &patients)?);
+    let mut cache = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|c| !(c.db == db && c.run_id == run_id));
+    if cache.len() >= REPORTS_KEPT {
+        cache.remove(0);
+    }
+    cache.push(CachedReport {
+        db: db.to_path_buf(),
+        run_id: run_id.to_string(),
+        definition_json: run.definition_json,
+        fingerprint,
+        report: report.clone(),
+    });
     Ok((set, report))
 }
 

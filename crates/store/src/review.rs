@@ -255,6 +255,17 @@ impl Store {
         insert_audit(self.conn(), entry)
     }
 
+    /// A fingerprint of a screening run's stored results (how many, and
+    /// the newest row): it changes whenever a result is added or
+    /// replaced, so a view built from them can be kept until it does.
+    pub fn match_results_fingerprint(&self, run_id: &str) -> Result<(i64, i64)> {
+        Ok(self.conn().query_row(
+            "SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM match_results WHERE run_id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?)
+    }
+
     /// The audit trail, oldest first.
     pub fn audit_log(&self) -> Result<Vec<AuditRecord>> {
         let mut stmt = self.conn().prepare(
