@@ -74,13 +74,14 @@ fn import_then_evaluate_leave_one_patient_out_with_calibration() {
     let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
     assert!(md.contains("Label confusion") && md.contains("leave one patient out"), "{md}");
 
-    // Every decision names the exemplars it saw; none is sigir-20143's own.
+    // A decision names the exemplars it saw (it has no trace when none was
+    // close enough); none is sigir-20143's own.
     let topics = topics();
     let mut seen = 0;
     for run in result["runs"].as_array().unwrap() {
         for r in sb.store().match_results(run.as_str().unwrap()).unwrap() {
-            let trace: Value = serde_json::from_str(r.trace_json.as_deref().expect("a trace")).unwrap();
-            for e in trace["exemplars"].as_array().unwrap() {
+            let trace: Value = r.trace_json.as_deref().map(|t| serde_json::from_str(t).unwrap()).unwrap_or_default();
+            for e in trace["exemplars"].as_array().into_iter().flatten() {
                 let id: u64 = e["source_ref"].as_str().unwrap().rsplit('#').next().unwrap().parse().unwrap();
                 assert_ne!(topics[&id], "sigir-20143", "the patient's own row {id} was shown");
                 seen += 1;
