@@ -95,9 +95,9 @@ impl Exit {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     match commands::run(&cli) {
-    quiet_on_broken_pipe();
         Ok(Exit::Found) => ExitCode::from(0),
         Ok(Exit::NothingFound) => ExitCode::from(1),
         Err(err) => {

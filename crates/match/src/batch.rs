@@ -408,12 +408,13 @@ pub fn run_batch(
     // it finds no data keeps it in the model's set; each patient's tasks
     // then drop the criteria the check did decide for that patient.
     let checked = checked_criteria(set, config.checks);
+    let needs = FactNeeds::of(checked.iter().map(|(_, _, check)| check));
     let full_set = set;
     let model_set = if config.checks == ChecksMode::On {
         let mut reduced = set.clone();
-        reduced.criteria.retain(|c| {
-            !checked.iter().any(|(id, _, check)| id == &c.id && check.if_no_data == IfNoData::Abstain)
-        });
+        reduced
+            .criteria
+            .retain(|c| !checked.iter().any(|(id, _, check)| id == &c.id && check.if_no_data == IfNoData::Abstain));
         reduced
     } else {
         set.clone()
@@ -421,7 +422,6 @@ pub fn run_batch(
     let set = &model_set;
 
     let engine = match config.method {
-    let needs = FactNeeds::of(checked.iter().map(|(_, _, check)| check));
         Method::ZeroShot(strategy) => Engine::ZeroShot {
             matcher: ZeroShotMatcher::new(
                 models.matching,
