@@ -791,12 +791,7 @@ type Derived = (String, Vec<GoldEvidence>);
 
 /// The gold answer and evidence, or None when the template cannot be
 /// instantiated for this record (or the text does not support the answer).
-fn derive(
-    rule: &Rule,
-    slot: Option<&str>,
-    record: &PatientRecord<'_>,
-    reference: NaiveDate,
-) -> Option<Derived> {
+fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference: NaiveDate) -> Option<Derived> {
     let f = record.facts;
     let matching = |list: &'_ [Fact], terms: &[String], exclude: &[String]| -> Vec<Fact> {
         until(list, reference).filter(|x| mentions(&x.name, terms, exclude)).cloned().collect()

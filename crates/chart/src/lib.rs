@@ -146,11 +146,9 @@ impl Method {
             Method::AgentNoCalculators => c.use_calculators = false,
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
-            Method::Baseline
-            | Method::FullContext
-            | Method::SimpleRag
-            | Method::AdvancedRag
-            | Method::IterativeRag => return None,
+            Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
+                return None
+            }
         }
         Some(c)
     }
