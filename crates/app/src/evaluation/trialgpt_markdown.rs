@@ -180,50 +180,6 @@ pub(super) fn papers_markdown(method: &str, p: &Papers) -> String {
     md
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use evident_match::CriterionType;
-
-    fn p(t: CriterionType, gold: Decision, predicted: Decision) -> Prediction {
-        Prediction {
-            patient_id: "P".into(),
-            criterion_type: t,
-            gold,
-            predicted: Some(predicted),
-            gold_evidence: Default::default(),
-            predicted_evidence: Default::default(),
-        }
-    }
-
-    #[test]
-    fn baselines_and_papers_tables_hand_computed() {
-        use CriterionType::{Exclusion as Ex, Inclusion as In};
-        // Inclusion gold: MET, MET, NOT ENOUGH INFORMATION; exclusion gold: NOT MET.
-        let rows = [
-            p(In, Decision::Met, Decision::Met),
-            p(In, Decision::Met, Decision::NotMet),
-            p(In, Decision::NotEnoughInformation, Decision::Met),
-            p(Ex, Decision::NotMet, Decision::Met),
-        ];
-        let md = baseline_rows(&rows);
-        // Always NOT MET is right on the exclusion row only: 1/4; collapsed
-        // the same (NOT ENOUGH INFORMATION is unknown, not "not met").
-        assert!(md.contains("| baseline: always NOT MET | 4 | 0.250 | 0.250 |"), "{md}");
-        // Prevalence: inclusion rows right with 2/3, 2/3, 1/3; exclusion 1 -> (2/3+2/3+1/3+1)/4 = 2/3.
-        assert!(md.contains("| baseline: class prevalence (expected) | 4 | 0.667 | 0.667 | 0.000 |"), "{md}");
-        let papers = papers(&rows, &rows);
-        // Binary view: tm=1, fn=1, fm=2 (NEI and the exclusion), tn=0 -> accuracy 1/4, P 1/3, R 1/2.
-        let o = papers.gpt4.overall;
-        assert_eq!((o.accuracy, o.recall), (0.25, 0.5));
-        assert!((o.precision - 1.0 / 3.0).abs() < 1e-12);
-        let md = papers_markdown("ican", &papers);
-        assert!(md.contains("| Evident ican | 4 | 0.250 | 0.333 | 0.500 | 0.400 | 0.000 | 0.200 |"), "{md}");
-        assert!(md.contains("| baseline: always NOT MET | 4 | 0.500 | 0.000 | 0.000 |"), "{md}");
-        assert!(md.contains("| GPT-4 (same rows) | 4 | 0.250 |"), "{md}");
-    }
-}
-
 /// Rows per (physician's label, predicted label or "failed"): where the
 /// method leans.
 pub(super) fn label_confusion(predictions: &[Prediction]) -> BTreeMap<String, BTreeMap<String, usize>> {
@@ -274,4 +230,48 @@ pub(super) fn levers_markdown(exemplars: Option<&crate::exemplars::ExemplarOptio
             writeln!(md, "\nCalibration on: a MET or NOT MET citing no sentence counted as NOT ENOUGH INFORMATION.");
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evident_match::CriterionType;
+
+    fn p(t: CriterionType, gold: Decision, predicted: Decision) -> Prediction {
+        Prediction {
+            patient_id: "P".into(),
+            criterion_type: t,
+            gold,
+            predicted: Some(predicted),
+            gold_evidence: Default::default(),
+            predicted_evidence: Default::default(),
+        }
+    }
+
+    #[test]
+    fn baselines_and_papers_tables_hand_computed() {
+        use CriterionType::{Exclusion as Ex, Inclusion as In};
+        // Inclusion gold: MET, MET, NOT ENOUGH INFORMATION; exclusion gold: NOT MET.
+        let rows = [
+            p(In, Decision::Met, Decision::Met),
+            p(In, Decision::Met, Decision::NotMet),
+            p(In, Decision::NotEnoughInformation, Decision::Met),
+            p(Ex, Decision::NotMet, Decision::Met),
+        ];
+        let md = baseline_rows(&rows);
+        // Always NOT MET is right on the exclusion row only: 1/4; collapsed
+        // the same (NOT ENOUGH INFORMATION is unknown, not "not met").
+        assert!(md.contains("| baseline: always NOT MET | 4 | 0.250 | 0.250 |"), "{md}");
+        // Prevalence: inclusion rows right with 2/3, 2/3, 1/3; exclusion 1 -> (2/3+2/3+1/3+1)/4 = 2/3.
+        assert!(md.contains("| baseline: class prevalence (expected) | 4 | 0.667 | 0.667 | 0.000 |"), "{md}");
+        let papers = papers(&rows, &rows);
+        // Binary view: tm=1, fn=1, fm=2 (NEI and the exclusion), tn=0 -> accuracy 1/4, P 1/3, R 1/2.
+        let o = papers.gpt4.overall;
+        assert_eq!((o.accuracy, o.recall), (0.25, 0.5));
+        assert!((o.precision - 1.0 / 3.0).abs() < 1e-12);
+        let md = papers_markdown("ican", &papers);
+        assert!(md.contains("| Evident ican | 4 | 0.250 | 0.333 | 0.500 | 0.400 | 0.000 | 0.200 |"), "{md}");
+        assert!(md.contains("| baseline: always NOT MET | 4 | 0.500 | 0.000 | 0.000 |"), "{md}");
+        assert!(md.contains("| GPT-4 (same rows) | 4 | 0.250 |"), "{md}");
+    }
 }
