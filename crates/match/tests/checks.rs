@@ -171,30 +171,34 @@ fn mimic_demo_checks_read_ages_codes_and_prescriptions_from_the_timeline() {
     assert_eq!(decided, 100 * checks.len());
 }
 
-/// A patient with creatinine in three units and one text value.
-fn lab_store() -> Store {
+/// A store with one patient and these creatinine rows: (day, value, unit,
+/// upper limit of normal as stored).
+fn creatinine_store(
+    patient_id: &str,
+    sex: Option<&str>,
+    rows: Vec<(&str, LabValue, Option<&str>, Option<f64>)>,
+) -> Store {
     let mut store = Store::open_in_memory().unwrap();
     let w = store.writer().unwrap();
-    let patient =
-        Patient { id: "L".into(), source: "t".into(), birth_date: None, sex: Some("F".into()), display_name: None };
+    let patient = Patient {
+        id: patient_id.into(),
+        source: "t".into(),
+        birth_date: None,
+        sex: sex.map(String::from),
+        display_name: None,
+    };
     w.upsert_patient(&patient).unwrap();
     let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("Creatinine").unwrap().id.clone();
-    let rows = [
-        ("2024-01-01", LabValue::Numeric(150.0), Some("µmol/L")),
-        ("2024-02-01", LabValue::Numeric(1.2), Some("mg/dL")),
-        ("2024-03-01", LabValue::Numeric(2.0), Some("mg")),
-        ("2024-03-02", LabValue::Text("hemolysed".into()), None),
-    ];
-    for (i, (day, value, unit)) in rows.into_iter().enumerate() {
+    for (i, (day, value, unit, high)) in rows.into_iter().enumerate() {
         w.put_lab(&LabObservation {
-            patient_id: "L".into(),
+            patient_id: patient_id.into(),
             concept_id: Some(concept.clone()),
             original_name: "Creatinine".into(),
             loinc: None,
             value,
             unit: unit.map(String::from),
             ref_low: None,
-            ref_high: None,
+            ref_high: high,
             ref_text: None,
             flag: None,
             time: NaiveDateTime::parse_from_str(&format!("{day} 08:00"), "%Y-%m-%d %H:%M").unwrap(),
@@ -207,38 +211,28 @@ fn lab_store() -> Store {
     store
 }
 
+/// A patient with creatinine in three units and one text value.
+fn lab_store() -> Store {
+    let rows = vec![
+        ("2024-01-01", LabValue::Numeric(150.0), Some("µmol/L"), None),
+        ("2024-02-01", LabValue::Numeric(1.2), Some("mg/dL"), None),
+        ("2024-03-01", LabValue::Numeric(2.0), Some("mg"), None),
+        ("2024-03-02", LabValue::Text("hemolysed".into()), None, None),
+    ];
+    creatinine_store("L", Some("F"), rows)
+}
+
 #[test]
 fn above_normal_compares_each_value_with_its_own_stored_range() {
-    let mut store = Store::open_in_memory().unwrap();
-    let w = store.writer().unwrap();
-    let patient = Patient { id: "R".into(), source: "t".into(), birth_date: None, sex: None, display_name: None };
-    w.upsert_patient(&patient).unwrap();
-    let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("Creatinine").unwrap().id.clone();
-    // (day, value, unit, upper limit of normal as stored)
-    let rows = [
-        ("2024-01-01", 1.1, "mg/dL", Some(1.2)),
-        ("2024-02-01", 110.0, "µmol/L", Some(106.0)),
-        ("2024-03-01", 1.4, "mg/dL", None),
-    ];
-    for (i, (day, value, unit, high)) in rows.into_iter().enumerate() {
-        w.put_lab(&LabObservation {
-            patient_id: "R".into(),
-            concept_id: Some(concept.clone()),
-            original_name: "Creatinine".into(),
-            loinc: None,
-            value: LabValue::Numeric(value),
-            unit: Some(unit.into()),
-            ref_low: None,
-            ref_high: high,
-            ref_text: None,
-            flag: None,
-            time: NaiveDateTime::parse_from_str(&format!("{day} 08:00"), "%Y-%m-%d %H:%M").unwrap(),
-            source: "t".into(),
-            source_id: format!("lab-{i}"),
-        })
-        .unwrap();
-    }
-    w.commit().unwrap();
+    let store = creatinine_store(
+        "R",
+        None,
+        vec![
+            ("2024-01-01", LabValue::Numeric(1.1), Some("mg/dL"), Some(1.2)),
+            ("2024-02-01", LabValue::Numeric(110.0), Some("µmol/L"), Some(106.0)),
+            ("2024-03-01", LabValue::Numeric(1.4), Some("mg/dL"), None),
+        ],
+    );
     let facts = PatientFacts::load(&store, "R").unwrap().unwrap();
     let any = check("status: reviewed\nlab: {concept: Creatinine, unit: mg/dL, above_normal: true, select: any}");
     // 110 µmol/L is above its own range's 106 µmol/L.
