@@ -263,14 +263,26 @@ fn n2c2_by_screening_with_the_embedded_model() {
     assert_eq!(out["judgements"], 13, "{out}");
     let runs = sb.store().match_runs().unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].results, 13, "one stored decision per criterion (failed ones included)");
+    // The set's four reviewed checks (HbA1c, creatinine, ketoacidosis, MI)
+    // find no structured data in a note-only record and leave their
+    // criteria to the model: their outcomes are stored beside the model's
+    // 13 decisions.
+    assert_eq!(runs[0].results, 13 + 4, "one stored decision per criterion (failed ones included) and 4 checks");
+    let (checks, decisions): (Vec<_>, Vec<_>) =
+        sb.store().match_results(&runs[0].id).unwrap().into_iter().partition(|r| r.document_id == "#check");
+    assert_eq!(checks.len(), 4);
+    for c in &checks {
+        let check: serde_json::Value = serde_json::from_str(&c.result_json).unwrap();
+        assert_eq!(check["deferred"], true, "{}: {check}", c.criterion_id);
+        assert_eq!(check["outcome"]["decision"], "NOT ENOUGH INFORMATION", "{}", c.criterion_id);
+    }
 
     // The F1s recomputed from the stored decisions: MET is "met", every
     // other decision "not met", a failed decision is scored wrong.
     let gold: BTreeMap<&str, bool> = gold.iter().map(|(c, v)| (*c, *v == "met")).collect();
     let mut counts: BTreeMap<String, [usize; 4]> = BTreeMap::new(); // tm, fm, fn, tn
     let mut failed = 0;
-    for r in sb.store().match_results(&runs[0].id).unwrap() {
+    for r in decisions {
         let gold_met = gold[r.criterion_id.as_str()];
         let decision = stored_decision(&r.result_json);
         failed += usize::from(decision.is_none());
