@@ -19,6 +19,8 @@ use evident_model::Document;
 use evident_store::{Store, StoreError};
 use serde::Serialize;
 
+pub use evident_model::text::escape_html as esc;
+
 use crate::{ChartAnswer, Citation, CitedSource, Evidence};
 
 /// Characters of a document shown before the first and after the last
@@ -56,22 +58,6 @@ pub struct IndexEntry {
     pub score: Option<f64>,
     /// The answer page, relative to the index page.
     pub href: String,
-}
-
-/// Escapes text for HTML content and attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 const STYLE: &str = r#"

@@ -20,6 +20,8 @@ use evident_store::{ModelRunSummary, Store};
 use serde::Serialize;
 use serde_json::Value;
 
+use evident_model::text::escape_html as esc;
+
 use crate::batch::{stored_results, BatchError, CheckResult, Method};
 use crate::checks::CheckOutcome;
 use crate::criteria::{CriteriaSet, Criterion};
@@ -547,21 +549,6 @@ pub fn eligibility_text(e: Eligibility) -> &'static str {
         Eligibility::NotEligible => "not eligible",
         Eligibility::Excluded => "excluded",
     }
-}
-
-fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn anchor(parts: &[&str]) -> String {

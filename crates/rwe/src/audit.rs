@@ -346,16 +346,23 @@ pub fn judge_cohort<'m>(
         let verdict = judge_case(model, prompts, definition, &table.facts(row), None)?;
         cases.push(CaseJudgement { line: table.lines[row], verdict });
     }
-    let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
-    let excluded = cases.iter().filter(|c| c.verdict.as_ref().is_some_and(JudgeVerdict::excludes)).count();
-    Ok(JudgeReport {
-        model: model.model_id().to_string(),
-        sampled: cases.len(),
-        judged,
-        excluded,
-        exclusion_rate: (judged > 0).then(|| excluded as f64 / judged as f64),
-        cases,
-    })
+    Ok(JudgeReport::of_cases(model.model_id(), cases))
+}
+
+impl JudgeReport {
+    /// The counts of a judge's verdicts on the sampled rows.
+    fn of_cases(model: &str, cases: Vec<CaseJudgement>) -> JudgeReport {
+        let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
+        let excluded = cases.iter().filter(|c| c.verdict.as_ref().is_some_and(JudgeVerdict::excludes)).count();
+        JudgeReport {
+            model: model.to_string(),
+            sampled: cases.len(),
+            judged,
+            excluded,
+            exclusion_rate: (judged > 0).then(|| excluded as f64 / judged as f64),
+            cases,
+        }
+    }
 }
 
 /// Judges the same sampled rows as [`judge_cohort`] (same `seed`), but on
@@ -384,16 +391,7 @@ pub fn judge_database_facts<'m>(
         let verdict = judge_case(model, prompts, definition, &facts, None)?;
         cases.push(CaseJudgement { line: table.lines[row], verdict });
     }
-    let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
-    let excluded = cases.iter().filter(|c| c.verdict.as_ref().is_some_and(JudgeVerdict::excludes)).count();
-    Ok(JudgeReport {
-        model: model.model_id().to_string(),
-        sampled: cases.len(),
-        judged,
-        excluded,
-        exclusion_rate: (judged > 0).then(|| excluded as f64 / judged as f64),
-        cases,
-    })
+    Ok(JudgeReport::of_cases(model.model_id(), cases))
 }
 
 /// The audit's verdict: rules, then the judge (run only when the rules

@@ -18,28 +18,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use evident_model::text::escape_html as escape;
+
 use crate::analysis::AnalysisOutput;
 use crate::audit::{Attrition, AuditTable, StepKind, ATTRITION_FILE};
 use crate::bundle::Bundle;
 use crate::gold::Gold;
 use crate::sheet::{AnswerSheet, AnswerValue};
 use crate::task::FieldKind;
-
-/// HTML-escapes text for element content and quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
 
 /// The attrition table of a run: the agent's `attrition.csv` as read, or
 /// why there is none, beside the size of the exported cohort.

@@ -1,5 +1,5 @@
 //! HTML to plain text for FHIR attachments of type text/html (and FHIR
-//! narratives). A small forgiving scanner rather than a full HTML parser:
+//! narratives), and the one escape every report page uses for text it shows. A small forgiving scanner rather than a full HTML parser:
 //! clinical attachments are simple documents, and malformed markup must still
 //! give readable text rather than an error.
 
@@ -300,6 +300,24 @@ fn tidy(s: &str) -> String {
         }
         blank_run = 0;
         out.push_str(trimmed);
+    }
+    out
+}
+
+/// Escapes text for HTML element content and quoted attribute values: the
+/// escape of every HTML page Evident writes (screening, chart and study
+/// reports).
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
     }
     out
 }

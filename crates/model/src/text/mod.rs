@@ -6,6 +6,6 @@ mod html;
 mod sections;
 mod sentences;
 
-pub use html::html_to_text;
+pub use html::{escape_html, html_to_text};
 pub use sections::split_sections;
 pub use sentences::split_sentences;
