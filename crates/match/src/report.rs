@@ -29,6 +29,7 @@ use crate::decision::{
     pool, rank, trial_verdict, Assessment, Confidence, CriterionResult, Decision, Determination, Eligibility,
     SentenceRef, TrialVerdict,
 };
+use crate::exemplars::ShownExemplar;
 
 /// Sentences shown before and after each cited sentence.
 const CONTEXT_SENTENCES: i64 = 2;
@@ -112,6 +113,10 @@ pub struct CriterionView {
     pub note_results: Vec<CriterionResult>,
     /// The agents' trace (MAKAR).
     pub trace: Option<Value>,
+    /// The worked examples (exemplars of other patients) the decision's
+    /// prompt showed, best first; empty without `--exemplars` or when none
+    /// was close enough. Read from the stored trace.
+    pub exemplars: Vec<ShownExemplar>,
     pub decided_by: DecidedBy,
     /// The check's decision and the rows it read, when a check ran.
     pub check: Option<CheckOutcome>,
@@ -301,6 +306,7 @@ pub fn trial_report(
                     None => "failed".to_string(),
                 },
             };
+            let trace = traces.get(&c.id).cloned();
             criteria.push(CriterionView {
                 criterion: c.clone(),
                 result,
@@ -308,7 +314,8 @@ pub fn trial_report(
                 evidence,
                 problems,
                 note_results,
-                trace: traces.get(&c.id).cloned(),
+                exemplars: shown_exemplars(trace.as_ref()),
+                trace,
                 decided_by,
                 check,
                 model_result,
@@ -334,6 +341,22 @@ pub fn trial_report(
         usage,
         patients: reports,
     })
+}
+
+/// The exemplars a decision's trace names (zero-shot: `{"exemplars": [...]}`;
+/// the paper's MAKAR: its trace's `exemplars`). A trace without them, or
+/// one that does not read, names none.
+pub fn shown_exemplars(trace: Option<&Value>) -> Vec<ShownExemplar> {
+    trace
+        .and_then(|t| t.get("exemplars"))
+        .and_then(|e| serde_json::from_value::<Vec<ShownExemplar>>(e.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// One exemplar as a report names it: its id, where it came from and its
+/// similarity to the criterion.
+pub fn exemplar_text(e: &ShownExemplar) -> String {
+    format!("#{} {} {} ({:.3})", e.id, e.source, e.source_ref, e.similarity)
 }
 
 /// Puts trial reports together and ranks trials for each patient.
@@ -426,10 +449,12 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-/// One row per patient-level decision.
+/// One row per patient-level decision; `exemplars` names the worked
+/// examples its prompt showed ("#id source reference (similarity)", "; "
+/// between them), empty when none.
 pub fn to_csv(report: &MatchReport) -> String {
     let mut out = String::from(
-        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,decided_by\n",
+        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,decided_by\n",
     );
     for t in &report.trials {
         for p in &t.patients {
@@ -470,6 +495,7 @@ pub fn to_csv(report: &MatchReport) -> String {
                     evidence,
                     c.problems.join("; "),
                     failure,
+                    c.exemplars.iter().map(exemplar_text).collect::<Vec<_>>().join("; "),
                     c.decided_by.as_str().to_string(),
                 ];
                 let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -741,6 +767,18 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
         for n in &c.note_results {
             let label = n.decision().map(|d| d.trialgpt_label(c.criterion.criterion_type)).unwrap_or("failed");
             let _ = write!(h, "<li><code>{}</code>: {}</li>", esc(n.document_id.as_deref().unwrap_or("")), esc(label));
+        }
+        h.push_str("</ul></details>");
+    }
+    if !c.exemplars.is_empty() {
+        let _ = write!(
+            h,
+            "<details class=\"exemplars\"><summary>{} worked example{} shown (other patients' adjudicated decisions)</summary><ul>",
+            c.exemplars.len(),
+            if c.exemplars.len() == 1 { "" } else { "s" }
+        );
+        for e in &c.exemplars {
+            let _ = write!(h, "<li>{}</li>", esc(&exemplar_text(e)));
         }
         h.push_str("</ul></details>");
     }

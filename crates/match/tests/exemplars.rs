@@ -13,6 +13,7 @@ use evident_match::batch::{run_batch, stored_results, BatchConfig, Method, Model
 use evident_match::checks::ChecksMode;
 use evident_match::exemplars::{Exemplar, ExemplarBank, Exemplars};
 use evident_match::makar::{MakarConfig, Variant};
+use evident_match::report::{match_report, to_csv, to_html, trial_report};
 use evident_match::zero_shot::{Strategy, ZeroShotConfig};
 use evident_match::{CriteriaSet, CriterionType, Decision, Determination};
 use evident_model::text::{split_sections, split_sentences};
@@ -185,6 +186,28 @@ fn ican_never_shows_a_patient_its_own_exemplars_and_the_decision_names_those_it_
     };
     assert_eq!(seen("P1"), vec![2, 3]);
     assert_eq!(seen("P2"), vec![1, 3]);
+
+    // The report names them: in decisions.json, the CSV's last column and the HTML.
+    let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
+    let patients = vec!["P1".to_string(), "P2".to_string()];
+    let report = trial_report(&store.lock().unwrap(), &run_id, &set, &patients).unwrap();
+    let shown = |patient: &str| -> Vec<i64> {
+        let p = report.patients.iter().find(|p| p.patient_id == patient).unwrap();
+        p.criteria[0].exemplars.iter().map(|e| e.id).collect()
+    };
+    assert_eq!((shown("P1"), shown("P2")), (vec![2, 3], vec![1, 3]));
+    let json = serde_json::to_value(&report).unwrap();
+    let first = &json["patients"][0]["criteria"][0]["exemplars"][0];
+    assert!(first["id"].is_i64() && first["source_ref"].is_string() && first["similarity"].is_f64(), "{first}");
+    assert!(first.get("criterion_text").is_none(), "the report names exemplars, it does not copy them: {first}");
+    let all = match_report(vec![report]);
+    let csv = to_csv(&all);
+    assert!(csv.lines().next().unwrap().ends_with(",failure,exemplars,decided_by"), "{csv}");
+    let p1_row = csv.lines().find(|l| l.contains(",P1,")).unwrap();
+    assert!(p1_row.ends_with(",#2 annotation dev.json#2 (1.000); #3 annotation dev.json#3 (1.000),model"), "{p1_row}");
+    let html = to_html(&all);
+    assert!(html.contains("2 worked examples shown"), "{html}");
+    assert!(html.contains("<li>#1 annotation dev.json#1 (1.000)</li>"), "{html}");
 }
 
 #[test]
@@ -209,6 +232,10 @@ fn the_papers_matching_agent_never_sees_the_patients_own_exemplars() {
     let ids: Vec<i64> =
         p2.traces["t2dm"]["exemplars"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, vec![1, 3]);
+    let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
+    let report = trial_report(&store.lock().unwrap(), &run_id, &set, &["P2".to_string()]).unwrap();
+    let shown: Vec<i64> = report.patients[0].criteria[0].exemplars.iter().map(|e| e.id).collect();
+    assert_eq!(shown, vec![1, 3], "the report reads them from MAKAR's trace too");
 }
 
 #[test]
