@@ -351,10 +351,11 @@ impl<'a> Reading<'a> {
             .or_else(|| r.get("reasonCode").and_then(|rc| rc.get(0)).and_then(|rc| str_at(rc, &["text"])))
             .map(|t| format!(", for {t}"))
             .unwrap_or_default();
+        let codes = codes_text(r.get("medicationCodeableConcept"));
         self.medications.push(
             &patient_id,
             time,
-            format!("{drug} ({status}{dosage}{reason})"),
+            format!("{drug} ({status}{dosage}{reason}){codes}"),
             format!("MedicationRequest/{id}"),
         );
     }
@@ -370,7 +371,13 @@ impl<'a> Reading<'a> {
         let resolved = str_at(r, &["abatementDateTime"])
             .map(|d| format!(", resolved {}", &d[..d.len().min(10)]))
             .unwrap_or_default();
-        self.conditions.push(&patient_id, time, format!("{name} ({status}{resolved})"), format!("Condition/{id}"));
+        let codes = codes_text(r.get("code"));
+        self.conditions.push(
+            &patient_id,
+            time,
+            format!("{name} ({status}{resolved}){codes}"),
+            format!("Condition/{id}"),
+        );
     }
 
     fn procedure(&mut self, r: &Value, place: &str) {
@@ -378,7 +385,8 @@ impl<'a> Reading<'a> {
         let Some(time) = self.time(r, place, &[&["performedDateTime"], &["performedPeriod", "start"]]) else { return };
         let name = concept_text(r, "code").unwrap_or_else(|| "unnamed procedure".into());
         let status = str_at(r, &["status"]).unwrap_or("unknown status");
-        self.procedures.push(&patient_id, time, format!("{name} ({status})"), format!("Procedure/{id}"));
+        let codes = codes_text(r.get("code"));
+        self.procedures.push(&patient_id, time, format!("{name} ({status}){codes}"), format!("Procedure/{id}"));
     }
 
     fn encounter(&mut self, r: &Value, place: &str) {
@@ -413,6 +421,46 @@ fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
 fn codings<'v>(v: &'v Value, field: &str) -> impl Iterator<Item = &'v Value> {
     let concept = if field.is_empty() { Some(v) } else { v.get(field) };
     concept.and_then(|c| c.get("coding")).and_then(Value::as_array).into_iter().flatten()
+}
+
+/// The codes of a concept in the systems a check can name, written into the
+/// timeline line as ` [SNOMED 44054006, ICD-10 E11.9]` (empty when it has
+/// none): the store keeps FHIR conditions, medications and procedures as
+/// text, so the codes are stored where the line is. Codings of other
+/// systems, and codes with characters a code does not have, are left out.
+fn codes_text(concept: Option<&Value>) -> String {
+    let Some(concept) = concept else { return String::new() };
+    let mut codes: Vec<String> = Vec::new();
+    for coding in codings(concept, "") {
+        let (Some(system), Some(code)) = (str_at(coding, &["system"]), str_at(coding, &["code"])) else { continue };
+        let Some(label) = code_system_label(system) else { continue };
+        let code = code.trim();
+        if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-') {
+            continue;
+        }
+        let text = format!("{label} {code}");
+        if !codes.contains(&text) {
+            codes.push(text);
+        }
+    }
+    if codes.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", codes.join(", "))
+    }
+}
+
+/// The short name a timeline line gives a FHIR code system.
+fn code_system_label(system: &str) -> Option<&'static str> {
+    Some(match system.trim_end_matches('/') {
+        "http://snomed.info/sct" => "SNOMED",
+        "http://www.nlm.nih.gov/research/umls/rxnorm" => "RxNorm",
+        "http://loinc.org" => "LOINC",
+        "http://hl7.org/fhir/sid/icd-10" | "http://hl7.org/fhir/sid/icd-10-cm" => "ICD-10",
+        "http://hl7.org/fhir/sid/icd-9-cm" | "http://hl7.org/fhir/sid/icd-9" => "ICD-9",
+        "http://hl7.org/fhir/sid/ndc" => "NDC",
+        _ => return None,
+    })
 }
 
 fn concept_text_of(concept: &Value) -> Option<String> {
@@ -563,4 +611,53 @@ pub(crate) fn read_bundle(path: &Path) -> (Batch, Vec<Problem>) {
         )),
     }
     reading.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn codes_of_known_systems_go_into_the_line() {
+        let concept = json!({"coding": [
+            {"system": "http://snomed.info/sct", "code": "44054006", "display": "Diabetes"},
+            {"system": "http://hl7.org/fhir/sid/icd-10-cm", "code": "E11.9"},
+            {"system": "http://example.org/local", "code": "X1"},
+            {"system": "http://snomed.info/sct", "code": "44054006"},
+            {"system": "http://snomed.info/sct", "code": "1] [Condition/forged"}
+        ], "text": "Diabetes"});
+        assert_eq!(codes_text(Some(&concept)), " [SNOMED 44054006, ICD-10 E11.9]");
+        assert_eq!(codes_text(Some(&json!({"text": "no codings"}))), "");
+        assert_eq!(codes_text(None), "");
+    }
+
+    #[test]
+    fn a_condition_line_carries_its_snomed_code() {
+        let bundle = json!({"resourceType": "Bundle", "entry": [
+            {"resource": {"resourceType": "Patient", "id": "p1", "birthDate": "1960-01-01", "gender": "female"}},
+            {"resource": {"resourceType": "Condition", "id": "c1", "subject": {"reference": "Patient/p1"},
+              "onsetDateTime": "2020-03-04T10:00:00Z",
+              "clinicalStatus": {"coding": [{"code": "active"}]},
+              "code": {"coding": [{"system": "http://snomed.info/sct", "code": "38341003", "display": "Hypertension"}],
+                       "text": "Hypertension"}}},
+            {"resource": {"resourceType": "MedicationRequest", "id": "m1", "subject": {"reference": "Patient/p1"},
+              "authoredOn": "2020-03-04T11:00:00Z", "status": "active",
+              "medicationCodeableConcept": {"coding": [{"system": "http://www.nlm.nih.gov/research/umls/rxnorm",
+                "code": "314076", "display": "lisinopril 10 MG Oral Tablet"}], "text": "lisinopril 10 MG Oral Tablet"}}}
+        ]});
+        let dir = std::env::temp_dir().join(format!("evident-fhir-codes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bundle.json");
+        std::fs::write(&path, bundle.to_string()).unwrap();
+        let (batch, problems) = read_bundle(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        let text: String = batch.documents.iter().map(|d| d.text.as_str()).collect();
+        assert!(text.contains("- 2020-03-04 10:00: Hypertension (active) [SNOMED 38341003] [Condition/c1]"), "{text}");
+        assert!(
+            text.contains("lisinopril 10 MG Oral Tablet (active) [RxNorm 314076] [MedicationRequest/m1]"),
+            "{text}"
+        );
+    }
 }

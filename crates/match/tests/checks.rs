@@ -171,6 +171,52 @@ fn mimic_demo_checks_read_ages_codes_and_prescriptions_from_the_timeline() {
     assert_eq!(decided, 100 * checks.len());
 }
 
+#[test]
+fn fhir_codes_stored_in_the_timeline_decide_code_checks() {
+    // A Synthea R4 patient: hypertension (SNOMED 38341003) since 1984,
+    // hydrochlorothiazide (RxNorm 316049) prescribed the same day, HbA1c
+    // (LOINC 4548-4) 6.36% on 2020-07-03, the last of them.
+    let bundle = evident_testdata::shared_data()
+        .join("synthea/generated-sample-data-R4/Mario_Dietrich_43d017d3-9f9a-4660-8bf0-fc919ce6379b.json");
+    let store = ingested(&[bundle]);
+    let facts = PatientFacts::load(&store, "1fc53917-6bc1-4f87-9008-c91e94f0e188").unwrap().unwrap();
+    let at = facts.latest_document.unwrap();
+    let span_is_stored = |s: &evident_match::checks::SentenceEvidence| {
+        let doc = store.document(&s.document_id).unwrap().unwrap();
+        assert_eq!(&doc.text[s.start..s.end], s.text, "evidence spans slice the stored text");
+    };
+
+    let by_code =
+        evaluate(&check("status: reviewed\ndiagnosis: {present: true, codes: ['SNOMED:38341003']}"), &facts, at);
+    assert_eq!(by_code.decision, Decision::Met, "{}", by_code.summary);
+    assert!(!by_code.sentences.is_empty());
+    assert!(by_code.sentences.iter().all(|s| s.text.contains("[SNOMED 38341003]")), "{:?}", by_code.sentences);
+    by_code.sentences.iter().for_each(span_is_stored);
+    let by_name = evaluate(&check("status: reviewed\ndiagnosis: {present: true, names: [hypertension]}"), &facts, at);
+    assert_eq!(by_name.decision, Decision::Met);
+    // A code is matched whole: a prefix of it is another concept.
+    let prefix =
+        evaluate(&check("status: reviewed\ndiagnosis: {present: true, codes: ['SNOMED:3834100']}"), &facts, at);
+    assert_eq!(prefix.decision, Decision::NotMet, "{}", prefix.summary);
+    // Before the diagnosis, the code is absent from what could be read.
+    let before = evaluate(
+        &check("status: reviewed\ndiagnosis: {present: false, codes: ['SNOMED:38341003']}"),
+        &facts,
+        date("1984-05-31"),
+    );
+    assert_ne!(before.decision, Decision::NotMet, "{}", before.summary);
+
+    let thiazide =
+        evaluate(&check("status: reviewed\nmedication: {present: true, codes: ['RxNorm:316049']}"), &facts, at);
+    assert_eq!(thiazide.decision, Decision::Met, "{}", thiazide.summary);
+    assert!(thiazide.sentences.iter().all(|s| s.text.contains("RxNorm 316049")));
+    thiazide.sentences.iter().for_each(span_is_stored);
+
+    let hba1c = evaluate(&check("status: reviewed\nlab: {concept: 'LOINC:4548-4', unit: '%', below: 6.5}"), &facts, at);
+    assert_eq!(hba1c.decision, Decision::Met, "{}", hba1c.summary);
+    assert!(hba1c.summary.contains("6.3598") && hba1c.summary.contains("2020-07-03"), "{}", hba1c.summary);
+}
+
 /// A store with one patient and these creatinine rows: (day, value, unit,
 /// upper limit of normal as stored).
 fn creatinine_store(

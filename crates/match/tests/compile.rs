@@ -84,7 +84,9 @@ fn proposals_of_every_kind_become_checks() {
     assert!(check(json!({"kind": "none"})).unwrap().is_none());
     let e = check(json!({"kind": "age"})).unwrap_err();
     assert!(e.contains("needs min, max or both"), "{e}");
-    let e = check(json!({"kind": "diagnosis", "present": true, "codes": ["SNOMED:44054006"]})).unwrap_err();
+    let dx = check(json!({"kind": "diagnosis", "present": true, "codes": ["SNOMED:44054006"]})).unwrap().unwrap();
+    assert_eq!(dx.diagnosis.unwrap().codes, ["SNOMED:44054006"]);
+    let e = check(json!({"kind": "medication", "present": true, "codes": ["NDC:00904224461"]})).unwrap_err();
     assert!(e.contains("not kept in the store's timeline"), "{e}");
 }
 

@@ -459,9 +459,19 @@ fn has_words(text: &str, name: &str) -> bool {
     false
 }
 
-/// The ICD codes a timeline line carries (`ICD-10 E119: ...`).
-fn icd_codes(text: &str) -> Vec<(CodeSystem, String)> {
-    let mut out = Vec::new();
+/// The codes a timeline line carries: MIMIC-IV's `ICD-10 E119: ...` and
+/// `ICD-9 25000: ...`, and the bracketed codings ingestion writes for FHIR
+/// resources (`[SNOMED 44054006, ICD-10 E11.9, RxNorm 314076]`). Codes
+/// come back without dots, upper case.
+fn line_codes(text: &str) -> Vec<(CodeSystem, String)> {
+    let mut out: Vec<(CodeSystem, String)> = Vec::new();
+    let mut push = |system: CodeSystem, code: &str| {
+        let code = code.replace('.', "").to_ascii_uppercase();
+        if !code.is_empty() && !out.iter().any(|(s, c)| *s == system && *c == code) {
+            out.push((system, code));
+        }
+    };
+    // ICD codes anywhere in the line (MIMIC-IV writes them first).
     let mut rest = text;
     while let Some(pos) = rest.find("ICD-") {
         rest = &rest[pos + 4..];
@@ -474,20 +484,33 @@ fn icd_codes(text: &str) -> Vec<(CodeSystem, String)> {
         };
         let after = rest.split_once(' ').map_or("", |(_, a)| a);
         let code: String = after.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '.').collect();
-        if !code.is_empty() {
-            out.push((system, code.replace('.', "").to_ascii_uppercase()));
+        push(system, &code);
+    }
+    // SNOMED and RxNorm only inside brackets, so a name that happens to
+    // contain the word is not read as a code.
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else { break };
+        for item in rest[open + 1..open + close].split(", ") {
+            let system = match item.split_once(' ') {
+                Some(("SNOMED", _)) => CodeSystem::Snomed,
+                Some(("RxNorm", _)) => CodeSystem::RxNorm,
+                _ => continue,
+            };
+            let code = item.split_once(' ').map_or("", |(_, c)| c.trim());
+            if code.chars().all(|c| c.is_ascii_alphanumeric()) {
+                push(system, code);
+            }
         }
+        rest = &rest[open + close + 1..];
     }
     out
 }
 
 fn event_matches(event: &CompiledEvent, text: &str) -> bool {
     if !event.codes.is_empty() {
-        let carried = icd_codes(text);
-        if event
-            .codes
-            .iter()
-            .any(|(system, code)| carried.iter().any(|(s, c)| s == system && c.starts_with(code.as_str())))
+        let carried = line_codes(text);
+        if event.codes.iter().any(|(system, code)| carried.iter().any(|(s, c)| s == system && system.matches(code, c)))
         {
             return true;
         }
@@ -515,11 +538,7 @@ fn event_check(event: &CompiledEvent, facts: &PatientFacts, screening_date: Naiv
         .filter(|s| s.kind == event.kind && is_record_line(&s.text) && in_window(s.date.date(), start, screening_date))
         .collect();
     let wanted = {
-        let mut parts: Vec<String> = event
-            .codes
-            .iter()
-            .map(|(s, c)| format!("{}:{c}", if *s == CodeSystem::Icd10 { "ICD-10" } else { "ICD-9" }))
-            .collect();
+        let mut parts: Vec<String> = event.codes.iter().map(|(s, c)| format!("{}:{c}", s.label())).collect();
         parts.extend(event.names.iter().cloned());
         parts.join(", ")
     };
@@ -560,11 +579,27 @@ mod tests {
     }
 
     #[test]
+    fn fhir_codes_are_read_from_brackets() {
+        let line = "- 2020-03-04 10:00: Hypertension (active) [SNOMED 38341003, ICD-10 I10] [Condition/c1]";
+        assert_eq!(
+            line_codes(line),
+            [(CodeSystem::Icd10, "I10".to_string()), (CodeSystem::Snomed, "38341003".to_string())]
+        );
+        let med = "- 2020-03-04 11:00: lisinopril 10 MG Oral Tablet (active) [RxNorm 314076] [MedicationRequest/m1]";
+        assert_eq!(line_codes(med), [(CodeSystem::RxNorm, "314076".to_string())]);
+        // The word outside brackets is not a code.
+        assert!(line_codes("SNOMED 123 review (done) [Procedure/p1]").is_empty());
+        assert!(CodeSystem::Snomed.matches("38341003", "38341003"));
+        assert!(!CodeSystem::Snomed.matches("3834100", "38341003"));
+        assert!(CodeSystem::Icd10.matches("I1", "I10"));
+    }
+
+    #[test]
     fn icd_codes_are_read_from_mimic_lines() {
         let line = "- 2180-05-06 22:23: ICD-10 E119: Type 2 diabetes mellitus without complications (#3 of admission 2) [diagnoses_icd/2/3]";
-        assert_eq!(icd_codes(line), [(CodeSystem::Icd10, "E119".to_string())]);
-        assert_eq!(icd_codes("ICD-9 25000: Diabetes"), [(CodeSystem::Icd9, "25000".to_string())]);
-        assert!(icd_codes("no codes here").is_empty());
+        assert_eq!(line_codes(line), [(CodeSystem::Icd10, "E119".to_string())]);
+        assert_eq!(line_codes("ICD-9 25000: Diabetes"), [(CodeSystem::Icd9, "25000".to_string())]);
+        assert!(line_codes("no codes here").is_empty());
     }
 
     #[test]

@@ -115,7 +115,9 @@ pub enum Select {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LabCheck {
-    /// A concept of the lab catalogue: its name, an alias, or its id.
+    /// A concept of the lab catalogue: its name, an alias, its id, or a
+    /// LOINC code (`LOINC:4548-4`) that the catalogue maps to it (values
+    /// are stored by concept, so every LOINC code of that concept counts).
     pub concept: String,
     pub unit: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,8 +150,9 @@ pub struct EventCheck {
     /// `true`: the criterion holds when a matching record is in the window;
     /// `false`: when none is.
     pub present: bool,
-    /// Codes as `SYSTEM:CODE` (`ICD-10:E11`, `ICD-9:250`); a code matches
-    /// itself and every code it is a prefix of (E11 matches E119).
+    /// Codes as `SYSTEM:CODE` (`ICD-10:E11`, `ICD-9:250`, `SNOMED:44054006`,
+    /// `RxNorm:314076`); an ICD code matches itself and every code it is a
+    /// prefix of (E11 matches E119); SNOMED CT and RxNorm codes match whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codes: Vec<String>,
     /// Names matched as whole words, case-insensitively, in the record's line.
@@ -194,11 +197,36 @@ pub struct CompiledLab {
     pub window: Window,
 }
 
-/// A code system the timeline keeps codes of.
+/// A code system the timeline keeps codes of: ICD in MIMIC-IV's lines
+/// (`ICD-10 E119: ...`), and the codings of FHIR resources in brackets
+/// (`[SNOMED 44054006, RxNorm 314076]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CodeSystem {
     Icd9,
     Icd10,
+    Snomed,
+    RxNorm,
+}
+
+impl CodeSystem {
+    /// How a timeline line and a check's `SYSTEM:CODE` name the system.
+    pub fn label(self) -> &'static str {
+        match self {
+            CodeSystem::Icd9 => "ICD-9",
+            CodeSystem::Icd10 => "ICD-10",
+            CodeSystem::Snomed => "SNOMED",
+            CodeSystem::RxNorm => "RxNorm",
+        }
+    }
+
+    /// ICD codes are hierarchical by prefix (E11 covers E119); SNOMED CT
+    /// and RxNorm codes are opaque identifiers, matched whole.
+    pub fn matches(self, wanted: &str, carried: &str) -> bool {
+        match self {
+            CodeSystem::Icd9 | CodeSystem::Icd10 => carried.starts_with(wanted),
+            CodeSystem::Snomed | CodeSystem::RxNorm => carried == wanted,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -323,7 +351,26 @@ fn window(prefix: &str, days: Option<u32>, months: Option<u32>) -> Result<Window
 
 fn compile_lab(lab: &LabCheck) -> Result<CompiledLab, CheckProblem> {
     let catalogue = LabCatalogue::builtin();
-    let Some(concept) = catalogue.get(&lab.concept).or_else(|| catalogue.resolve_name(&lab.concept)) else {
+    let loinc = lab.concept.trim().strip_prefix("LOINC:").or_else(|| lab.concept.trim().strip_prefix("loinc:"));
+    if let Some(code) = loinc {
+        if catalogue.resolve_loinc(code.trim()).is_none() {
+            return problem(
+                "lab.concept",
+                format!(
+                    "LOINC code {:?} maps to no concept of the lab catalogue; add it to the concept's loinc list in crates/model/data/lab_concepts.json, or name the concept",
+                    code.trim()
+                ),
+            );
+        }
+    }
+    let concept = match loinc {
+        Some(code) => catalogue.resolve_loinc(code.trim()),
+        None => catalogue
+            .get(&lab.concept)
+            .or_else(|| catalogue.resolve_name(&lab.concept))
+            .or_else(|| catalogue.resolve_loinc(lab.concept.trim())),
+    };
+    let Some(concept) = concept else {
         let near: Vec<&str> = catalogue.find(&lab.concept).iter().take(3).map(|c| c.name.as_str()).collect();
         let hint = if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) };
         return problem(
@@ -424,21 +471,38 @@ fn compile_event(event: &EventCheck, kind: TimelineKind, prefix: &str) -> Result
         let system = match system.trim().to_ascii_uppercase().replace(['-', ' '], "").as_str() {
             "ICD9" | "ICD9CM" => CodeSystem::Icd9,
             "ICD10" | "ICD10CM" | "ICD10PCS" => CodeSystem::Icd10,
-            "SNOMED" | "SNOMEDCT" | "RXNORM" | "LOINC" | "NDC" | "ATC" => {
+            "SNOMED" | "SNOMEDCT" | "SCT" => CodeSystem::Snomed,
+            "RXNORM" => CodeSystem::RxNorm,
+            "LOINC" => {
                 return problem(
                     &field,
                     format!(
-                        "{system} codes are not kept in the store's timeline (FHIR conditions, medications and procedures are stored by name; MIMIC-IV diagnoses and procedures by ICD code); match by names instead, or by ICD-9/ICD-10 codes"
+                        "LOINC codes name lab tests and observations, not {prefix} records; use a lab check with concept: \"LOINC:{}\"",
+                        code.trim()
+                    ),
+                )
+            }
+            "NDC" | "ATC" => {
+                return problem(
+                    &field,
+                    format!(
+                        "{system} codes are not kept in the store's timeline; use RxNorm codes (FHIR medications), names, or ICD codes"
                     ),
                 )
             }
             other => {
-                return problem(&field, format!("code system {other:?} is not known; use ICD-9 or ICD-10"));
+                return problem(
+                    &field,
+                    format!("code system {other:?} is not known; use ICD-9, ICD-10, SNOMED or RxNorm"),
+                );
             }
         };
         let code = code.trim().replace('.', "").to_ascii_uppercase();
         if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric()) {
             return problem(&field, format!("{text:?}: the code must be letters and digits"));
+        }
+        if matches!(system, CodeSystem::Snomed | CodeSystem::RxNorm) && !code.chars().all(|c| c.is_ascii_digit()) {
+            return problem(&field, format!("{text:?}: {} codes are digits only", system.label()));
         }
         codes.push((system, code));
     }
@@ -515,6 +579,15 @@ mod tests {
         assert_eq!((lab.lower, lab.upper), (Some((53.0, true)), Some((86.0, true))));
         assert_eq!(lab.window, Window::Months(12));
         assert_eq!(lab.select, Select::MostRecent);
+        for concept in ["LOINC:17856-6", "4548-4"] {
+            let c =
+                compile(&format!("status: reviewed\nlab: {{concept: '{concept}', unit: '%', at_least: 7}}")).unwrap();
+            let Predicate::Lab(lab) = c.predicate else { panic!() };
+            assert_eq!(lab.concept_name, "Hemoglobin A1c", "{concept}");
+        }
+        let (f, m) = problem_of("status: reviewed\nlab: {concept: 'LOINC:9999-9', unit: '%', at_least: 7}");
+        assert_eq!(f, "lab.concept");
+        assert!(m.contains("maps to no concept"), "{m}");
     }
 
     #[test]
@@ -532,9 +605,15 @@ mod tests {
         let (f, m) = problem_of("status: reviewed\nage: {min: 18}\nsex: female");
         assert_eq!(f, "");
         assert!(m.contains("names 2 predicates (age, sex)"), "{m}");
-        let (f, m) = problem_of("status: reviewed\ndiagnosis: {present: true, codes: ['SNOMED:44054006']}");
+        let (f, m) = problem_of("status: reviewed\ndiagnosis: {present: true, codes: ['LOINC:4548-4']}");
         assert_eq!(f, "diagnosis.codes[0]");
-        assert!(m.contains("match by names"), "{m}");
+        assert!(m.contains("use a lab check"), "{m}");
+        let (f, m) = problem_of("status: reviewed\nmedication: {present: true, codes: ['NDC:00904224461']}");
+        assert_eq!(f, "medication.codes[0]");
+        assert!(m.contains("use RxNorm codes"), "{m}");
+        let (f, m) = problem_of("status: reviewed\ndiagnosis: {present: true, codes: ['SNOMED:E11']}");
+        assert_eq!(f, "diagnosis.codes[0]");
+        assert!(m.contains("digits only"), "{m}");
         let (f, _) = problem_of("status: reviewed\nmedication: {present: true}");
         assert_eq!(f, "medication");
         let (f, _) = problem_of("status: reviewed\nmedication: {present: true, names: [x], within_days: 3}");
