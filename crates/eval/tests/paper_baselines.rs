@@ -1,7 +1,8 @@
 //! The two baselines docs/evaluation.md quotes beside every TrialGPT table,
 //! on the 538 rows Evident's methods answered (the development split less
 //! the row without criterion text, chosen as `evident eval trialgpt`
-//! does), and the papers' binary figures of GPT-4 and both baselines there.
+//! does), and the papers' binary figures of GPT-4 and both baselines there;
+//! each figure pinned here must be the one the document quotes.
 //! Reads ../shared/data and fails if it is missing.
 
 use std::path::Path;
@@ -62,6 +63,39 @@ fn baselines_on_the_538_rows() {
     assert_eq!(split(&gpt4_table), PINNED_SPLIT[0]);
     assert_eq!(split(&report.always_not_met), PINNED_SPLIT[1]);
     assert_eq!(split(&report.prevalence), PINNED_SPLIT[2]);
+
+    // The document quotes exactly these figures.
+    let docs = docs_text();
+    let cells = |pinned: &str| pinned.split(' ').collect::<Vec<_>>().join(" | ");
+    let quoted = [
+        format!(
+            "| baseline: always NOT MET | 538 | {} | {} | {} |",
+            PINNED_FOUR_LABEL[0], PINNED_FOUR_LABEL[1], PINNED_FOUR_LABEL[2]
+        ),
+        format!(
+            "| baseline: class prevalence (expected) | 538 | {} | {} | 0.000 |",
+            PINNED_FOUR_LABEL[3], PINNED_FOUR_LABEL[4]
+        ),
+        format!("| GPT-4 (TrialGPT's answers) | 538 | {} |", cells(PINNED[0])),
+        format!("| baseline: always NOT MET | 538 | {} |", cells(PINNED[1])),
+        format!("| baseline: class prevalence (expected) | 538 | {} |", cells(PINNED[2])),
+    ];
+    for (who, pinned) in ["GPT-4", "always NOT MET", "class prevalence"].iter().zip(PINNED_SPLIT) {
+        let v: Vec<&str> = pinned.split(' ').map(|x| if x == "0.000" { "0" } else { x }).collect();
+        let line = format!("{who} {} / {} and {} / {}", v[0], v[1], v[2], v[3]);
+        assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+    }
+    for line in quoted {
+        assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+    }
+}
+
+/// docs/evaluation.md with every run of whitespace made one space (its
+/// prose wraps lines).
+fn docs_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/evaluation.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Always NOT MET accuracy, collapsed accuracy, kappa; class prevalence

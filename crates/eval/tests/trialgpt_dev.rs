@@ -110,6 +110,24 @@ fn gpt4_reference_row() {
     let cited_in_gold: usize =
         rows.iter().map(|r| r.gpt4_sentence_ids().intersection(&r.expert_sentence_ids()).count()).sum();
     assert_eq!((cited, gold, cited_in_gold), (276, 339, 276));
+
+    // The document quotes exactly these figures.
+    let docs = docs_text();
+    let quoted = format!("| GPT-4 (TrialGPT's own answers, from the file) {}", table_cells(&row));
+    assert!(docs.contains(&quoted), "docs/evaluation.md does not quote {quoted:?}");
+    for (class, [precision, recall, f1], support) in per_class {
+        let line = format!("{class} {precision} / {recall} / {f1} ({support})");
+        assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+    }
+    assert!(docs.contains("(276 cited, 339 gold"), "the evidence counts");
+}
+
+/// docs/evaluation.md with every run of whitespace made one space (its
+/// prose wraps lines).
+fn docs_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/evaluation.md");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// GPT-4's row on the rows Evident's methods answered, as
@@ -137,6 +155,11 @@ fn gpt4_rows_beside_the_methods() {
         table_cells(&gpt4_row(&on_first_18)),
         "| 363 | 0.876 (0.815-0.924) | 0.920 (0.879-0.953) | 0.810 (0.719-0.883) | 0.864 | 1.000 / 0.782 / 0.877 (0.810-0.936) | 0 |"
     );
+    let docs = docs_text();
+    for rows in [&pairs[..], &on_first_18[..]] {
+        let quoted = format!("| GPT-4 (TrialGPT's answers, same rows) {}", table_cells(&gpt4_row(rows)));
+        assert!(docs.contains(&quoted), "docs/evaluation.md does not quote {quoted:?}");
+    }
 }
 
 #[test]
