@@ -90,3 +90,25 @@ fn serve_refuses_a_remote_bind_and_serves_on_loopback() {
     assert!(login.contains("id=\"login-form\""));
     assert!(api.starts_with("HTTP/1.1 401"), "{api}");
 }
+
+#[test]
+fn serve_refuses_unusable_tls_files_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("evident.db");
+    let cert = dir.path().join("cert.pem");
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    let key = dir.path().join("missing-key.pem");
+    let (code, _, err) =
+        evident(&db, &["serve", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("--tls-cert {}: holds no certificate", cert.display())), "{err}");
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
+    let (code, _, err) =
+        evident(&db, &["serve", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("--tls-key {}: cannot read it", key.display())), "{err}");
+    // One flag without the other is a usage error.
+    let (code, _, err) = evident(&db, &["serve", "--tls-cert", cert.to_str().unwrap()], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--tls-key"), "{err}");
+}

@@ -294,7 +294,7 @@ async fn login(
     let login = do_login(&state, &headers, body.name, body.password).await?;
     let json =
         serde_json::json!({ "name": login.actor.name, "role": login.actor.role, "csrf_token": login.csrf_token });
-    Ok(([(header::SET_COOKIE, auth::session_cookie(&login.token))], Json(json)).into_response())
+    Ok(([(header::SET_COOKIE, auth::session_cookie(&login.token, state.secure_cookies()))], Json(json)).into_response())
 }
 
 async fn logout(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Result<Response, ApiError> {
@@ -302,7 +302,8 @@ async fn logout(State(state): State<AppState>, headers: axum::http::HeaderMap) -
         let session = state.session.clone();
         blocking(move || users::logout(&session, &token)).await?;
     }
-    Ok(([(header::SET_COOKIE, auth::expired_session_cookie())], StatusCode::NO_CONTENT).into_response())
+    Ok(([(header::SET_COOKIE, auth::expired_session_cookie(state.secure_cookies()))], StatusCode::NO_CONTENT)
+        .into_response())
 }
 
 async fn me(user: CurrentUser) -> Json<serde_json::Value> {

@@ -120,13 +120,27 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
-/// The `Set-Cookie` value of a login session.
-pub fn session_cookie(token: &str) -> String {
-    format!("{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}", users::SESSION_HOURS * 3600)
+/// `; Secure` when the server speaks HTTPS (the browser then never sends
+/// the cookie over plain HTTP), else nothing.
+pub fn secure_attr(secure: bool) -> &'static str {
+    if secure {
+        "; Secure"
+    } else {
+        ""
+    }
 }
 
-pub fn expired_session_cookie() -> String {
-    format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+/// The `Set-Cookie` value of a login session.
+pub fn session_cookie(token: &str, secure: bool) -> String {
+    format!(
+        "{SESSION_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
+        users::SESSION_HOURS * 3600,
+        secure_attr(secure)
+    )
+}
+
+pub fn expired_session_cookie(secure: bool) -> String {
+    format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}", secure_attr(secure))
 }
 
 /// Every request other than GET and HEAD must carry the CSRF token of its

@@ -12,6 +12,7 @@
 //!   `study_pages` (study runs' bundles) beside it.
 //! - [`jobs`]: background jobs over HTTP: start, follow as server-sent
 //!   events, resume.
+//! - [`tls`]: the server's own HTTPS (rustls) from PEM files.
 
 pub mod api;
 pub mod auth;
@@ -22,6 +23,7 @@ pub mod jobs;
 pub mod openapi;
 pub mod pages;
 mod study_pages;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,6 +35,7 @@ use evident_app::Session;
 
 pub use bind::{check_bind, BindError};
 pub use error::ApiError;
+pub use tls::TlsError;
 
 /// What every handler shares: the session over the store, the login
 /// rate limiter, and the folder of study runs the study pages read.
@@ -43,17 +46,36 @@ pub struct AppState {
     /// A folder whose subfolders are `evident study` run folders (each
     /// with its `bundle.json`); `None`: no study pages.
     pub studies: Option<Arc<PathBuf>>,
+    /// The server's TLS configuration; `None`: plain HTTP (loopback, or
+    /// with the insecure-remote opt-in). With it, cookies are `Secure`.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl AppState {
     pub fn new(session: Session) -> AppState {
-        AppState { session: Arc::new(session), limiter: Arc::new(auth::LoginLimiter::default()), studies: None }
+        AppState {
+            session: Arc::new(session),
+            limiter: Arc::new(auth::LoginLimiter::default()),
+            studies: None,
+            tls: None,
+        }
     }
 
     /// With the study pages over the run folders in `dir`.
     pub fn with_studies(mut self, dir: PathBuf) -> AppState {
         self.studies = Some(Arc::new(dir));
         self
+    }
+
+    /// Served over HTTPS with `config` (see [`tls::load`]).
+    pub fn with_tls(mut self, config: Arc<tokio_rustls::rustls::ServerConfig>) -> AppState {
+        self.tls = Some(config);
+        self
+    }
+
+    /// Whether cookies must carry `Secure` (the server speaks HTTPS).
+    pub fn secure_cookies(&self) -> bool {
+        self.tls.is_some()
     }
 }
 
@@ -94,9 +116,9 @@ pub fn serve(session: Session, addr: SocketAddr, ready: impl FnOnce(SocketAddr))
     serve_state(AppState::new(session), addr, ready)
 }
 
-/// [`serve`] with the state built by the caller (e.g. with study pages).
-/// Jobs a previous server process left queued or running are marked
-/// interrupted first (they can be resumed).
+/// [`serve`] with the state built by the caller (e.g. with study pages, or
+/// TLS: then it speaks only HTTPS). Jobs a previous server process left
+/// queued or running are marked interrupted first (they can be resumed).
 pub fn serve_state(state: AppState, addr: SocketAddr, ready: impl FnOnce(SocketAddr)) -> std::io::Result<()> {
     match evident_app::jobs::recover(&state.session) {
         Ok(0) => {}
@@ -107,11 +129,24 @@ pub fn serve_state(state: AppState, addr: SocketAddr, ready: impl FnOnce(SocketA
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         ready(listener.local_addr()?);
-        let app = router(state);
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        match state.tls.clone() {
+            None => {
+                let app = router(state);
+                axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            }
+            Some(config) => {
+                use axum::serve::ListenerExt;
+                let listener = tls::TlsListener::new(listener, config)?.tap_io(|_| {});
+                let app = router(state);
+                axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                    .with_graceful_shutdown(shutdown)
+                    .await
+            }
+        }
     })
 }

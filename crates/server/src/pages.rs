@@ -123,10 +123,10 @@ async fn login_page(State(state): State<AppState>, headers: HeaderMap) -> Respon
     if let Ok(Some(_)) = current_user(&state, &headers).await {
         return Redirect::to("/").into_response();
     }
-    login_form(None, StatusCode::OK)
+    login_form(None, StatusCode::OK, state.secure_cookies())
 }
 
-fn login_form(message: Option<&str>, status: StatusCode) -> Response {
+fn login_form(message: Option<&str>, status: StatusCode, secure: bool) -> Response {
     let token = random_token();
     let body = layout(
         "Log in",
@@ -142,7 +142,10 @@ fn login_form(message: Option<&str>, status: StatusCode) -> Response {
             }
         },
     );
-    let cookie = format!("{LOGIN_CSRF_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600");
+    let cookie = format!(
+        "{LOGIN_CSRF_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600{}",
+        auth::secure_attr(secure)
+    );
     (status, [(header::SET_COOKIE, cookie)], body).into_response()
 }
 
@@ -154,8 +157,13 @@ struct LoginForm {
 
 async fn login_submit(State(state): State<AppState>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
     match do_login(&state, &headers, form.name, form.password).await {
-        Ok(login) => ([(header::SET_COOKIE, auth::session_cookie(&login.token))], Redirect::to("/")).into_response(),
-        Err(e @ (ApiError::Forbidden(_) | ApiError::RateLimited)) => login_form(Some(&e.message()), e.status()),
+        Ok(login) => {
+            ([(header::SET_COOKIE, auth::session_cookie(&login.token, state.secure_cookies()))], Redirect::to("/"))
+                .into_response()
+        }
+        Err(e @ (ApiError::Forbidden(_) | ApiError::RateLimited)) => {
+            login_form(Some(&e.message()), e.status(), state.secure_cookies())
+        }
         Err(e) => PageError(e).into_response(),
     }
 }
@@ -165,7 +173,8 @@ async fn logout(State(state): State<AppState>, headers: HeaderMap) -> PageResult
         let s = state.session.clone();
         blocking(move || evident_app::users::logout(&s, &token)).await?;
     }
-    Ok(([(header::SET_COOKIE, auth::expired_session_cookie())], Redirect::to("/login")).into_response())
+    Ok(([(header::SET_COOKIE, auth::expired_session_cookie(state.secure_cookies()))], Redirect::to("/login"))
+        .into_response())
 }
 
 async fn home(State(state): State<AppState>, headers: HeaderMap) -> PageResult {
