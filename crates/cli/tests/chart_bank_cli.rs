@@ -53,4 +53,20 @@ fn bad_evaluation_input_exits_2_naming_the_place() {
     sb.run(&["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--out", "out"])
         .fails_with(2, "one.jsonl:1: field `patient`");
     assert!(!sb.path().join("out").exists(), "nothing written");
+    sb.run(&["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--sample", "0", "--out", "out"])
+        .fails_with(2, "--sample 0 selects no question");
+    sb.run(&[
+        "eval",
+        "chart",
+        "--questions",
+        "one.jsonl",
+        "--method",
+        "baseline",
+        "--sample-seed",
+        "3",
+        "--out",
+        "out",
+    ])
+    .fails_with(2, "--sample");
+    assert!(!sb.path().join("out").exists(), "nothing written");
 }

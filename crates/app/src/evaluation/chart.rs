@@ -177,7 +177,12 @@ pub struct ChartEvalRequest {
     pub methods: Vec<String>,
     pub runs: u32,
     pub out: PathBuf,
-    /// Only the first N questions of the file.
+    /// A stratified subset of N questions ([`bank::stratified_sample`],
+    /// seeded by `sample_seed`) instead of the whole file; `limit` then
+    /// keeps the subset's first questions.
+    pub sample: Option<usize>,
+    pub sample_seed: u64,
+    /// Only the first N questions of the file (of the subset, with `sample`).
     pub limit: Option<usize>,
     pub model: ModelChoice,
     /// Serve the first run's answers from the model cache (later runs never are).
@@ -265,6 +270,12 @@ pub fn evaluate_chart(
     let text = std::fs::read_to_string(&request.questions).map_err(|e| AppError::file(&request.questions, e))?;
     let mut questions =
         bank::parse_bank(&request.questions, &text).map_err(|e| AppError::Input(format!("questions file {e}")))?;
+    if let Some(n) = request.sample {
+        if n == 0 {
+            input_error!("--sample 0 selects no question; give the subset's size (e.g. 24) or leave it out");
+        }
+        questions = bank::stratified_sample(&questions, n, request.sample_seed);
+    }
     if let Some(n) = request.limit {
         questions.truncate(n);
     }

@@ -59,7 +59,17 @@ struct ChartArgs {
     /// command again to resume.
     #[arg(long, default_value = "evident-eval-chart")]
     out: PathBuf,
-    /// Only the first N questions of the file.
+    /// A stratified subset of N questions instead of the whole file: the
+    /// bank's patients shuffled with --sample-seed, each giving its first
+    /// question of every level until N/3 per level are taken (gold answers
+    /// are never read). Questions are listed patient by patient, so
+    /// --limit K then keeps whole patients.
+    #[arg(long)]
+    sample: Option<usize>,
+    /// The seed of --sample's patient shuffle.
+    #[arg(long, default_value_t = 42, requires = "sample")]
+    sample_seed: u64,
+    /// Only the first N questions of the file (of the subset, with --sample).
     #[arg(long)]
     limit: Option<usize>,
     /// Bootstrap resamples for every interval and paired difference.
@@ -254,6 +264,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 methods: a.methods.clone(),
                 runs: a.runs,
                 out: a.out.clone(),
+                sample: a.sample,
+                sample_seed: a.sample_seed,
                 limit: a.limit,
                 model: ModelChoice {
                     model: a.model.clone(),
