@@ -67,6 +67,10 @@ impl fmt::Display for TrialgptEvaluation {
 /// One method's answers on the annotated pairs.
 pub(super) struct MethodEval {
     pub method: &'static str,
+    /// The method as the tables name it: with " + exemplars" and
+    /// " + calibration" when those levers were on, so the two arms of a
+    /// paired comparison of one strategy are told apart.
+    pub name: String,
     pub retrieval: RetrievalSettings,
     pub predictions: Vec<Prediction>,
     /// (predicted eligibility, SIGIR relevance label) per labelled pair.
@@ -191,7 +195,7 @@ pub fn evaluate_trialgpt(
         "runs": ours.run_ids,
     });
     let mut md = markdown(&ours, &ours_row, &gpt4_row, &expert_items, &gpt4_items, topics.len());
-    md.push_str(&super::trialgpt_markdown::papers_markdown(ours.method, &papers));
+    md.push_str(&super::trialgpt_markdown::papers_markdown(&ours.name, &papers));
     md.push_str(&super::trialgpt_markdown::levers_markdown(
         request.options.exemplars.as_ref(),
         request.options.calibrate,
@@ -270,8 +274,16 @@ fn evaluate(
     }
     let ids: Vec<&str> = model_runs.iter().map(String::as_str).collect();
     let usage = st.model_runs_summary(&screening.model_run_id, &label, &ids)?;
+    let mut name = screening.method.as_str().to_string();
+    if options.exemplars.is_some() {
+        name.push_str(" + exemplars");
+    }
+    if options.calibrate {
+        name.push_str(" + calibration");
+    }
     Ok(MethodEval {
         method: screening.method.as_str(),
+        name,
         retrieval: screening.batch.retrieval,
         predictions: predictions_out,
         trial_items,

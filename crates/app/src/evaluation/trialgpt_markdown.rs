@@ -45,7 +45,7 @@ pub(super) fn markdown(
     gpt4_trial: &[(Eligibility, i64)],
     patients: usize,
 ) -> String {
-    let method = ours.method;
+    let method = &ours.name;
     let rows = ours.predictions.len();
     let mut md = String::new();
     let _ = writeln!(md, "# TrialGPT criterion annotations: {method}\n");
@@ -85,7 +85,7 @@ pub(super) fn comparison_markdown(
     base_row: &ReportRow,
     c: &Comparison,
 ) -> String {
-    let (a, b) = (ours.method, base.method);
+    let (a, b) = (&ours.name, &base.name);
     let rows = base.predictions.len();
     let mut md = String::new();
     let _ = writeln!(md, "\n## {a} against {b} on the same rows\n");
