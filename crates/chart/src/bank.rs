@@ -205,21 +205,17 @@ pub fn to_jsonl(questions: &[BankQuestion]) -> String {
     questions.iter().map(|q| serde_json::to_string(q).expect("a question serialises") + "\n").collect()
 }
 
-/// A stratified evaluation subset of `n` questions, chosen by a fixed rule
-/// that reads only patients, levels and file order (never a gold answer):
-/// the bank's patients, in order of first appearance, are shuffled with
-/// SplitMix64 seeded by `seed`; walking them in that order, each patient
-/// gives the first question (in file order) of each level whose quota is
-/// not yet met. The quotas are `n / 3` per level, the remainder going to
-/// Level 1, then Level 2. The sample lists each patient's questions
-/// together (by level) in the shuffled patient order, so its first `k`
-/// questions are whole patients and every level again. Fewer than `n`
-/// questions when the bank has too few of a level.
+/// A stratified evaluation subset of `n` questions, one per patient,
+/// chosen by a fixed rule that reads only patients, levels and file order
+/// (never a gold answer): the bank's patients, in order of first
+/// appearance, are shuffled with SplitMix64 seeded by `seed`; walking them
+/// in that order with the level due going 1, 2, 3, 1, 2, 3, ..., a patient
+/// who has a question of the level due gives the first one (in file order)
+/// and the next level becomes due; a patient who has none is passed over.
+/// So any first `k` questions of the sample are `k` patients (clusters for
+/// the bootstrap) and the levels in turn. Fewer than `n` questions when the
+/// bank runs out of patients.
 pub fn stratified_sample(questions: &[BankQuestion], n: usize, seed: u64) -> Vec<BankQuestion> {
-    let mut quota: BTreeMap<u8, usize> = (1..=3u8).map(|l| (l, n / 3)).collect();
-    for l in 1..=(n % 3) as u8 {
-        *quota.get_mut(&l).expect("levels 1-3") += 1;
-    }
     let mut patients: Vec<&str> = Vec::new();
     for q in questions {
         if !patients.contains(&q.patient.as_str()) {
@@ -228,19 +224,14 @@ pub fn stratified_sample(questions: &[BankQuestion], n: usize, seed: u64) -> Vec
     }
     Rng::new(seed).shuffle(&mut patients);
     let mut out = Vec::new();
+    let mut due = 1u8;
     for patient in patients {
-        for level in 1..=3u8 {
-            let left = quota.get_mut(&level).expect("levels 1-3");
-            if *left == 0 {
-                continue;
-            }
-            if let Some(q) = questions.iter().find(|q| q.patient == patient && q.level == level) {
-                out.push(q.clone());
-                *left -= 1;
-            }
-        }
-        if quota.values().all(|&left| left == 0) {
+        if out.len() == n {
             break;
+        }
+        if let Some(q) = questions.iter().find(|q| q.patient == patient && q.level == due) {
+            out.push(q.clone());
+            due = due % 3 + 1;
         }
     }
     out
@@ -1308,23 +1299,16 @@ mod tests {
 
     #[test]
     fn the_stratified_sample_is_fixed_by_its_seed_and_never_reads_gold_answers() {
-        let bank = bank_of(10, [2, 2, 1]);
+        let bank = bank_of(20, [2, 2, 1]);
         let sample = stratified_sample(&bank, 13, 42);
         let ids: Vec<&str> = sample.iter().map(|q| q.id.as_str()).collect();
-        // Quotas 5 + 4 + 4: four whole patients, then a fifth's Level 1.
-        let per_level = |l: u8| sample.iter().filter(|q| q.level == l).count();
-        assert_eq!((per_level(1), per_level(2), per_level(3)), (5, 4, 4), "{ids:?}");
+        // One question per patient, the levels in turn, each the patient's first of its level.
+        assert_eq!(sample.len(), 13);
+        let levels: Vec<u8> = sample.iter().map(|q| q.level).collect();
+        assert_eq!(levels, [1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1], "{ids:?}");
         let patients: BTreeSet<&str> = sample.iter().map(|q| q.patient.as_str()).collect();
-        assert_eq!(patients.len(), 5, "{ids:?}");
-        // At most one question per patient and level, the first in file order.
-        for q in &sample {
-            assert!(q.id.ends_with("-0"), "{ids:?}");
-        }
-        // Grouped by patient: the first 3k questions are k whole patients.
-        for chunk in sample[..12].chunks(3) {
-            assert!(chunk.iter().all(|q| q.patient == chunk[0].patient), "{ids:?}");
-            assert_eq!(chunk.iter().map(|q| q.level).collect::<Vec<_>>(), [1, 2, 3]);
-        }
+        assert_eq!(patients.len(), 13, "{ids:?}");
+        assert!(sample.iter().all(|q| q.id.ends_with("-0")), "{ids:?}");
         // The same seed, the same sample, whatever the gold answers say.
         let mut regolded = bank.clone();
         for q in &mut regolded {
@@ -1335,13 +1319,17 @@ mod tests {
         assert_eq!(again, ids);
         let other: Vec<String> = stratified_sample(&bank, 13, 7).into_iter().map(|q| q.id).collect();
         assert_ne!(other, ids, "another seed, other patients");
-        // A patient without a Level 3 question gives the others; a bank too small gives what it has.
+        // A patient without a question of the level due is passed over; a
+        // bank too small gives what it has.
         let mut short = bank_of(2, [1, 1, 0]);
         short.extend(bank_of(1, [0, 0, 1]).into_iter().map(|mut q| {
             q.patient = "p9".into();
             q
         }));
-        assert_eq!(stratified_sample(&short, 30, 1).len(), 5);
+        let got = stratified_sample(&short, 30, 1);
+        assert!(got.len() <= 3 && got.windows(2).all(|w| w[1].level == w[0].level % 3 + 1), "{got:?}");
+        assert!(got.iter().all(|q| q.level != 3 || q.patient == "p9"));
+        assert_eq!(stratified_sample(&bank, 40, 42).len(), 20, "one per patient at most");
         assert!(stratified_sample(&bank, 0, 42).is_empty());
     }
 }

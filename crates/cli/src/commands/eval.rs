@@ -59,11 +59,11 @@ struct ChartArgs {
     /// command again to resume.
     #[arg(long, default_value = "evident-eval-chart")]
     out: PathBuf,
-    /// A stratified subset of N questions instead of the whole file: the
-    /// bank's patients shuffled with --sample-seed, each giving its first
-    /// question of every level until N/3 per level are taken (gold answers
-    /// are never read). Questions are listed patient by patient, so
-    /// --limit K then keeps whole patients.
+    /// A stratified subset of N questions instead of the whole file, one
+    /// per patient: the bank's patients shuffled with --sample-seed, each
+    /// giving its first question of the level due (1, 2, 3 in turn; gold
+    /// answers are never read). With --limit K the first K of the subset:
+    /// K patients, the levels in turn.
     #[arg(long)]
     sample: Option<usize>,
     /// The seed of --sample's patient shuffle.
