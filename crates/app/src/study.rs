@@ -118,6 +118,11 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     if let Some(steps) = request.max_steps {
         config.max_steps = steps;
     }
+    // The embedded model's window: memory compression at a fraction of it
+    // when that is below the paper's 32,768 tokens (Evident's setting).
+    if request.model.endpoint.is_none() {
+        config.context_tokens = Some(session.config().llm.context_size as usize);
+    }
     let run_id = session.begin_model_run(&format!("study {} ({})", task.id, request.strategy.as_str()))?;
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
     let prompts = study_prompts(None);

@@ -80,3 +80,38 @@ fn a_killed_study_resumes_without_repeating_its_step_and_writes_bundle_and_repor
     assert_eq!(again[0]["steps"], 1);
     assert_eq!(std::fs::read_to_string(s.path().join("run/steps.jsonl")).unwrap().lines().count(), 1);
 }
+
+/// The typed strategy (Evident's) on the embedded model: its answer is
+/// decoded under the action schema, so the first step is a valid action
+/// (the 0.5B model's free-text answers were all invalid before).
+#[test]
+fn the_typed_strategy_takes_a_valid_first_step_on_the_embedded_model() {
+    let s = Sandbox::new();
+    let demo = shared_data().join("mimic-iv-demo");
+    s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
+    let task = repo_root().join("crates/rwe/tasks/lactate-hospital-mortality");
+    let args = [
+        "--json",
+        "study",
+        task.to_str().unwrap(),
+        "--database",
+        "sqlite:demo.db",
+        "--strategy",
+        "typed",
+        "--max-steps",
+        "1",
+        "--no-judge",
+        "--out",
+        "run",
+    ];
+    let report = s.run(&args).ok().json();
+    assert_eq!(report[0]["strategy"], "typed");
+    assert_eq!(report[0]["steps"], 1, "{report:#}");
+    let bundle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("run/bundle.json")).unwrap()).unwrap();
+    let step = &bundle["run"]["steps"][0];
+    assert_eq!(step["invalid_outputs"], 0, "{step:#}");
+    assert_ne!(step["action"], "(invalid output)", "{step:#}");
+    let answer: serde_json::Value = serde_json::from_str(step["output"].as_str().unwrap()).unwrap();
+    assert!(answer["action"]["action"].is_string(), "{answer:#}");
+}

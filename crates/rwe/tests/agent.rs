@@ -303,3 +303,237 @@ fn a_full_context_window_ends_the_run_and_keeps_its_steps() {
             .unwrap();
     assert_eq!((again.termination, again.resumed_steps), (Termination::ContextFull, 3));
 }
+
+fn typed_env(run_dir: &Path) -> StudyEnv {
+    use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
+    let (task, gold) = task_and_gold();
+    let db = r_database(demo_url()).unwrap();
+    let ws = Workspace::create(&run_dir.join("workspace"), db, &[]).unwrap();
+    let conn =
+        ReadOnlyConnection::connect(demo_url(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
+    StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(conn))
+}
+
+const LACTATE_SQL: &str = "SELECT i.subject_id, i.hadm_id, i.stay_id, a.hospital_expire_flag AS died, \
+    p.anchor_age + CAST(substr(i.intime, 1, 4) AS INTEGER) - p.anchor_year AS age, \
+    CASE WHEN p.gender = 'F' THEN 1 ELSE 0 END AS female, m.v AS lactate \
+    FROM mimiciv_icu.icustays i JOIN mimiciv_hosp.patients p ON p.subject_id = i.subject_id \
+    JOIN mimiciv_hosp.admissions a ON a.hadm_id = i.hadm_id \
+    JOIN (SELECT i.stay_id, max(l.valuenum) AS v FROM mimiciv_icu.icustays i \
+    JOIN mimiciv_hosp.labevents l ON l.subject_id = i.subject_id WHERE l.itemid = 50813 AND l.valuenum IS NOT NULL \
+    AND julianday(l.charttime) BETWEEN julianday(i.intime) - 0.25 AND julianday(i.intime) + 1 GROUP BY i.stay_id) m \
+    ON m.stay_id = i.stay_id \
+    WHERE i.intime = (SELECT min(j.intime) FROM mimiciv_icu.icustays j WHERE j.subject_id = i.subject_id)";
+
+/// The typed strategy (Evident's) answers one JSON object per step,
+/// decoded under the action schema: every request carries the schema, the
+/// system prompt asks for JSON, an answer that is not the object is an
+/// invalid output told what to fix, and the scripted answers (which the
+/// schema accepts) run their actions.
+#[test]
+fn the_typed_strategy_decodes_one_json_action_under_the_schema() {
+    use evident_llm::SchemaValidator;
+    use evident_rwe::agent::actions::response_schema;
+    let dir = tempfile::tempdir().unwrap();
+    let sql = serde_json::to_string(LACTATE_SQL).unwrap();
+    let script = vec![
+        format!(
+            r#"{{"thought": "build the cohort", "action": {{"action": "run_sql", "params": {{"sql": {sql}, "save_as": "cohort_audit.csv"}}}}}}"#
+        ),
+        r#"{"thought": "fit", "action": {"action": "logistic_regression", "params": {"file": "cohort_audit.csv", "outcome": "died", "predictors": ["lactate", "age", "female"]}}}"#.to_string(),
+        "Reflection: done\nAction: finish".to_string(),
+        r#"{"thought": "stop", "action": {"action": "finish_task", "params": {}}}"#.to_string(),
+    ];
+    let schema = response_schema(Strategy::Typed);
+    let validator = SchemaValidator::new(&schema).unwrap();
+    for (i, answer) in script.iter().enumerate() {
+        assert_eq!(validator.check(answer).is_ok(), i != 2, "schema on answer {i}: {answer}");
+    }
+    let model = scripted(&script);
+    let memory = scripted::<&str>(&[]);
+    let store = StepStore::new(dir.path());
+    let config = AgentConfig::paper(Strategy::Typed);
+    let mut typed = typed_env(dir.path());
+    let run = run_agent(&model, &memory, &mut typed, &study_prompts(None), &config, &store, &[]).unwrap();
+    assert_eq!((run.termination, run.steps.len()), (Termination::Finished, 3));
+    assert!(
+        run.steps[0].observation.contains("Saved all 74 rows to cohort_audit.csv."),
+        "{}",
+        run.steps[0].observation
+    );
+    assert!(run.steps[1].observation.contains("lactate, 1.3595"), "{}", run.steps[1].observation);
+    assert_eq!(run.steps[2].invalid_outputs, 1);
+    let requests = model.requests();
+    assert!(requests.iter().all(|r| r.json_schema.as_ref() == Some(&schema)), "every request carries the schema");
+    assert!(requests[0].messages[0].content.contains("ALWAYS RESPOND WITH ONE JSON OBJECT"));
+    let repair = &requests[3].messages.last().unwrap().content;
+    assert!(repair.starts_with("Invalid response: the answer is not one JSON object"), "{repair}");
+    // The paper's strategy stays free text: no schema on its requests.
+    let r_model = scripted(&[answer("stop", r#"{"action": "finish_task", "params": {}}"#)]);
+    let r_dir = tempfile::tempdir().unwrap();
+    run_agent(
+        &r_model,
+        &memory,
+        &mut env(r_dir.path()),
+        &study_prompts(None),
+        &AgentConfig::paper(Strategy::R),
+        &StepStore::new(r_dir.path()),
+        &[],
+    )
+    .unwrap();
+    assert!(r_model.requests()[0].json_schema.is_none());
+}
+
+/// On a small-context model the history is compressed at Evident's
+/// fraction of the window (the paper's 32,768 tokens would never be
+/// reached on 4,096), with Figure 18's memory prompt.
+#[test]
+fn a_small_context_window_compresses_at_a_fraction_of_it() {
+    use evident_rwe::agent::MEMORY_CONTEXT_FRACTION;
+    let paper = AgentConfig::paper(Strategy::R);
+    assert_eq!(paper.memory_threshold(), 32_768);
+    let small = AgentConfig { context_tokens: Some(4096), ..AgentConfig::paper(Strategy::R) };
+    assert_eq!(small.memory_threshold(), (4096.0 * MEMORY_CONTEXT_FRACTION) as usize);
+    let large = AgentConfig { context_tokens: Some(131_072), ..AgentConfig::paper(Strategy::R) };
+    assert_eq!(large.memory_threshold(), 32_768);
+
+    let dir = tempfile::tempdir().unwrap();
+    // The first request is ~2,100 tokens and each observation (a 1,200-character R print) ~400: the
+    // window's 60% (2,457) is passed after two steps, and not again after the compression.
+    let print = answer("look", r#"{"action": "execute_r", "params": {"code": "cat(strrep('x', 1200))"}}"#);
+    let finish = answer("stop", r#"{"action": "finish_task", "params": {}}"#);
+    let model = scripted(&[print.clone(), print.clone(), print, finish]);
+    let memory = scripted(&["{\"progress_summary\": \"printed three times\"}"; 3]);
+    let store = StepStore::new(dir.path());
+    let run = run_agent(&model, &memory, &mut env(dir.path()), &study_prompts(None), &small, &store, &[]).unwrap();
+    assert_eq!(run.termination, Termination::Finished);
+    let compressed: Vec<u32> = run.steps.iter().filter(|s| s.memory.is_some()).map(|s| s.step).collect();
+    let sizes: Vec<usize> = model.requests().iter().map(|r| r.messages.iter().map(|m| m.content.len()).sum()).collect();
+    assert_eq!(compressed, vec![3], "compressed once the history passed the threshold; request sizes {sizes:?}");
+    let m = &memory.requests()[0];
+    assert!(m.messages[0].content.starts_with("You are a Data Analysis Research Assistant."), "Figure 18's prompt");
+    assert!(m.messages[1].content.starts_with("Environment:\n# Study protocol"), "from the first input");
+    let after = &model.requests()[2].messages;
+    assert_eq!(after.len(), 4);
+    assert!(after[1].content.contains("printed three times"));
+    // With the paper's threshold alone the same run never compresses.
+    let dir2 = tempfile::tempdir().unwrap();
+    let print = answer("look", r#"{"action": "execute_r", "params": {"code": "cat(strrep('x', 1200))"}}"#);
+    let finish = answer("stop", r#"{"action": "finish_task", "params": {}}"#);
+    let model = scripted(&[print.clone(), print.clone(), print, finish]);
+    let run = run_agent(
+        &model,
+        &memory,
+        &mut env(dir2.path()),
+        &study_prompts(None),
+        &paper,
+        &StepStore::new(dir2.path()),
+        &[],
+    )
+    .unwrap();
+    assert!(run.steps.iter().all(|s| s.memory.is_none()));
+}
+
+/// The Poisson, linear, propensity-matching and IPTW tools on a workspace
+/// CSV give what `evident-stats` gives on the same columns (whose
+/// estimators are checked against R in `crates/stats/tests`): the tools
+/// read the right columns, pass the offset and options, and report them.
+#[test]
+fn poisson_linear_psm_and_iptw_tools_report_the_estimators() {
+    use evident_rwe::agent::actions::parse_typed_response;
+    use evident_stats::glm::{glm, lm, Family, GlmConfig, Predictor};
+    use evident_stats::propensity::{iptw_effect, matched_effect, Estimand, MatchConfig, OutcomeModel};
+    let dir = tempfile::tempdir().unwrap();
+    let mut typed = typed_env(dir.path());
+    // A deterministic table: age, female, treated (depends on age), a count
+    // with exposure, a 0/1 outcome and a length of stay.
+    let mut seed = 12345u64;
+    let mut unif = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut rows = String::from("age,female,treated,visits,log_days,died,los\n");
+    let mut cols: Vec<Vec<f64>> = vec![Vec::new(); 7];
+    for _ in 0..160 {
+        let age = 40.0 + (unif() * 50.0).floor();
+        let female = f64::from(unif() < 0.45);
+        let treated = f64::from(unif() < 1.0 / (1.0 + (-(age - 65.0) / 10.0).exp()));
+        let days = 5.0 + (unif() * 60.0).floor();
+        let visits = (unif() * 3.0 * days / 30.0 + treated).floor();
+        let died = f64::from(unif() < 0.15 + 0.004 * (age - 40.0) - 0.08 * treated);
+        let los = 3.0 + 0.05 * age + 1.5 * treated + 4.0 * unif();
+        let row = [age, female, treated, visits, days.ln(), died, los];
+        rows.push_str(&row.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","));
+        rows.push('\n');
+        row.iter().zip(cols.iter_mut()).for_each(|(v, c)| c.push(*v));
+    }
+    std::fs::write(dir.path().join("workspace/t.csv"), rows).unwrap();
+    let mut act = |step: u32, action: &str| {
+        let text = format!(r#"{{"thought": "t", "action": {action}}}"#);
+        typed.execute(step, &parse_typed_response(&text, Strategy::Typed).unwrap()).text
+    };
+    let x = |names: &[&str], idx: &[usize]| -> Vec<(String, Vec<f64>)> {
+        names.iter().zip(idx).map(|(n, i)| (n.to_string(), cols[*i].clone())).collect()
+    };
+    let preds = |v: &[(String, Vec<f64>)]| -> Vec<(String, Vec<f64>)> { v.to_vec() };
+    let age_female = preds(&x(&["age", "female"], &[0, 1]));
+    let p: Vec<Predictor> = age_female.iter().map(|(n, v)| Predictor { name: n, values: v }).collect();
+    let with_treated = x(&["treated", "age"], &[2, 0]);
+    let pt: Vec<Predictor> = with_treated.iter().map(|(n, v)| Predictor { name: n, values: v }).collect();
+
+    let pois = act(
+        1,
+        r#"{"action": "poisson_regression", "params": {"file": "t.csv", "outcome": "visits", "predictors": ["treated", "age"], "offset": "log_days"}}"#,
+    );
+    let fit =
+        glm(&cols[3], &pt, Family::Poisson, &GlmConfig { offset: Some(&cols[4]), ..GlmConfig::default() }).unwrap();
+    let c = &fit.coefficients[1];
+    let (lo, hi) = c.exp_conf();
+    assert!(pois.contains("rate ratio"), "{pois}");
+    assert!(pois.contains(&format!("treated, {:.6}, {lo:.6}-{hi:.6}, {:.6e}", c.exp_estimate(), c.p_value)), "{pois}");
+
+    let lin = act(
+        2,
+        r#"{"action": "linear_regression", "params": {"file": "t.csv", "outcome": "los", "predictors": ["treated", "age"]}}"#,
+    );
+    let fit = lm(&cols[6], &pt, None, 0.95).unwrap();
+    let c = &fit.coefficients[1];
+    assert!(lin.contains(&format!("treated, {:.6}, {:.6} to {:.6}", c.estimate, c.conf_low, c.conf_high)), "{lin}");
+    assert!(lin.contains(&format!("R-squared {:.6}", fit.r_squared)), "{lin}");
+
+    let psm = act(
+        3,
+        r#"{"action": "propensity_matching", "params": {"file": "t.csv", "treatment": "treated", "covariates": ["age", "female"], "outcome": "died"}}"#,
+    );
+    let m = matched_effect(&cols[5], &cols[2], &p, &MatchConfig::default(), OutcomeModel::Logistic, 0.95).unwrap();
+    let e = &m.effect;
+    assert!(psm.contains(&format!("{} of", m.matching.n_treated_matched)), "{psm}");
+    assert!(
+        psm.contains(&format!(
+            "odds ratio {:.6}, 95% CI {:.6}-{:.6}",
+            e.estimate.exp(),
+            e.conf_low.exp(),
+            e.conf_high.exp()
+        )),
+        "{psm}"
+    );
+    assert!(psm.contains("age, ") && psm.contains("SMD after matching"), "{psm}");
+
+    let iptw = act(
+        4,
+        r#"{"action": "iptw", "params": {"file": "t.csv", "treatment": "treated", "covariates": ["age", "female"], "outcome": "los", "estimand": "att", "outcome_model": "linear"}}"#,
+    );
+    let w = iptw_effect(&cols[6], &cols[2], &p, Estimand::Att, OutcomeModel::Linear, 0.95).unwrap();
+    let e = &w.effect;
+    assert!(iptw.contains("weights for the ATT"), "{iptw}");
+    assert!(
+        iptw.contains(&format!("mean difference {:.6}, 95% CI {:.6} to {:.6}", e.estimate, e.conf_low, e.conf_high)),
+        "{iptw}"
+    );
+    // A bad option is named.
+    let bad = act(
+        5,
+        r#"{"action": "iptw", "params": {"file": "t.csv", "treatment": "treated", "covariates": ["age"], "outcome": "died", "estimand": "atc"}}"#,
+    );
+    assert!(bad.starts_with("The action failed:") && bad.contains("atc"), "{bad}");
+}

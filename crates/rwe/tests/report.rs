@@ -41,10 +41,9 @@ const COHORT_SQL: &str = "SELECT s.subject_id, s.hadm_id, s.stay_id, s.age, s.fe
     GROUP BY i.stay_id) m ON m.stay_id = s.stay_id \
   WHERE s.age >= 18";
 
+/// An answer of the typed strategy: one JSON object, thought and action.
 fn answer(thought: &str, action: &str) -> String {
-    format!(
-        "Reflection: {thought}\nResearch Plan and Status: 1. cohort 2. audit 3. analysis\nFact Check: none\nThought: {thought}\nAction: ```json\n{action}\n```"
-    )
+    format!(r#"{{"thought": {}, "action": {action}}}"#, serde_json::to_string(thought).unwrap())
 }
 
 #[test]

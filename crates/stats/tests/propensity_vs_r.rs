@@ -8,8 +8,8 @@ mod common;
 use common::{close, close_all, num, nums, r_json};
 use evident_stats::glm::Predictor;
 use evident_stats::propensity::{
-    balance, ipw_weights, match_nearest, propensity_scores, weighted_effect, DistanceArithmetic, Estimand, MatchConfig,
-    MatchOrder, OutcomeModel,
+    balance, iptw_effect, ipw_weights, match_nearest, matched_effect, propensity_scores, weighted_effect,
+    DistanceArithmetic, Estimand, MatchConfig, MatchOrder, OutcomeModel,
 };
 use evident_stats::roc::auc_delong;
 use serde_json::Value;
@@ -154,6 +154,46 @@ fn ipw_effects_match_weighted_glm_with_sandwich() {
                 &nums(&r["res"][key][name]),
             );
         }
+    }
+}
+
+/// The end-to-end PSM and IPTW tools against base R: PS by `glm`, 1:1
+/// caliper-0.2 matching by `greedy_match.R`, the outcome model on the
+/// matched units (or weighted) and the HC0 sandwich written out.
+#[test]
+fn matched_and_iptw_effects_match_base_r() {
+    let r = r_json(&format!(
+        "{LALONDE}
+        source(file.path(R_DIR, 'greedy_match.R'))
+        d$emp <- as.numeric(d$re78 > 0)
+        fit_ps <- glm(f, data = d, family = binomial); ps <- fitted(fit_ps); dist <- predict(fit_ps)
+        hc0 <- function(fit, y, w) {{ X <- model.matrix(fit); b <- summary(fit)$cov.unscaled
+          V <- b %*% crossprod(X * (w * (y - fitted(fit)))) %*% b; est <- coef(fit)[2]; se <- sqrt(V[2, 2])
+          c(est, se, 2 * pnorm(-abs(est / se)), est - qnorm(.975) * se, est + qnorm(.975) * se) }}
+        m <- greedy_match(d$treat, dist, 1, 0.2)
+        tr <- which(d$treat == 1); keep <- sort(c(tr[!is.na(m[, 1])], m[!is.na(m[, 1]), 1]))
+        dm <- d[keep, ]; w <- rep(1, nrow(dm))
+        fl <- suppressWarnings(glm(emp ~ treat, weights = w, family = quasibinomial, data = dm))
+        fo <- lm(re78 ~ treat, weights = w, data = dm)
+        wa <- d$treat / ps + (1 - d$treat) / (1 - ps)
+        il <- suppressWarnings(glm(emp ~ treat, weights = wa, family = quasibinomial, data = d))
+        io <- lm(re78 ~ treat, weights = wa, data = d)
+        out(list(d = d, n_matched = length(keep), psm_logistic = hc0(fl, dm$emp, w), psm_linear = hc0(fo, dm$re78, w),
+                 iptw_logistic = hc0(il, d$emp, wa), iptw_linear = hc0(io, d$re78, wa)))"
+    ));
+    let d = &r["d"];
+    let cols: Vec<Vec<f64>> = COVS.iter().map(|n| nums(&d[n])).collect();
+    let x: Vec<Predictor> = COVS.iter().zip(&cols).map(|(n, c)| Predictor { name: n, values: c }).collect();
+    let treat = nums(&d["treat"]);
+    let parts =
+        |e: &evident_stats::propensity::WeightedEffect| [e.estimate, e.robust_se, e.p_value, e.conf_low, e.conf_high];
+    for (model, y, name) in [(OutcomeModel::Logistic, "emp", "logistic"), (OutcomeModel::Linear, "re78", "linear")] {
+        let y = nums(&d[y]);
+        let m = matched_effect(&y, &treat, &x, &MatchConfig::default(), model, 0.95).unwrap();
+        assert_eq!(m.n_matched as f64, num(&r["n_matched"]), "matched units");
+        close_all(&format!("psm {name}"), &parts(&m.effect), &nums(&r[format!("psm_{name}").as_str()]));
+        let w = iptw_effect(&y, &treat, &x, Estimand::Ate, model, 0.95).unwrap();
+        close_all(&format!("iptw {name}"), &parts(&w.effect), &nums(&r[format!("iptw_{name}").as_str()]));
     }
 }
 

@@ -54,30 +54,42 @@ pub enum Action {
 pub enum StatsTool {
     Describe,
     LogisticRegression,
+    PoissonRegression,
+    LinearRegression,
     CoxRegression,
     KaplanMeierLogrank,
     RocAuc,
     FisherTest,
+    PropensityMatching,
+    Iptw,
 }
 
 impl StatsTool {
-    pub const ALL: [StatsTool; 6] = [
+    pub const ALL: [StatsTool; 10] = [
         StatsTool::Describe,
         StatsTool::LogisticRegression,
+        StatsTool::PoissonRegression,
+        StatsTool::LinearRegression,
         StatsTool::CoxRegression,
         StatsTool::KaplanMeierLogrank,
         StatsTool::RocAuc,
         StatsTool::FisherTest,
+        StatsTool::PropensityMatching,
+        StatsTool::Iptw,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             StatsTool::Describe => "describe",
             StatsTool::LogisticRegression => "logistic_regression",
+            StatsTool::PoissonRegression => "poisson_regression",
+            StatsTool::LinearRegression => "linear_regression",
             StatsTool::CoxRegression => "cox_regression",
             StatsTool::KaplanMeierLogrank => "kaplan_meier_logrank",
             StatsTool::RocAuc => "roc_auc",
             StatsTool::FisherTest => "fisher_test",
+            StatsTool::PropensityMatching => "propensity_matching",
+            StatsTool::Iptw => "iptw",
         }
     }
 }
@@ -106,6 +118,8 @@ struct ActionDoc {
     parameters: &'static [&'static str],
     returns: &'static str,
     example: &'static str,
+    /// JSON Schema of `params` (the typed strategy decodes under it).
+    params_schema: &'static str,
 }
 
 const COMMON: &[ActionDoc] = &[
@@ -115,6 +129,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["path (optional): str, a relative path to list contents from. Defaults to agent workspace."],
         returns: "A list of files and directories in the specified path.",
         example: r#"{"action": "list_files", "params": {"path": "."}}"#,
+        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}}, "required": [], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "read_file",
@@ -122,6 +137,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["path: str, a path relative to the workspace."],
         returns: "The file's content (cut at the observation limit).",
         example: r#"{"action": "read_file", "params": {"path": "db_connect.R"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}}, "required": ["path"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "write_file",
@@ -129,6 +145,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["path: str, a path relative to the workspace.", "content: str, the whole file content."],
         returns: "Confirmation.",
         example: r#"{"action": "write_file", "params": {"path": "cohort.R", "content": "source(\"db_connect.R\")\n..."}}"#,
+        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}, "content": {"type": "string", "maxLength": 4000}}, "required": ["path", "content"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "execute_r",
@@ -136,6 +153,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["code: str, the R code to run."],
         returns: "The standard output and error of the run.",
         example: r#"{"action": "execute_r", "params": {"code": "source(\"db_connect.R\")\nprint(dbGetQuery(con, \"SELECT count(*) FROM mimiciv_icu.icustays\"))"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"code": {"type": "string", "maxLength": 4000}}, "required": ["code"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "execute_r_script",
@@ -143,6 +161,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["path: str, the script's path relative to the workspace."],
         returns: "The standard output and error of the run.",
         example: r#"{"action": "execute_r_script", "params": {"path": "cohort.R"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}}, "required": ["path"], "additionalProperties": false}"#,
     },
 ];
 
@@ -153,6 +172,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &[],
         returns: "The tables.",
         example: r#"{"action": "list_tables", "params": {}}"#,
+        params_schema: r#"{"type": "object", "properties": {}, "required": [], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "describe_table",
@@ -160,6 +180,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["table: str, schema.table, e.g. mimiciv_hosp.patients."],
         returns: "The columns.",
         example: r#"{"action": "describe_table", "params": {"table": "mimiciv_icu.icustays"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"table": {"type": "string", "maxLength": 100}}, "required": ["table"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "run_sql",
@@ -167,6 +188,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["sql: str, one SELECT statement.", "save_as (optional): str, a CSV file name, e.g. cohort.csv."],
         returns: "The first rows of the result, and the file written.",
         example: r#"{"action": "run_sql", "params": {"sql": "SELECT subject_id, anchor_age FROM mimiciv_hosp.patients", "save_as": "patients.csv"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"sql": {"type": "string", "maxLength": 3000}, "save_as": {"type": "string", "maxLength": 100}}, "required": ["sql"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "describe",
@@ -174,6 +196,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str, the CSV file.", "columns: list of str."],
         returns: "One summary per column.",
         example: r#"{"action": "describe", "params": {"file": "cohort.csv", "columns": ["age"]}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "columns": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}}, "required": ["file", "columns"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "logistic_regression",
@@ -181,6 +204,23 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str.", "outcome: str, a 0/1 column.", "predictors: list of str."],
         returns: "The coefficient table.",
         example: r#"{"action": "logistic_regression", "params": {"file": "cohort.csv", "outcome": "died", "predictors": ["lactate", "age"]}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "outcome": {"type": "string", "maxLength": 64}, "predictors": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}}, "required": ["file", "outcome", "predictors"], "additionalProperties": false}"#,
+    },
+    ActionDoc {
+        name: "poisson_regression",
+        description: "Poisson regression (log link) of a count outcome on predictors of a CSV file, with an optional offset column (the log of each row's exposure, e.g. log of days at risk); rate ratios with Wald 95% CIs and p-values.",
+        parameters: &["file: str.", "outcome: str, a count column.", "predictors: list of str.", "offset (optional): str, a column holding log(exposure)."],
+        returns: "The coefficient table.",
+        example: r#"{"action": "poisson_regression", "params": {"file": "cohort.csv", "outcome": "n_readmissions", "predictors": ["age"], "offset": "log_days"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "outcome": {"type": "string", "maxLength": 64}, "predictors": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}, "offset": {"type": "string", "maxLength": 64}}, "required": ["file", "outcome", "predictors"], "additionalProperties": false}"#,
+    },
+    ActionDoc {
+        name: "linear_regression",
+        description: "Linear regression (least squares) of a numeric outcome on predictors of a CSV file; coefficients (differences) with t-based 95% CIs and p-values, and R-squared.",
+        parameters: &["file: str.", "outcome: str, a numeric column.", "predictors: list of str."],
+        returns: "The coefficient table.",
+        example: r#"{"action": "linear_regression", "params": {"file": "cohort.csv", "outcome": "los_days", "predictors": ["age", "female"]}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "outcome": {"type": "string", "maxLength": 64}, "predictors": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}}, "required": ["file", "outcome", "predictors"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "cox_regression",
@@ -188,6 +228,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str.", "time: str.", "event: str, a 0/1 column.", "predictors: list of str."],
         returns: "The coefficient table.",
         example: r#"{"action": "cox_regression", "params": {"file": "cohort.csv", "time": "days", "event": "died", "predictors": ["high_rdw", "age"]}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "time": {"type": "string", "maxLength": 64}, "event": {"type": "string", "maxLength": 64}, "predictors": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}}, "required": ["file", "time", "event", "predictors"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "kaplan_meier_logrank",
@@ -195,6 +236,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str.", "time: str.", "event: str.", "group: str, a numeric group column."],
         returns: "Events and survival at the last time per group, and the log-rank test.",
         example: r#"{"action": "kaplan_meier_logrank", "params": {"file": "cohort.csv", "time": "days", "event": "died", "group": "high_rdw"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "time": {"type": "string", "maxLength": 64}, "event": {"type": "string", "maxLength": 64}, "group": {"type": "string", "maxLength": 64}}, "required": ["file", "time", "event", "group"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "roc_auc",
@@ -202,6 +244,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str.", "outcome: str.", "predictor: str."],
         returns: "The AUC.",
         example: r#"{"action": "roc_auc", "params": {"file": "cohort.csv", "outcome": "died", "predictor": "anion_gap"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "outcome": {"type": "string", "maxLength": 64}, "predictor": {"type": "string", "maxLength": 64}}, "required": ["file", "outcome", "predictor"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "fisher_test",
@@ -209,6 +252,23 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["file: str.", "row: str, a 0/1 column.", "column: str, a 0/1 column."],
         returns: "The p-value and odds ratio.",
         example: r#"{"action": "fisher_test", "params": {"file": "cohort.csv", "row": "older", "column": "died"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "row": {"type": "string", "maxLength": 64}, "column": {"type": "string", "maxLength": 64}}, "required": ["file", "row", "column"], "additionalProperties": false}"#,
+    },
+    ActionDoc {
+        name: "propensity_matching",
+        description: "Propensity score matching: a logistic propensity model of the 0/1 treatment on the covariates, 1:1 nearest-neighbour matching without replacement on the logit of the score with a caliper (default 0.2 SD), covariate balance (standardised mean differences) before and after, and the treatment effect on the outcome in the matched sample (logistic: odds ratio; linear: mean difference) with a robust (sandwich) 95% CI.",
+        parameters: &["file: str.", "treatment: str, a 0/1 column.", "covariates: list of str.", "outcome: str.", "outcome_model (optional): logistic (default, 0/1 outcome) or linear.", "caliper (optional): number, in SDs of the logit (default 0.2)."],
+        returns: "Matched counts, balance and the effect.",
+        example: r#"{"action": "propensity_matching", "params": {"file": "cohort.csv", "treatment": "statin", "covariates": ["age", "female"], "outcome": "died"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "treatment": {"type": "string", "maxLength": 64}, "covariates": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}, "outcome": {"type": "string", "maxLength": 64}, "outcome_model": {"type": "string", "enum": ["logistic", "linear"]}, "caliper": {"type": "number"}}, "required": ["file", "treatment", "covariates", "outcome"], "additionalProperties": false}"#,
+    },
+    ActionDoc {
+        name: "iptw",
+        description: "Inverse probability of treatment weighting: a logistic propensity model, weights for the ATE (default) or ATT, balance before and after weighting, and the weighted treatment effect on the outcome (logistic: odds ratio; linear: mean difference) with a robust (sandwich) 95% CI.",
+        parameters: &["file: str.", "treatment: str, a 0/1 column.", "covariates: list of str.", "outcome: str.", "estimand (optional): ate (default) or att.", "outcome_model (optional): logistic (default) or linear."],
+        returns: "The weights' range, balance and the effect.",
+        example: r#"{"action": "iptw", "params": {"file": "cohort.csv", "treatment": "statin", "covariates": ["age", "female"], "outcome": "died", "estimand": "ate"}}"#,
+        params_schema: r#"{"type": "object", "properties": {"file": {"type": "string", "maxLength": 200}, "treatment": {"type": "string", "maxLength": 64}, "covariates": {"type": "array", "items": {"type": "string", "maxLength": 64}, "minItems": 1, "maxItems": 12}, "outcome": {"type": "string", "maxLength": 64}, "estimand": {"type": "string", "enum": ["ate", "att"]}, "outcome_model": {"type": "string", "enum": ["logistic", "linear"]}}, "required": ["file", "treatment", "covariates", "outcome"], "additionalProperties": false}"#,
     },
 ];
 
@@ -219,6 +279,7 @@ const FINAL: &[ActionDoc] = &[
         parameters: &["answers: object, question id or field name -> answer."],
         returns: "What was accepted, new follow-up fields, and what remains.",
         example: r#"{"action": "submit_answers", "params": {"answers": {"q_main": "A", "n_patients": 120}}}"#,
+        params_schema: r#"{"type": "object", "properties": {"answers": {"type": "object", "additionalProperties": {"type": ["string", "number"]}}}, "required": ["answers"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "finish_task",
@@ -226,6 +287,7 @@ const FINAL: &[ActionDoc] = &[
         parameters: &[],
         returns: "Nothing.",
         example: r#"{"action": "finish_task", "params": {}}"#,
+        params_schema: r#"{"type": "object", "properties": {}, "required": [], "additionalProperties": false}"#,
     },
 ];
 
@@ -269,6 +331,60 @@ pub fn parse_action(text: &str, strategy: Strategy) -> Result<Action, String> {
     };
     let value = first_json_object(after)
         .ok_or("the Action section holds no JSON object; write {\"action\": NAME, \"params\": {...}}".to_string())?;
+    action_from_value(&value, strategy)
+}
+
+/// The typed strategy's answer: one JSON object `{"thought": ..., "action":
+/// {"action": NAME, "params": {...}}}`, decoded under [`response_schema`]
+/// (a code fence around the whole answer is tolerated, nothing else).
+pub fn parse_typed_response(text: &str, strategy: Strategy) -> Result<Action, String> {
+    let body = text.trim();
+    let body = body
+        .strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+        .and_then(|b| b.strip_suffix("```"))
+        .map(str::trim)
+        .unwrap_or(body);
+    let value: Value = serde_json::from_str(body).map_err(|e| {
+        format!("the answer is not one JSON object ({e}); answer {{\"thought\": \"...\", \"action\": {{\"action\": NAME, \"params\": {{...}}}}}}")
+    })?;
+    let action = value.get("action").ok_or("the answer has no \"action\" object")?;
+    if !action.is_object() {
+        return Err("\"action\" must be an object {\"action\": NAME, \"params\": {...}}".into());
+    }
+    action_from_value(action, strategy)
+}
+
+/// The JSON Schema the typed strategy's answers are decoded under: a short
+/// thought and one action, each action with its own parameter schema.
+pub fn response_schema(strategy: Strategy) -> Value {
+    let actions: Vec<Value> = docs(strategy)
+        .iter()
+        .map(|d| {
+            let params: Value = serde_json::from_str(d.params_schema).expect("action parameter schemas are valid JSON");
+            serde_json::json!({
+                "type": "object",
+                "properties": {"action": {"const": d.name}, "params": params},
+                "required": ["action", "params"],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "maxLength": THOUGHT_MAX_CHARS},
+            "action": {"anyOf": actions}
+        },
+        "required": ["thought", "action"],
+        "additionalProperties": false
+    })
+}
+
+/// The longest thought the typed strategy's schema allows.
+pub const THOUGHT_MAX_CHARS: usize = 400;
+
+fn action_from_value(value: &Value, strategy: Strategy) -> Result<Action, String> {
     let name = value.get("action").and_then(Value::as_str).ok_or("the action object has no \"action\" name")?;
     if !action_names(strategy).contains(&name) {
         return Err(format!("unknown action {name:?}; use one of {}", action_names(strategy).join(", ")));

@@ -7,7 +7,8 @@
 use std::path::{Component, Path, PathBuf};
 
 use evident_db::{ReadOnlyConnection, Value as DbValue};
-use evident_stats::glm::{glm, Family, GlmConfig, Predictor};
+use evident_stats::glm::{glm, lm, Family, GlmConfig, Predictor};
+use evident_stats::propensity::{iptw_effect, matched_effect, Balance, Estimand, MatchConfig, OutcomeModel};
 use evident_stats::survival::{coxph, kaplan_meier, logrank, ConfType, Ties};
 use serde_json::{Map, Value};
 
@@ -256,24 +257,67 @@ fn statistics(
             }
             Ok((out, None))
         }
-        StatsTool::LogisticRegression | StatsTool::CoxRegression => {
+        StatsTool::LinearRegression => {
             let predictors = names(params, "predictors")?;
-            let lead: Vec<String> = if tool == StatsTool::LogisticRegression {
-                vec![name(params, "outcome")?]
-            } else {
-                vec![name(params, "time")?, name(params, "event")?]
+            let all: Vec<String> =
+                std::iter::once(name(params, "outcome")?).chain(predictors.iter().cloned()).collect();
+            let (cols, dropped) = read_columns(&path, &all)?;
+            let x: Vec<Predictor> =
+                predictors.iter().zip(&cols[1..]).map(|(n, v)| Predictor { name: n, values: v }).collect();
+            let fit = lm(&cols[0], &x, None, 0.95).map_err(err)?;
+            let mut out = format!(
+                "n = {}{}; R-squared {:.6}, adjusted {:.6}; residual SD {:.6}\nterm, coefficient (difference), 95% CI (t), p-value\n",
+                fit.n,
+                dropped_note(dropped),
+                fit.r_squared,
+                fit.adj_r_squared,
+                fit.sigma
+            );
+            for c in &fit.coefficients {
+                out.push_str(&format!(
+                    "{}, {:.6}, {:.6} to {:.6}, {:.6e}\n",
+                    c.term, c.estimate, c.conf_low, c.conf_high, c.p_value
+                ));
+            }
+            Ok((out, None))
+        }
+        StatsTool::PropensityMatching | StatsTool::Iptw => propensity_tool(tool, params, &file, &path),
+        StatsTool::LogisticRegression | StatsTool::PoissonRegression | StatsTool::CoxRegression => {
+            let predictors = names(params, "predictors")?;
+            let offset = match (tool, params.get("offset")) {
+                (StatsTool::PoissonRegression, Some(Value::String(o))) => Some(o.clone()),
+                _ => None,
             };
+            let mut lead: Vec<String> = if tool == StatsTool::CoxRegression {
+                vec![name(params, "time")?, name(params, "event")?]
+            } else {
+                vec![name(params, "outcome")?]
+            };
+            lead.extend(offset.iter().cloned());
             let all: Vec<String> = lead.iter().chain(&predictors).cloned().collect();
             let (cols, dropped) = read_columns(&path, &all)?;
             let x: Vec<Predictor> =
                 predictors.iter().zip(&cols[lead.len()..]).map(|(n, v)| Predictor { name: n, values: v }).collect();
-            let (coefficients, header, n) = if tool == StatsTool::LogisticRegression {
-                let fit = glm(&cols[0], &x, Family::Binomial, &GlmConfig { conf_level: 0.95, ..GlmConfig::default() })
-                    .map_err(err)?;
-                (fit.coefficients, "odds ratio", fit.n)
-            } else {
-                let fit = coxph(&cols[0], &cols[1], &x, None, Ties::Efron, 0.95).map_err(err)?;
-                (fit.coefficients, "hazard ratio (Efron ties)", fit.n)
+            let (coefficients, header, n) = match tool {
+                StatsTool::LogisticRegression => {
+                    let fit =
+                        glm(&cols[0], &x, Family::Binomial, &GlmConfig { conf_level: 0.95, ..GlmConfig::default() })
+                            .map_err(err)?;
+                    (fit.coefficients, "odds ratio", fit.n)
+                }
+                StatsTool::PoissonRegression => {
+                    let config = GlmConfig {
+                        conf_level: 0.95,
+                        offset: offset.as_ref().map(|_| cols[1].as_slice()),
+                        ..GlmConfig::default()
+                    };
+                    let fit = glm(&cols[0], &x, Family::Poisson, &config).map_err(err)?;
+                    (fit.coefficients, "rate ratio", fit.n)
+                }
+                _ => {
+                    let fit = coxph(&cols[0], &cols[1], &x, None, Ties::Efron, 0.95).map_err(err)?;
+                    (fit.coefficients, "hazard ratio (Efron ties)", fit.n)
+                }
             };
             let mut out = format!("n = {n}{}\nterm, {header}, 95% CI (Wald), p-value\n", dropped_note(dropped));
             let mut terms = Vec::new();
@@ -371,4 +415,106 @@ fn statistics(
             ))
         }
     }
+}
+
+fn balance_lines(out: &mut String, balance: &[Balance], after: &str) {
+    out.push_str(&format!("covariate, SMD before, SMD {after}\n"));
+    for b in balance {
+        out.push_str(&format!("{}, {:.4}, {:.4}\n", b.covariate, b.smd_before, b.smd_after));
+    }
+}
+
+/// Propensity score matching or IPTW on a workspace CSV: the text the
+/// agent reads and, for a logistic outcome model, the odds ratio as data.
+fn propensity_tool(
+    tool: StatsTool,
+    params: &Map<String, Value>,
+    file: &str,
+    path: &Path,
+) -> Result<(String, Option<AnalysisOutput>), String> {
+    let err = |e: evident_stats::StatsError| e.to_string();
+    let treatment = name(params, "treatment")?;
+    let outcome = name(params, "outcome")?;
+    let covariates = names(params, "covariates")?;
+    let model = match params.get("outcome_model").and_then(Value::as_str) {
+        None => OutcomeModel::Logistic,
+        Some(m) => m.parse::<OutcomeModel>().map_err(|e| e.to_string())?,
+    };
+    let all: Vec<String> = [outcome.clone(), treatment.clone()].into_iter().chain(covariates.iter().cloned()).collect();
+    let (cols, dropped) = read_columns(path, &all)?;
+    let x: Vec<Predictor> = covariates.iter().zip(&cols[2..]).map(|(n, v)| Predictor { name: n, values: v }).collect();
+    let mut out = format!("n = {}", cols[0].len());
+    if dropped > 0 {
+        out.push_str(&format!(" ({dropped} rows with a missing value dropped)"));
+    }
+    out.push('\n');
+    let (effect, what) = match tool {
+        StatsTool::PropensityMatching => {
+            let caliper = match params.get("caliper") {
+                None | Some(Value::Null) => 0.2,
+                Some(v) => v.as_f64().filter(|c| *c > 0.0).ok_or("caliper must be a positive number of SDs")?,
+            };
+            let config = MatchConfig { caliper_sd: Some(caliper), ..MatchConfig::default() };
+            let m = matched_effect(&cols[0], &cols[1], &x, &config, model, 0.95).map_err(err)?;
+            let treated = cols[1].iter().filter(|t| **t == 1.0).count();
+            out.push_str(&format!(
+                "1:1 nearest-neighbour matching on the logit of the propensity score, caliper {caliper} SD ({:.4}), without replacement: {} of {treated} treated matched to {} controls ({} units)\n",
+                m.matching.caliper.unwrap_or(f64::NAN),
+                m.matching.n_treated_matched,
+                m.matching.n_controls_matched,
+                m.n_matched
+            ));
+            balance_lines(&mut out, &m.balance, "after matching");
+            (m.effect, "matched sample (ATT of the matched treated), robust HC0 SE")
+        }
+        _ => {
+            let estimand = match params.get("estimand").and_then(Value::as_str) {
+                None => Estimand::Ate,
+                Some(e) => e.parse::<Estimand>().map_err(|e| e.to_string())?,
+            };
+            let w = iptw_effect(&cols[0], &cols[1], &x, estimand, model, 0.95).map_err(err)?;
+            let (lo, hi) =
+                w.weights.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+            out.push_str(&format!(
+                "inverse probability of treatment weights for the {}: min {lo:.4}, max {hi:.4}, sum {:.4}\n",
+                if estimand == Estimand::Ate { "ATE" } else { "ATT" },
+                w.weights.iter().sum::<f64>()
+            ));
+            balance_lines(&mut out, &w.balance, "weighted");
+            (
+                w.effect,
+                if estimand == Estimand::Ate { "IPTW (ATE), robust HC0 SE" } else { "IPTW (ATT), robust HC0 SE" },
+            )
+        }
+    };
+    let analysis = match model {
+        OutcomeModel::Logistic => {
+            let (ratio, lo, hi) = (effect.estimate.exp(), effect.conf_low.exp(), effect.conf_high.exp());
+            out.push_str(&format!(
+                "{treatment} on {outcome}: odds ratio {ratio:.6}, 95% CI {lo:.6}-{hi:.6}, p-value {:.6e} ({what})\n",
+                effect.p_value
+            ));
+            Some(AnalysisOutput::Regression {
+                tool: tool.name().to_string(),
+                effect: format!("odds ratio, {what}"),
+                file: file.to_string(),
+                n: cols[0].len(),
+                terms: vec![EffectRow {
+                    term: treatment.clone(),
+                    ratio,
+                    conf_low: lo,
+                    conf_high: hi,
+                    p_value: effect.p_value,
+                }],
+            })
+        }
+        OutcomeModel::Linear => {
+            out.push_str(&format!(
+                "{treatment} on {outcome}: mean difference {:.6}, 95% CI {:.6} to {:.6}, p-value {:.6e} ({what})\n",
+                effect.estimate, effect.conf_low, effect.conf_high, effect.p_value
+            ));
+            None
+        }
+    };
+    Ok((out, analysis))
 }

@@ -33,12 +33,13 @@ use serde_json::json;
 use crate::analysis::AnalysisOutput;
 use crate::sheet::{RecordedAnswer, VisibleItem};
 use crate::task::Task;
-use actions::{parse_action, tools_desc};
+use actions::{parse_action, parse_typed_response, response_schema, tools_desc};
 use env::StudyEnv;
 
 /// The templates of the agent, with the model layer's repair prompt.
 pub const AGENT_PROMPTS: &[(&str, &str)] = &[
     ("rwe_agent_system.prompt.md", include_str!("../../prompts/rwe_agent_system.prompt.md")),
+    ("rwe_agent_typed_system.prompt.md", include_str!("../../prompts/rwe_agent_typed_system.prompt.md")),
     ("rwe_agent_task.prompt.md", include_str!("../../prompts/rwe_agent_task.prompt.md")),
     ("rwe_memory_system.prompt.md", include_str!("../../prompts/rwe_memory_system.prompt.md")),
 ];
@@ -77,7 +78,14 @@ pub struct AgentConfig {
     pub max_steps: u32,
     /// A turn ends the run when it gets more than this many invalid outputs.
     pub max_invalid_per_turn: u32,
+    /// The paper's memory threshold (32,768 tokens).
     pub max_memory_tokens: usize,
+    /// The chat model's context window in tokens, when known. Evident's
+    /// setting: the history is compressed at min(`max_memory_tokens`,
+    /// [`MEMORY_CONTEXT_FRACTION`] of this window), so a small-context model
+    /// compresses before its window fills (the paper's threshold is never
+    /// reached on a 4,096-token model). `None` keeps the paper's threshold.
+    pub context_tokens: Option<usize>,
     pub temperature: f32,
     pub max_response_tokens: u32,
     pub task_time: Duration,
@@ -92,10 +100,28 @@ impl AgentConfig {
             max_steps: 100,
             max_invalid_per_turn: 5,
             max_memory_tokens: 32_768,
+            context_tokens: None,
             temperature: 0.6,
             max_response_tokens: 4096,
             task_time: Duration::from_secs(2 * 3600),
             seed: None,
+        }
+    }
+}
+
+/// Evident's memory setting for small-context models: compress once the
+/// history passes this fraction of the model's context window (the rest is
+/// left for the answer and the next observation).
+pub const MEMORY_CONTEXT_FRACTION: f64 = 0.6;
+
+impl AgentConfig {
+    /// The history size (estimated tokens) past which memory compression
+    /// runs: the paper's 32,768, or [`MEMORY_CONTEXT_FRACTION`] of a smaller
+    /// model's context window.
+    pub fn memory_threshold(&self) -> usize {
+        match self.context_tokens {
+            Some(ctx) => self.max_memory_tokens.min((ctx as f64 * MEMORY_CONTEXT_FRACTION) as usize),
+            None => self.max_memory_tokens,
         }
     }
 }
@@ -281,9 +307,16 @@ pub fn run_agent(
     store: &StepStore,
     auxiliary_files: &[String],
 ) -> Result<AgentRun, AgentError> {
+    let system_prompt = match config.strategy {
+        Strategy::R => "rwe_agent_system.prompt.md",
+        Strategy::Typed => "rwe_agent_typed_system.prompt.md",
+    };
     let system = prompts
-        .render("rwe_agent_system.prompt.md", json!({"tools_desc": tools_desc(config.strategy)}))
+        .render(system_prompt, json!({"tools_desc": tools_desc(config.strategy)}))
         .map_err(|e| AgentError::Prompt(e.to_string()))?;
+    // The typed strategy (Evident's) decodes its answer under the action
+    // schema; the paper's R strategy answers in Figure 17's free text.
+    let schema = (config.strategy == Strategy::Typed).then(|| response_schema(config.strategy));
     let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
@@ -321,20 +354,30 @@ pub fn run_agent(
         let step_start = Instant::now();
         let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
         let mut memory = None;
-        if estimate_tokens(&messages) > config.max_memory_tokens && messages.len() >= 6 {
-            let (summary, p, c) = summarise(memory_model, prompts, &messages)?;
-            prompt_tokens += p;
-            completion_tokens += c;
-            compress(&mut messages, &summary);
-            memory = Some(summary);
+        let mut memory_overflow = None;
+        if estimate_tokens(&messages) > config.memory_threshold() && messages.len() >= 6 {
+            match summarise(memory_model, prompts, &messages) {
+                Ok((summary, p, c)) => {
+                    prompt_tokens += p;
+                    completion_tokens += c;
+                    compress(&mut messages, &summary);
+                    memory = Some(summary);
+                }
+                Err(AgentError::Model(e @ LlmError::ContextOverflow { .. })) => memory_overflow = Some(e.to_string()),
+                Err(e) => return Err(e),
+            }
         }
         // One turn: ask until a valid action, at most max_invalid + 1 times.
         let mut turn = messages.clone();
         let mut invalid = 0u32;
         let parsed = loop {
+            if let Some(problem) = memory_overflow.take() {
+                break Err((String::new(), format!("the memory summary did not fit: {problem}"), true));
+            }
             let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.max_response_tokens);
             request.temperature = config.temperature;
             request.seed = config.seed;
+            request.json_schema = schema.clone();
             let response = match model.chat(&request) {
                 Ok(r) => r,
                 Err(e @ LlmError::ContextOverflow { .. }) => break Err((String::new(), e.to_string(), true)),
@@ -342,7 +385,11 @@ pub fn run_agent(
             };
             prompt_tokens += u64::from(response.prompt_tokens);
             completion_tokens += u64::from(response.completion_tokens);
-            match parse_action(&response.text, config.strategy) {
+            let parsed = match config.strategy {
+                Strategy::R => parse_action(&response.text, config.strategy),
+                Strategy::Typed => parse_typed_response(&response.text, config.strategy),
+            };
+            match parsed {
                 Ok(action) => break Ok((response.text, action)),
                 Err(problem) => {
                     invalid += 1;
@@ -350,9 +397,13 @@ pub fn run_agent(
                         break Err((response.text, problem, false));
                     }
                     turn.push(Message::assistant(response.text));
-                    turn.push(Message::user(format!(
-                        "Invalid response: {problem}. Respond in the required format, ending with Action: and one JSON action."
-                    )));
+                    let format = match config.strategy {
+                        Strategy::R => "Respond in the required format, ending with Action: and one JSON action.",
+                        Strategy::Typed => {
+                            "Respond with one JSON object {\"thought\": ..., \"action\": {\"action\": NAME, \"params\": {...}}}."
+                        }
+                    };
+                    turn.push(Message::user(format!("Invalid response: {problem}. {format}")));
                 }
             }
         };
