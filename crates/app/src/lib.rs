@@ -33,6 +33,7 @@ mod config;
 pub mod db;
 mod error;
 pub mod evaluation;
+pub mod evaluations;
 pub mod exemplars;
 pub mod jobs;
 pub mod knowledge;

@@ -13,7 +13,7 @@ use evident_app::{records, review, runs, search};
 use serde::Deserialize;
 
 use crate::auth::{self, blocking, CurrentUser};
-use crate::{jobs, openapi, study_pages, ApiError, AppState};
+use crate::{eval_pages, jobs, openapi, study_pages, ApiError, AppState};
 
 /// What the OpenAPI document says about one route.
 #[derive(Debug, Clone)]
@@ -230,6 +230,24 @@ pub fn routes() -> Vec<(ApiDoc, MethodRouter<AppState>)> {
         (
             doc("get", "/api/studies/{study}", "studies", "One study run's evidence bundle (bundle.json as written)"),
             get(study_pages::api_bundle),
+        ),
+        (
+            doc(
+                "get",
+                "/api/evaluations",
+                "evaluations",
+                "Evaluation output folders (evident serve --evaluations DIR): kind, methods, size",
+            ),
+            get(eval_pages::api_list),
+        ),
+        (
+            doc(
+                "get",
+                "/api/evaluations/{evaluation}",
+                "evaluations",
+                "One evaluation: its result JSON as written (RWE: each run's task scores) and its summary table",
+            ),
+            get(eval_pages::api_one),
         ),
         (ApiDoc { role: Some(Role::Admin), ..doc("get", "/api/users", "admin", "Local accounts") }, get(list_users)),
         (

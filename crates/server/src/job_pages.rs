@@ -31,6 +31,7 @@ pub fn routes() -> Router<AppState> {
         .route("/jobs/{job}/resume", post(resume_submit))
         .route("/chart", get(chart_page).post(chart_submit))
         .merge(crate::study_pages::routes())
+        .merge(crate::eval_pages::routes())
 }
 
 fn progress_text(j: &JobView) -> String {

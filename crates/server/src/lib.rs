@@ -9,7 +9,8 @@
 //!   document is generated from ([`openapi`]).
 //! - [`pages`]: the server-rendered review UI (maud escapes every value);
 //!   `job_pages` (jobs, the chart question and its answer) and
-//!   `study_pages` (study runs' bundles) beside it.
+//!   `study_pages` (study runs' bundles) and `eval_pages` (evaluation
+//!   output folders) beside it.
 //! - [`jobs`]: background jobs over HTTP: start, follow as server-sent
 //!   events, resume.
 //! - [`tls`]: the server's own HTTPS (rustls) from PEM files.
@@ -18,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod bind;
 mod error;
+mod eval_pages;
 mod job_pages;
 pub mod jobs;
 pub mod openapi;
@@ -49,6 +51,9 @@ pub struct AppState {
     /// The server's TLS configuration; `None`: plain HTTP (loopback, or
     /// with the insecure-remote opt-in). With it, cookies are `Secure`.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// A folder whose subfolders are `evident eval` output folders;
+    /// `None`: no evaluation pages.
+    pub evaluations: Option<Arc<PathBuf>>,
 }
 
 impl AppState {
@@ -58,12 +63,19 @@ impl AppState {
             limiter: Arc::new(auth::LoginLimiter::default()),
             studies: None,
             tls: None,
+            evaluations: None,
         }
     }
 
     /// With the study pages over the run folders in `dir`.
     pub fn with_studies(mut self, dir: PathBuf) -> AppState {
         self.studies = Some(Arc::new(dir));
+        self
+    }
+
+    /// With the evaluation pages over the `evident eval` output folders in `dir`.
+    pub fn with_evaluations(mut self, dir: PathBuf) -> AppState {
+        self.evaluations = Some(Arc::new(dir));
         self
     }
 

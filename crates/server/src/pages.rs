@@ -99,6 +99,7 @@ pub(crate) fn layout(title: &str, user: Option<&CurrentUser>, content: Markup) -
                             a href="/jobs" { "Jobs" }
                             a href="/chart" { "Ask the chart" }
                             a href="/studies" { "Studies" }
+                            a href="/evaluations" { "Evaluations" }
                             a href="/audit" { "Audit trail" }
                             span.user { (user.actor.name) " (" (user.actor.role) ")" }
                             form.inline method="post" action="/logout" {

@@ -288,3 +288,65 @@ async fn the_study_pages_show_a_run_folders_bundle_and_refuse_paths() {
     assert_eq!(vera.get("/api/studies/..").await.0, StatusCode::BAD_REQUEST);
     assert_eq!(vera.get("/api/studies/%2e%2e%2fetc").await.0, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_evaluation_pages_list_eval_output_folders_show_one_and_refuse_paths() {
+    let f = fixture();
+    let dir = f.dir.path().join("evaluations");
+    // As `evident eval trialgpt --out dir/trialgpt-dev` writes it (a few of its fields).
+    std::fs::create_dir_all(dir.join("trialgpt-dev")).unwrap();
+    let eval = json!({ "method": "ican", "patients": 2, "pairs": 3, "rows": 41,
+        "method_row": { "criterion_accuracy": 0.61 }, "baseline": { "method": "text" } });
+    std::fs::write(dir.join("trialgpt-dev/eval.json"), eval.to_string()).unwrap();
+    std::fs::write(dir.join("trialgpt-dev/eval.md"), "| method | <b>accuracy</b> |\n|---|---|\n| ican | 61.0 |\n")
+        .unwrap();
+    // As `evident eval chart --out dir/chart-subset` writes it.
+    std::fs::create_dir_all(dir.join("chart-subset")).unwrap();
+    let results = json!({ "questions": 3, "patients": 1, "methods": [
+        { "method": "agent", "concordance": { "estimate": 0.667 } }, { "method": "baseline" } ] });
+    std::fs::write(dir.join("chart-subset/results.json"), results.to_string()).unwrap();
+    std::fs::write(dir.join("chart-subset/summary.md"), "| Method | Concordance |\n").unwrap();
+    // As `evident eval rwe --out dir/rwe` writes it: run-N/TASK/bundle.json.
+    std::fs::create_dir_all(dir.join("rwe/run-1/lactate")).unwrap();
+    let bundle = json!({ "task": { "id": "lactate" }, "strategy": "typed", "model": "qwen",
+        "score": { "task": "lactate", "success": true, "acc": 1.0 } });
+    std::fs::write(dir.join("rwe/run-1/lactate/bundle.json"), bundle.to_string()).unwrap();
+    std::fs::create_dir_all(dir.join("not-an-eval")).unwrap();
+
+    let app = router(AppState::new(f.session()).with_evaluations(dir));
+    let vera = Client::login(&app, "vera").await;
+    let (status, list) = vera.get("/api/evaluations").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let list: Value = serde_json::from_str(&list).unwrap();
+    let names: Vec<(&str, &str)> =
+        list.as_array().unwrap().iter().map(|e| (e["name"].as_str().unwrap(), e["kind"].as_str().unwrap())).collect();
+    assert_eq!(names, [("chart-subset", "chart"), ("rwe", "rwe"), ("trialgpt-dev", "trialgpt")]);
+    assert_eq!(list[2]["methods"], json!(["ican", "text"]));
+
+    let (status, one) = vera.get("/api/evaluations/trialgpt-dev").await;
+    assert_eq!(status, StatusCode::OK);
+    let one: Value = serde_json::from_str(&one).unwrap();
+    assert_eq!(one["result"], eval, "the result as written");
+    assert!(one["summary"].as_str().unwrap().contains("| ican | 61.0 |"));
+    let (_, rwe) = vera.get("/api/evaluations/rwe").await;
+    let rwe: Value = serde_json::from_str(&rwe).unwrap();
+    assert_eq!(rwe["result"]["runs"][0]["tasks"][0]["score"]["acc"], 1.0);
+
+    let (status, page) = vera.get("/evaluations").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("href=\"/evaluations/chart-subset\"") && page.contains("3 questions, 1 patients"), "{page}");
+    let (status, page) = vera.get("/evaluations/trialgpt-dev").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("&lt;b&gt;accuracy&lt;/b&gt;"), "the summary is escaped: {page}");
+    let (_, page) = vera.get("/evaluations/rwe").await;
+    assert!(page.contains("id=\"rwe-runs\"") && page.contains("typed"), "{page}");
+
+    assert_eq!(vera.get("/api/evaluations/not-an-eval").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(vera.get("/api/evaluations/..").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(vera.get("/api/evaluations/%2e%2e%2fetc").await.0, StatusCode::BAD_REQUEST);
+    // Without --evaluations: a 404 that says how to start the server.
+    let plain = Client::login(&router(AppState::new(f.session())), "vera").await;
+    let (status, body) = plain.get("/api/evaluations").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("--evaluations DIR"), "{body}");
+}

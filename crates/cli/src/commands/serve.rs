@@ -28,6 +28,10 @@ pub struct Args {
     /// A folder of `evident study` run folders to show on the study pages.
     #[arg(long, value_name = "DIR")]
     studies: Option<std::path::PathBuf>,
+    /// A folder of `evident eval` output folders (trialgpt, chart, rwe) to
+    /// show on the evaluation pages and over the API.
+    #[arg(long, value_name = "DIR")]
+    evaluations: Option<std::path::PathBuf>,
 }
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
@@ -45,6 +49,12 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             return Err(anyhow!("--studies {}: not a folder", dir.display()));
         }
         state = state.with_studies(dir.clone());
+    }
+    if let Some(dir) = &args.evaluations {
+        if !dir.is_dir() {
+            return Err(anyhow!("--evaluations {}: not a folder", dir.display()));
+        }
+        state = state.with_evaluations(dir.clone());
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
     if let Some(config) = tls {
