@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{json, Value};
-use support::{fixture, PASSWORD, RUN, XSS_PATIENT};
+use support::{fixture, stored_answer, PASSWORD, RUN, XSS_PATIENT};
 
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -289,4 +289,36 @@ fn a_reviewer_overrides_a_decision_and_signs_off_in_chromium() {
         b.run("return [typeof window.__xss, document.querySelectorAll('img').length];"),
         json!(["undefined", 0])
     );
+
+    // A chart answer: a stored one as `evident ask` writes it (no model in this test), opened from the
+    // chart page's list of questions asked.
+    let (job, _, _, _) = stored_answer(&f);
+    b.go(&format!("{site}/chart"));
+    assert_eq!(b.count("#chart-form"), 1, "a reviewer may ask");
+    b.screenshot("chart-ask");
+    b.click(&format!("a[href='/jobs/{job}']"));
+    b.wait_url(|u| u.ends_with(&format!("/jobs/{job}")));
+    // The two lines, the model's markup shown as text.
+    assert_eq!(b.text("#answer-line"), "Answer: Yes <b>metformin</b>.");
+    assert!(b.text("#reasoning-line").starts_with("Reasoning: The note says so [1]"), "{}", b.text("#reasoning-line"));
+    assert_eq!(b.count("#answer-line b"), 0);
+    // The citation's passage highlighted (a marked, coloured span), the unsupported one said so.
+    let cited = b.text("#citations li.citation[data-number='1'] mark.cited");
+    assert!(!cited.is_empty());
+    let background = b.run("return getComputedStyle(document.querySelector('#citations mark.cited')).backgroundColor;");
+    assert_ne!(background, json!("rgba(0, 0, 0, 0)"), "the cited passage is highlighted");
+    assert!(b.text("#citations li.citation[data-number='2']").contains("Unsupported"));
+    // The documents retrieved but not cited, apart from the cited ones.
+    assert!(b.text("#retrieved-not-cited").contains("P001-other"));
+    assert!(!b.text("#citations").contains("P001-other"));
+    // The trace.
+    let trace = b.text("#trace");
+    assert!(trace.contains("enough evidence") && trace.contains("medications") && trace.contains("Round 1"), "{trace}");
+    b.screenshot("chart-answer");
+    // One click to the whole document, the cited span marked there.
+    b.click("#citations li.citation[data-number='1'] a.document");
+    let url = b.wait_url(|u| u.contains("/documents/"));
+    assert!(url.contains("/patients/P001/documents/") && url.contains("span="), "{url}");
+    assert_eq!(b.text("#document mark.cited"), cited);
+    b.screenshot("chart-document");
 }

@@ -19,7 +19,7 @@ use evident_app::users::{Actor, Role};
 use evident_server::{router, AppState};
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use support::{fixture, Fixture, PASSWORD, RUN};
+use support::{fixture, stored_answer, Fixture, PASSWORD, RUN};
 use tower::ServiceExt;
 
 struct Client {
@@ -185,48 +185,6 @@ async fn a_job_left_running_by_a_stopped_server_is_interrupted_and_resumes_as_a_
         .filter(|e| e["action"] == "job_start" && e["reason"] == format!("resumes {}", job.id))
         .count();
     assert_eq!(resumes, 2, "{audit}");
-}
-
-/// A stored chart answer as `evident ask` writes it, citing the first
-/// sentence of one of P001's notes.
-fn stored_answer(f: &Fixture) -> (String, String, usize, usize) {
-    let session = f.session();
-    let (doc, start, end, text) = session
-        .with_store(|s| {
-            let doc = s.documents("P001")?.into_iter().next().unwrap();
-            let sentence = s.sentences(&doc.id)?.into_iter().next().unwrap();
-            Ok((doc.id, sentence.start, sentence.end, sentence.text))
-        })
-        .unwrap();
-    let answer = json!({
-        "run": "run-chart-1", "patient": "P001", "question": "Does P001 take metformin?", "as_of": "2024-01-15",
-        "method": "agent", "status": "answered", "answer": "Yes <b>metformin</b>.",
-        "reasoning": "The note says so [1]; [2] is not a context item.", "raw_text": "",
-        "citations": [
-            { "number": 1, "supported": true, "source": { "type": "text", "document_id": doc, "section_id": null,
-              "sentence_ids": [], "start": start, "end": end, "text": text, "date": "2024-01-15" } },
-            { "number": 2, "supported": false, "source": null }
-        ],
-        "unsupported_citations": 1,
-        "retrieved_not_cited": [ { "document_id": "P001-other", "date": "2023-06-01", "kind": "discharge summary" } ],
-        "context": [], "trace": { "stopped_because": "enough evidence", "skills": ["medications"], "plan": null,
-            "rounds": [ { "tool": "search", "query": "metformin" } ], "context_tokens": 812, "synthesis_attempts": 1 },
-        "usage": { "calls": 3 }, "failure": null
-    });
-    let actor = Actor { name: "rita".into(), role: Role::Reviewer };
-    let request = JobRequest::Chart(ChartJob {
-        patient_id: "P001".into(),
-        question: "Does P001 take metformin?".into(),
-        ..Default::default()
-    });
-    let job = jobs::start(&session, &actor, &request).unwrap();
-    session
-        .with_store(|s| {
-            s.start_job(&job.id)?;
-            Ok(s.end_job(&job.id, "finished", Some(&answer.to_string()), None)?)
-        })
-        .unwrap();
-    (job.id, doc, start, end)
 }
 
 #[tokio::test(flavor = "multi_thread")]
