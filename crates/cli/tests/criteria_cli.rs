@@ -4,8 +4,9 @@
 //! items is refused, saying which forms are accepted; a trial whose
 //! criteria all carry reviewed checks is screened from the example
 //! patients' stored data alone, and every decision says the check made it
-//! and shows the values it read; a check that does not validate names its
-//! criterion and field.
+//! and shows the values it read; checks by SNOMED CT, RxNorm and LOINC
+//! code decide over a Synthea FHIR record as ingestion stored it; a check
+//! that does not validate names its criterion and field.
 
 mod common;
 
@@ -200,4 +201,69 @@ fn bad_checks_and_flags_are_refused_naming_the_place() {
         .fails_with(2, "--screening-date: screening date \"2024-13-01\" is not a date (expected YYYY-MM-DD)");
     sb.run(&["match", "--trial", t, "--trial", t, "--all", "--trial-id", "X"])
         .fails_with(2, "a trial id or title can be given for one trial only");
+}
+
+/// A Synthea R4 patient screened by checks that name SNOMED CT, RxNorm and
+/// LOINC codes: the codes ingestion stored with the FHIR resources decide,
+/// and each decision shows the stored line that carries its code.
+const CODED: &str = r#"trial_id: CODED-1
+title: Checks by code over a FHIR record
+criteria:
+  - id: htn
+    type: inclusion
+    text: Essential hypertension.
+    check:
+      status: reviewed
+      diagnosis: {present: true, codes: ["SNOMED:38341003"]}
+  - id: thiazide
+    type: inclusion
+    text: Treated with hydrochlorothiazide 25 mg.
+    check:
+      status: reviewed
+      medication: {present: true, codes: ["RxNorm:316049"]}
+  - id: diabetes
+    type: exclusion
+    text: Diabetes mellitus type 2.
+    check:
+      status: reviewed
+      diagnosis: {present: true, codes: ["SNOMED:44054006"]}
+  - id: hba1c
+    type: inclusion
+    text: HbA1c below 6.5%.
+    check:
+      status: reviewed
+      lab: {concept: "LOINC:4548-4", unit: "%", below: 6.5}
+"#;
+
+#[test]
+fn code_lists_decide_over_a_fhir_record_as_stored() {
+    let sb = Sandbox::new();
+    let bundle = common::shared_data()
+        .join("synthea/generated-sample-data-R4/Mario_Dietrich_43d017d3-9f9a-4660-8bf0-fc919ce6379b.json");
+    sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+    let trial = sb.write("coded.yaml", CODED);
+    let text = sb.run(&["match", "--trial", trial.to_str().unwrap(), "--all", "--out", "out"]).ok().stdout();
+    assert!(text.contains("0 calls"), "no model call: {text}");
+    let report = decisions(&sb, "out");
+    let patient = "1fc53917-6bc1-4f87-9008-c91e94f0e188";
+    let evidence = |id: &str| -> Vec<String> {
+        criterion(&report, patient, id)["check"]["sentences"]
+            .as_array()
+            .map(|s| s.iter().map(|s| s["text"].as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(criterion(&report, patient, "htn")["label"], "included");
+    assert!(evidence("htn").iter().all(|t| t.contains("[SNOMED 38341003]")) && !evidence("htn").is_empty());
+    assert_eq!(criterion(&report, patient, "thiazide")["label"], "included");
+    assert!(evidence("thiazide").iter().any(|t| t.contains("Hydrochlorothiazide") && t.contains("[RxNorm 316049]")));
+    // No type 2 diabetes code in the record (prediabetes is another code):
+    // the conditions read are shown.
+    assert_eq!(criterion(&report, patient, "diabetes")["label"], "not excluded");
+    assert!(evidence("diabetes").iter().all(|t| !t.contains("44054006")));
+    assert_eq!(criterion(&report, patient, "hba1c")["label"], "included");
+    let labs = criterion(&report, patient, "hba1c")["check"]["labs"].as_array().unwrap().clone();
+    assert!(
+        labs.iter().any(|l| l["used"] == true && l["time"].as_str().unwrap().starts_with("2020-07-03")),
+        "{labs:?}"
+    );
 }
