@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use chrono::{NaiveDate, NaiveDateTime};
-use evident_model::{DocKind, Document};
+use evident_model::labs::LabCatalogue;
+use evident_model::{DocKind, Document, LabObservation, LabValue, Patient};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -495,7 +496,15 @@ pub struct Fact {
 pub struct PatientFacts {
     pub id: String,
     pub female: Option<bool>,
+    /// The birth date, or with `birth_latest` the earliest it can be.
     pub birth_date: Option<NaiveDate>,
+    /// The latest the birth date can be, when it is known only within a
+    /// range (MIMIC-IV's anchor age); `None`: `birth_date` is exact.
+    pub birth_latest: Option<NaiveDate>,
+    /// Diagnoses are coded per admission (MIMIC-IV's ICD codes), with no
+    /// onset, resolution or clinical status: a rule that needs a
+    /// condition's status or interval is not instantiated.
+    pub conditions_without_status: bool,
     pub medications: Vec<Fact>,
     pub conditions: Vec<Fact>,
     pub procedures: Vec<Fact>,
@@ -623,6 +632,139 @@ impl PatientFacts {
                 "Condition" => p.conditions.push(fact),
                 "Procedure" => p.procedures.push(fact),
                 _ => p.observations.push(fact),
+            }
+        }
+        let mut out: Vec<PatientFacts> = by_patient.into_values().collect();
+        for p in &mut out {
+            for list in [&mut p.medications, &mut p.conditions, &mut p.procedures, &mut p.observations] {
+                list.sort_by(|a, b| (a.time, &a.record).cmp(&(b.time, &b.record)));
+            }
+        }
+        out
+    }
+}
+
+/// The dated lines of a timeline document: (time, text, record).
+fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, &str, &str)> {
+    doc.text.lines().skip(1).filter_map(|line| {
+        let line = line.trim().strip_prefix("- ")?;
+        let time = NaiveDateTime::parse_from_str(line.get(..16)?, "%Y-%m-%d %H:%M").ok()?;
+        let body = line.get(16..)?.strip_prefix(": ")?;
+        let open = body.rfind(" [")?;
+        let record = body[open + 2..].strip_suffix(']')?;
+        Some((time, &body[..open], record))
+    })
+}
+
+/// `Sex F; age 52 in anchor year 2180 ...` (MIMIC-IV's demographics line):
+/// female, and the earliest and latest birth dates the anchor age allows.
+fn mimic_demographics(text: &str) -> Option<(bool, NaiveDate, NaiveDate)> {
+    let female = text.strip_prefix("Sex ")?.starts_with('F');
+    let (_, rest) = text.split_once("; age ")?;
+    let (age, rest) = rest.split_once(" in anchor year ")?;
+    let age: i32 = age.trim().parse().ok()?;
+    let year: i32 = rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    // Aged `age` at some time in the anchor year: born in that year less
+    // `age`, or the year before.
+    let born = year - age;
+    Some((female, NaiveDate::from_ymd_opt(born - 1, 1, 1)?, NaiveDate::from_ymd_opt(born, 12, 31)?))
+}
+
+impl PatientFacts {
+    /// Reads MIMIC-IV patients from what ingestion made of the demo's
+    /// tables: the demographics, prescriptions and ICD diagnosis and
+    /// procedure timeline documents, and the lab rows (each a fact under
+    /// the LOINC codes of its catalogue concept), with the names and dates
+    /// the timeline lines show. Where MIMIC-IV differs from FHIR the facts
+    /// say so: the age is known within about a year (an anchor age in an
+    /// anchor year), diagnoses carry no status (`conditions_without_status`),
+    /// and a prescription's status on the patient's reference date (the
+    /// last document's) comes from its stop time on the line: `active` when
+    /// it stops after that day, `stopped` when before, unknown on the day.
+    pub fn from_mimic(patients: &[Patient], documents: &[Document], labs: &[LabObservation]) -> Vec<PatientFacts> {
+        let catalogue = LabCatalogue::builtin();
+        let mut by_patient: BTreeMap<String, PatientFacts> = BTreeMap::new();
+        for p in patients {
+            by_patient.insert(
+                p.id.clone(),
+                PatientFacts { id: p.id.clone(), conditions_without_status: true, ..PatientFacts::default() },
+            );
+        }
+        let mut reference: BTreeMap<&str, NaiveDate> = BTreeMap::new();
+        for d in documents {
+            if let Some(t) = d.date {
+                let r = reference.entry(d.patient_id.as_str()).or_insert(t.date());
+                *r = (*r).max(t.date());
+            }
+        }
+        let fact = |record: &str, name: &str, time: NaiveDateTime, status: &str| Fact {
+            record: record.to_string(),
+            name: name.to_string(),
+            time,
+            status: status.to_string(),
+            end: None,
+            code: None,
+            value: None,
+        };
+        for d in documents.iter().filter(|d| d.source == "mimic") {
+            let Some(p) = by_patient.get_mut(&d.patient_id) else { continue };
+            let table = d.source_id.split(':').next().unwrap_or("");
+            for (time, text, record) in timeline_lines(d) {
+                match table {
+                    "demographics" => {
+                        if let Some((female, earliest, latest)) = mimic_demographics(text) {
+                            p.female = Some(female);
+                            p.birth_date = Some(earliest);
+                            p.birth_latest = Some(latest);
+                        }
+                    }
+                    "prescriptions" => {
+                        let (name, stop) = match text.rsplit_once(" (until ") {
+                            Some((name, until)) => (
+                                name,
+                                until
+                                    .strip_suffix(')')
+                                    .and_then(|u| NaiveDateTime::parse_from_str(u, "%Y-%m-%d %H:%M").ok()),
+                            ),
+                            None => (text, None),
+                        };
+                        let on = reference.get(d.patient_id.as_str()).copied();
+                        let status = match (stop, on) {
+                            (Some(stop), Some(on)) if stop.date() > on => "active",
+                            (Some(stop), Some(on)) if stop.date() < on => "stopped",
+                            _ => "unknown status",
+                        };
+                        p.medications.push(fact(record, name, time, status));
+                    }
+                    "diagnoses_icd" | "procedures_icd" => {
+                        // `ICD-9 5715: Cirrhosis of liver ... (#3 of admission 2xxxxxxx)`
+                        let Some((_, title)) = text.split_once(": ") else { continue };
+                        let name = title.rsplit_once(" (#").map_or(title, |(t, _)| t);
+                        let list = if table == "diagnoses_icd" { &mut p.conditions } else { &mut p.procedures };
+                        list.push(fact(record, name, time, "unknown status"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for lab in labs {
+            let (Some(p), Some(concept), LabValue::Numeric(value)) = (
+                by_patient.get_mut(&lab.patient_id),
+                lab.concept_id.as_deref().and_then(|id| catalogue.get(id)),
+                &lab.value,
+            ) else {
+                continue;
+            };
+            for code in &concept.loinc {
+                p.observations.push(Fact {
+                    record: lab.source_id.clone(),
+                    name: concept.name.clone(),
+                    time: lab.time,
+                    status: "final".into(),
+                    end: None,
+                    code: Some(code.clone()),
+                    value: Some(*value),
+                });
             }
         }
         let mut out: Vec<PatientFacts> = by_patient.into_values().collect();
@@ -809,8 +951,16 @@ fn last_value<'f>(facts: &'f [Fact], loinc: &[String], reference: NaiveDate, win
         .last()
 }
 
-fn age_on(facts: &PatientFacts, reference: NaiveDate) -> Option<i64> {
-    facts.birth_date.and_then(|b| reference.years_since(b)).map(i64::from)
+/// What `decide` says of the patient's age in whole years on `reference`,
+/// when every age the record allows gives the same answer (one age from a
+/// birth date; a range from MIMIC-IV's anchor age); `None` otherwise.
+fn by_age<T: PartialEq>(facts: &PatientFacts, reference: NaiveDate, decide: impl Fn(i64) -> T) -> Option<T> {
+    let earliest = facts.birth_date?;
+    let latest = facts.birth_latest.unwrap_or(earliest);
+    let oldest = i64::from(reference.years_since(earliest)?);
+    let youngest = reference.years_since(latest).map_or(0, i64::from);
+    let answer = decide(oldest);
+    (youngest..oldest).all(|age| decide(age) == answer).then_some(answer)
 }
 
 /// The slot's candidate values: distinct names on or before the reference date.
@@ -855,10 +1005,18 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
         }
         Rule::LowLabOrConditionOnDate { loinc, window_days, female_below, male_below, terms } => {
             let female = f.female?;
-            let active: Vec<Fact> = matching(&f.conditions, terms, &[])
-                .into_iter()
-                .filter(|c| c.end.is_none_or(|e| e > reference) && c.status != "resolved")
-                .collect();
+            let coded = matching(&f.conditions, terms, &[]);
+            // Without a status a coded diagnosis says nothing of the
+            // reference date: only a low value decides, and a record that
+            // codes the condition is not asked.
+            if f.conditions_without_status && !coded.is_empty() {
+                let lab = last_value(&f.observations, loinc, reference, *window_days);
+                let threshold = if female { *female_below } else { *male_below };
+                let low = lab.filter(|l| l.value.is_some_and(|v| v < threshold))?;
+                return Some(("Yes".into(), all_evidence(record, reference, &[low])?));
+            }
+            let active: Vec<Fact> =
+                coded.into_iter().filter(|c| c.end.is_none_or(|e| e > reference) && c.status != "resolved").collect();
             let lab = last_value(&f.observations, loinc, reference, *window_days);
             let threshold = if female { *female_below } else { *male_below };
             let low = lab.filter(|l| l.value.is_some_and(|v| v < threshold));
@@ -884,6 +1042,9 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
             Some((list.join(" | "), all_evidence(record, reference, &facts)?))
         }
         Rule::ConditionIntervals { max_entries } => {
+            if f.conditions_without_status {
+                return None;
+            }
             let name = slot?;
             let facts: Vec<&Fact> = until(&f.conditions, reference).filter(|c| c.name == name).collect();
             let intervals: BTreeSet<String> = facts
@@ -907,7 +1068,7 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
             Some((first.time.date().to_string(), all_evidence(record, reference, &[first])?))
         }
         Rule::LabCategory { loinc, window_days, bands, adults_only } => {
-            if *adults_only && age_on(f, reference)? < 18 {
+            if *adults_only && by_age(f, reference, |age| age < 18)? {
                 return None;
             }
             match last_value(&f.observations, loinc, reference, *window_days) {
@@ -933,8 +1094,7 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
             female_at_least,
         } => {
             let female = f.female?;
-            let age = age_on(f, reference)?;
-            if age < 18 {
+            if by_age(f, reference, |age| age < 18)? {
                 return None;
             }
             let required = matching(&f.conditions, require, &[]);
@@ -942,13 +1102,12 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
                 return None;
             }
             let mut used: Vec<Fact> = required;
-            let mut score = if age >= 75 {
-                2
-            } else if age >= 65 {
-                1
-            } else {
-                0
-            } + u32::from(female);
+            let age_points = by_age(f, reference, |age| match age {
+                75.. => 2,
+                65..=74 => 1,
+                _ => 0,
+            })?;
+            let mut score = age_points + u32::from(female);
             for (terms, exclude, points) in [
                 (heart_failure, &vec![], 1),
                 (hypertension, &vec![], 1),
@@ -990,11 +1149,10 @@ fn derive(rule: &Rule, slot: Option<&str>, record: &PatientRecord<'_>, reference
             }
         }
         Rule::AgeAndConditionOrLab { min_age, max_age, terms, exclude, loinc, window_days, at_least } => {
-            let age = age_on(f, reference)?;
-            if age < 18 {
+            if by_age(f, reference, |age| age < 18)? {
                 return None;
             }
-            if age < *min_age || age > *max_age {
+            if by_age(f, reference, |age| age < *min_age || age > *max_age)? {
                 return Some(("No".into(), vec![]));
             }
             let found = matching(&f.conditions, terms, exclude);
@@ -1279,6 +1437,61 @@ mod tests {
         }
         let (c, _) = generate(&templates, &records, 7);
         assert_ne!(a, c, "another seed draws another bank");
+    }
+
+    fn date(text: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn mimic_ages_decide_only_where_the_anchor_range_agrees() {
+        let (female, earliest, latest) =
+            mimic_demographics("Sex F; age 52 in anchor year 2180 (real years 2014 - 2016)").unwrap();
+        assert!(female);
+        assert_eq!((earliest, latest), (date("2127-01-01"), date("2128-12-31")));
+        let facts = PatientFacts { birth_date: Some(earliest), birth_latest: Some(latest), ..PatientFacts::default() };
+        // 51 to 53 in mid 2180.
+        let on = date("2180-07-01");
+        assert_eq!(by_age(&facts, on, |age| age >= 18), Some(true));
+        assert_eq!(by_age(&facts, on, |age| age >= 52), None, "52 is inside the range");
+        assert_eq!(by_age(&facts, on, |age| age >= 65), Some(false));
+        let exact = PatientFacts { birth_date: Some(date("1960-03-01")), ..PatientFacts::default() };
+        assert_eq!(by_age(&exact, date("2025-02-28"), |age| age), Some(64));
+        assert_eq!(by_age(&exact, date("2025-03-01"), |age| age), Some(65));
+    }
+
+    #[test]
+    fn mimic_prescription_status_comes_from_the_stop_time_on_the_line() {
+        let doc = |day: &str, lines: &[&str]| Document {
+            id: format!("mimic:prescriptions:p1:{day}"),
+            patient_id: "p1".into(),
+            kind: DocKind::MedicationList,
+            date: Some(date(day).and_hms_opt(8, 0, 0).unwrap()),
+            title: "Prescriptions".into(),
+            source: "mimic".into(),
+            source_id: format!("prescriptions:p1:{day}"),
+            text: format!("Prescriptions on {day}\n{}\n", lines.join("\n")),
+        };
+        let docs = [
+            doc("2180-01-01", &["- 2180-01-01 08:00: Heparin 5000 UNIT SC (until 2180-01-03 10:00) [prescriptions/1]"]),
+            doc("2180-01-05", &["- 2180-01-05 08:00: Lisinopril 10 mg PO (until 2180-02-01 10:00) [prescriptions/2]"]),
+            doc("2180-01-10", &["- 2180-01-10 08:00: Aspirin 81 mg PO (until 2180-01-10 20:00) [prescriptions/3]"]),
+        ];
+        let patient =
+            Patient { id: "p1".into(), source: "mimic".into(), birth_date: None, sex: None, display_name: None };
+        let facts = PatientFacts::from_mimic(&[patient], &docs, &[]);
+        let status: Vec<(&str, &str)> =
+            facts[0].medications.iter().map(|m| (m.name.as_str(), m.status.as_str())).collect();
+        // The reference date is the last document's, 2180-01-10.
+        assert_eq!(
+            status,
+            [
+                ("Heparin 5000 UNIT SC", "stopped"),
+                ("Lisinopril 10 mg PO", "active"),
+                ("Aspirin 81 mg PO", "unknown status")
+            ]
+        );
+        assert!(facts[0].conditions_without_status);
     }
 
     fn bank_of(patients: usize, per_level: [usize; 3]) -> Vec<BankQuestion> {

@@ -1,6 +1,7 @@
 //! The development question bank as a user builds and checks it, with no
-//! model: `evident eval chart-bank` regenerates the committed bank
-//! byte for byte from the 40 Synthea R4 bundles with seed 42, refuses the
+//! model: `evident eval chart-bank` regenerates the committed banks
+//! byte for byte from the 40 Synthea R4 bundles and from the MIMIC-IV demo
+//! with seed 42, refuses the
 //! held-out Synthea patients with notes, and `evident eval chart` refuses
 //! a bad questions file, an unknown method and a patient not in the store
 //! with exit 2, naming the place, with nothing written.
@@ -24,6 +25,40 @@ fn the_committed_development_bank_regenerates_with_its_seed() {
     // Another seed draws another bank.
     sb.run(&["eval", "chart-bank", "--from", data.to_str().unwrap(), "--seed", "7", "--out", "other.jsonl"]).ok();
     assert_ne!(std::fs::read_to_string(sb.path().join("other.jsonl")).unwrap(), committed);
+}
+
+#[test]
+fn the_committed_mimic_bank_regenerates_with_its_seed() {
+    let sb = Sandbox::new();
+    let data = shared_data().join("mimic-iv-demo");
+    let out = sb
+        .run(&[
+            "--json",
+            "eval",
+            "chart-bank",
+            "--from",
+            data.to_str().unwrap(),
+            "--seed",
+            "42",
+            "--out",
+            "mimic.jsonl",
+        ])
+        .ok()
+        .json();
+    assert_eq!(out["patients"], 100, "{out}");
+    let generated = std::fs::read_to_string(sb.path().join("mimic.jsonl")).unwrap();
+    let committed = std::fs::read_to_string(repo_root().join("examples/chart/bank/dev-mimic.jsonl")).unwrap();
+    assert!(generated == committed, "regenerating with seed 42 must reproduce examples/chart/bank/dev-mimic.jsonl");
+    // What MIMIC-IV cannot say is not asked: no condition intervals (its
+    // diagnoses have no onset or resolution) and no BMI category (no BMI
+    // among its lab results).
+    for line in committed.lines() {
+        let q: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(!["G22", "G26"].contains(&q["template"].as_str().unwrap()), "{q}");
+        for e in q["gold_evidence"].as_array().unwrap() {
+            assert!(e["document_id"].as_str().unwrap().starts_with("mimic:"), "{e}");
+        }
+    }
 }
 
 #[test]

@@ -71,6 +71,25 @@ fn mimic_demo_stores_100_patients_and_their_labevents() {
     if counts.labs_unmapped > 0 {
         assert!(out.stdout().contains("lab names not mapped to a concept"), "{}", out.stdout());
     }
+    // A value the source masks as `___` while keeping `valuenum` is shown as
+    // that number in the lab timeline lines (sodium and glucose on 2180-08-10 for 10000032
+    // is one), so text readers see what checks read.
+    let store = sandbox.store();
+    let lines: Vec<String> = store
+        .documents("10000032")
+        .unwrap()
+        .iter()
+        .filter(|d| d.id.starts_with("mimic:labevents:"))
+        .flat_map(|d| store.document(&d.id).unwrap().unwrap().text.lines().map(String::from).collect::<Vec<_>>())
+        .collect();
+    assert!(lines.len() > 100, "{}", lines.len());
+    for shown in ["2180-08-10 12:00: Glucose (Blood): 155 mg/dL", "2180-08-10 12:00: Sodium (Blood): 124 mEq/L"] {
+        assert!(
+            lines.iter().any(|l| l.contains(shown)),
+            "{shown}: {:?}",
+            lines.iter().filter(|l| l.contains("2180-08-10")).collect::<Vec<_>>()
+        );
+    }
 }
 
 fn count_mimic_labevents_with_value(path: &std::path::Path) -> usize {

@@ -409,8 +409,14 @@ fn labevents(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>)
         let (ref_low, ref_high) = (number(&r[low]), number(&r[high]));
         let flag_value = Some(r[flag].trim().to_string()).filter(|f| !f.is_empty());
         let record = format!("labevents/{}", &r[id_col]);
-        let shown_value =
-            if raw_value.is_empty() { num.map(|v| v.to_string()).unwrap_or_default() } else { raw_value.to_string() };
+        // The text value is empty, or masked as `___` by de-identification
+        // while `valuenum` keeps the number (6% of the demo's rows): the line
+        // shows the number, so text readers see what checks read.
+        let shown_value = if raw_value.is_empty() || raw_value == "___" {
+            num.map(|v| v.to_string()).unwrap_or_else(|| raw_value.to_string())
+        } else {
+            raw_value.to_string()
+        };
         lines.push(
             &r[subject],
             time,

@@ -81,6 +81,30 @@ fn bundle_files(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
+/// The patients of a MIMIC-IV folder as the generator sees them: every
+/// table read as ingestion reads it (a problem in any table is an error
+/// naming it), then the facts and each patient's timeline documents.
+fn mimic_records(path: &Path) -> Result<(Vec<PatientFacts>, Vec<Vec<evident_model::Document>>)> {
+    let units = evident_ingest::plan(&[path.to_path_buf()], evident_ingest::Format::Mimic)?;
+    let (mut patients, mut docs, mut labs) = (Vec::new(), Vec::new(), Vec::new());
+    for unit in &units {
+        let (batch, problems) = evident_ingest::read_unit(unit);
+        if let Some(p) = problems.first() {
+            input_error!("{}: {p}", unit.path.display());
+        }
+        patients.extend(batch.patients);
+        docs.extend(batch.documents);
+        labs.extend(batch.labs);
+    }
+    let facts = PatientFacts::from_mimic(&patients, &docs, &labs);
+    let mut by_patient: BTreeMap<&str, Vec<evident_model::Document>> = BTreeMap::new();
+    for d in &docs {
+        by_patient.entry(d.patient_id.as_str()).or_default().push(d.clone());
+    }
+    let documents = facts.iter().map(|f| by_patient.remove(f.id.as_str()).unwrap_or_default()).collect();
+    Ok((facts, documents))
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| AppError::file(parent, e))?;
@@ -100,11 +124,17 @@ pub fn generate_bank(request: &BankRequest) -> Result<BankResult> {
         None => bank::builtin_templates(),
     };
     if request.from.is_empty() {
-        input_error!("no records to build the bank from; give FHIR bundle files or folders");
+        input_error!("no records to build the bank from; give FHIR bundle files or folders, or a MIMIC-IV folder");
     }
     let mut facts: Vec<PatientFacts> = Vec::new();
     let mut documents: Vec<Vec<evident_model::Document>> = Vec::new();
     for path in &request.from {
+        if path.is_dir() && evident_ingest::detect(path)? == evident_ingest::Format::Mimic {
+            let (mimic_facts, mimic_documents) = mimic_records(path)?;
+            facts.extend(mimic_facts);
+            documents.extend(mimic_documents);
+            continue;
+        }
         for file in bundle_files(path)? {
             let text = std::fs::read_to_string(&file).map_err(|e| AppError::file(&file, e))?;
             let value: serde_json::Value = serde_json::from_str(&text)

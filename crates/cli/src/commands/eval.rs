@@ -38,7 +38,7 @@ enum EvalCommand {
     CohortJudge(CohortJudgeArgs),
     /// Chart questions: answer a question bank with each method, score as the myeloma paper does.
     Chart(ChartArgs),
-    /// Generate a chart question bank from FHIR R4 bundles (templates, seed, the paper's deck draw).
+    /// Generate a chart question bank from FHIR R4 bundles or a MIMIC-IV folder (templates, seed, the paper's deck draw).
     ChartBank(ChartBankArgs),
 }
 
@@ -96,8 +96,8 @@ struct ChartArgs {
 
 #[derive(clap::Args, Debug)]
 struct ChartBankArgs {
-    /// FHIR R4 bundle files or folders of them (repeatable), e.g.
-    /// ../shared/data/synthea/generated-sample-data-R4.
+    /// FHIR R4 bundle files or folders of them, or a MIMIC-IV folder (hosp/), repeatable, e.g.
+    /// ../shared/data/synthea/generated-sample-data-R4 or ../shared/data/mimic-iv-demo.
     #[arg(long = "from", required = true)]
     from: Vec<PathBuf>,
     /// A templates file (default: the built-in templates, crates/chart/bank/templates.yaml).
