@@ -41,7 +41,7 @@ pub struct RunLine {
 
 /// The stored screening runs, newest first.
 pub fn runs(session: &Session) -> Result<Vec<RunLine>> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let mut lines = Vec::new();
         for run in store.match_runs()? {
             let set = run_criteria(&run.id, &run.definition_json).ok();
@@ -65,7 +65,7 @@ pub fn runs(session: &Session) -> Result<Vec<RunLine>> {
 /// The trials of the stored screening runs (one entry per distinct
 /// criteria set), with their criteria.
 pub fn trials(session: &Session) -> Result<Vec<CriteriaSet>> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let mut sets: Vec<CriteriaSet> = Vec::new();
         for run in store.match_runs()? {
             let set = run_criteria(&run.id, &run.definition_json)?;
@@ -119,19 +119,28 @@ pub struct Worklist {
 /// A run's patients ranked, optionally only those whose standing (with
 /// overrides applied) is `filter`.
 pub fn worklist(session: &Session, run_id: &str, filter: Option<Eligibility>) -> Result<Worklist> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let (set, report) = load_report(session.db_path(), store, run_id)?;
         let all_overrides = store.overrides(run_id, None)?;
-        let overrides = latest_overrides(&all_overrides);
+        // The latest override of each criterion, grouped by patient.
+        let mut by_patient: BTreeMap<&str, BTreeMap<&str, &OverrideRecord>> = BTreeMap::new();
+        for o in latest_overrides(&all_overrides).into_values() {
+            by_patient.entry(o.patient_id.as_str()).or_default().insert(o.criterion_id.as_str(), o);
+        }
+        // The latest sign-off of each patient.
         let signoffs = store.signoffs(run_id, None)?;
+        let mut last_signoff: BTreeMap<&str, &SignoffRecord> = BTreeMap::new();
+        for s in &signoffs {
+            last_signoff.insert(s.patient_id.as_str(), s);
+        }
         let mut patients = Vec::new();
         for (i, p) in report.patients.iter().enumerate() {
-            let mine: BTreeMap<&str, &OverrideRecord> = overrides
-                .iter()
-                .filter(|((patient, _), _)| patient == &p.patient_id)
-                .map(|((_, criterion), o)| (criterion.as_str(), *o))
-                .collect();
-            let verdict = verdict_with_overrides(&set, &p.criteria, &mine);
+            let mine = by_patient.get(p.patient_id.as_str());
+            // A patient without overrides stands as the model's decisions put it.
+            let verdict = match mine {
+                Some(mine) => verdict_with_overrides(&set, &p.criteria, mine),
+                None => p.verdict.clone(),
+            };
             if filter.is_some_and(|f| f != verdict.eligibility) {
                 continue;
             }
@@ -140,8 +149,8 @@ pub fn worklist(session: &Session, run_id: &str, filter: Option<Eligibility>) ->
                 patient_id: p.patient_id.clone(),
                 model_verdict: p.verdict.clone(),
                 verdict,
-                overrides: mine.len(),
-                signed_off: signoffs.iter().rev().find(|s| s.patient_id == p.patient_id).cloned(),
+                overrides: mine.map_or(0, |m| m.len()),
+                signed_off: last_signoff.get(p.patient_id.as_str()).map(|s| (*s).clone()),
             });
         }
         Ok(Worklist {
@@ -182,7 +191,7 @@ pub struct PatientReview {
 }
 
 pub fn patient(session: &Session, run_id: &str, patient_id: &str) -> Result<PatientReview> {
-    session.with_store(|store| patient_review(session.db_path(), store, run_id, patient_id))
+    session.with_reader(|store| patient_review(session.db_path(), store, run_id, patient_id))
 }
 
 fn patient_review(db: &Path, store: &Store, run_id: &str, patient_id: &str) -> Result<PatientReview> {
@@ -235,7 +244,7 @@ pub struct DocumentView {
 /// One document of one patient. A document of another patient is refused
 /// as not found, so a URL cannot reach across patients.
 pub fn document(session: &Session, patient_id: &str, document_id: &str) -> Result<DocumentView> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let doc = store.document(document_id)?;
         let Some(doc) = doc.filter(|d| d.patient_id == patient_id) else {
             return Err(AppError::NotFound(format!("patient {patient_id:?} has no document {document_id:?}")));
@@ -281,14 +290,26 @@ pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideReq
     if reason.is_empty() {
         input_error!("an override needs a reason");
     }
+    // The model's decision, read beside the writer (the report is kept
+    // until the run's results change; a stored decision is never replaced).
+    let review =
+        session.with_reader(|store| patient_review(session.db_path(), store, &request.run_id, &request.patient_id))?;
+    let Some(criterion) = review.criteria.iter().find(|c| c.view.criterion.id == request.criterion_id) else {
+        return Err(AppError::NotFound(format!(
+            "run {:?} has no criterion {:?}",
+            request.run_id, request.criterion_id
+        )));
+    };
+    let model_decision = criterion.view.result.as_ref().and_then(|r| r.decision()).map(|d| d.as_str().to_string());
     session.with_store(|store| {
-        let review = patient_review(session.db_path(), store, &request.run_id, &request.patient_id)?;
-        let Some(criterion) = review.criteria.iter().find(|c| c.view.criterion.id == request.criterion_id) else {
-            return Err(AppError::NotFound(format!(
-                "run {:?} has no criterion {:?}",
-                request.run_id, request.criterion_id
-            )));
-        };
+        // The decision in effect before, read under the writer's lock, so
+        // overrides sent at once each see the one before them.
+        let before = store
+            .overrides(&request.run_id, Some(&request.patient_id))?
+            .into_iter()
+            .rfind(|o| o.criterion_id == request.criterion_id)
+            .map(|o| o.decision)
+            .or(model_decision);
         let new = NewOverride {
             run_id: request.run_id.clone(),
             patient_id: request.patient_id.clone(),
@@ -301,7 +322,7 @@ pub fn override_decision(session: &Session, actor: &Actor, request: &OverrideReq
             actor: actor.name.clone(),
             action: "override".into(),
             subject: format!("{}/{}/{}", request.run_id, request.patient_id, request.criterion_id),
-            before_json: Some(serde_json::to_string(&criterion.effective_decision)?),
+            before_json: Some(serde_json::to_string(&before)?),
             after_json: Some(serde_json::to_string(decision.as_str())?),
             reason: reason.to_string(),
         };
@@ -379,7 +400,7 @@ pub fn sign_off(session: &Session, actor: &Actor, run_id: &str, patient_id: &str
 
 /// The audit trail, oldest first.
 pub fn audit(session: &Session) -> Result<Vec<AuditRecord>> {
-    session.with_store(|store| Ok(store.audit_log()?))
+    session.with_reader(|store| Ok(store.audit_log()?))
 }
 
 /// The audit trail as CSV.
@@ -426,7 +447,7 @@ pub struct ExportRow {
 
 /// Every decision of a run with overrides applied and the original kept.
 pub fn export(session: &Session, run_id: &str) -> Result<Vec<ExportRow>> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let (set, report) = load_report(session.db_path(), store, run_id)?;
         let overrides = store.overrides(run_id, None)?;
         let latest = latest_overrides(&overrides);
@@ -498,7 +519,7 @@ fn finish_csv(w: csv::Writer<Vec<u8>>) -> Result<String> {
 
 /// The criteria set a stored screening run was made with.
 pub fn stored_criteria(session: &Session, run_id: &str) -> Result<CriteriaSet> {
-    session.with_store(|store| {
+    session.with_reader(|store| {
         let Some(run) = store.match_run(run_id)? else {
             return Err(AppError::NotFound(format!(
                 "run {run_id:?} is not in the store; list the screening runs to see which are"
@@ -534,6 +555,8 @@ struct CachedReport {
 /// (count and newest row of the run's results) tells.
 static REPORTS: Mutex<Vec<CachedReport>> = Mutex::new(Vec::new());
 const REPORTS_KEPT: usize = 8;
+/// Held while a report is built.
+static BUILDING: Mutex<()> = Mutex::new(());
 
 /// The run's criteria and its report over every patient it holds.
 fn load_report(db: &Path, store: &Store, run_id: &str) -> Result<(CriteriaSet, Arc<TrialReport>)> {
@@ -544,14 +567,26 @@ fn load_report(db: &Path, store: &Store, run_id: &str) -> Result<(CriteriaSet, A
     };
     let set = run_criteria(run_id, &run.definition_json)?;
     let fingerprint = store.match_results_fingerprint(run_id)?;
-    {
+    let cached = || {
         let cache = REPORTS.lock().unwrap_or_else(|e| e.into_inner());
-        let hit = cache.iter().find(|c| {
-            c.db == db && c.run_id == run_id && c.definition_json == run.definition_json && c.fingerprint == fingerprint
-        });
-        if let Some(hit) = hit {
-            return Ok((set, hit.report.clone()));
-        }
+        cache
+            .iter()
+            .find(|c| {
+                c.db == db
+                    && c.run_id == run_id
+                    && c.definition_json == run.definition_json
+                    && c.fingerprint == fingerprint
+            })
+            .map(|hit| hit.report.clone())
+    };
+    if let Some(report) = cached() {
+        return Ok((set, report));
+    }
+    // One build at a time: requests that missed together wait for the
+    // first one's report instead of each building the same.
+    let _building = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(report) = cached() {
+        return Ok((set, report));
     }
     let patients: Vec<String> = stored_results(store, run_id)?.into_iter().map(|r| r.patient_id).collect();
     let report = Arc::new(trial_report(store, run_id, &set, &patients)?);

@@ -6,7 +6,7 @@
 //! model registry) never create one.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use evident_store::Store;
 
@@ -22,7 +22,20 @@ pub struct Session {
     db: PathBuf,
     config: Config,
     store: OnceLock<SharedStore>,
+    readers: ReadPool,
 }
+
+/// Read-only connections to the store beside the one writer, opened as
+/// needed up to [`READERS`] and kept for reuse.
+#[derive(Default)]
+struct ReadPool {
+    /// (idle connections, connections opened).
+    state: Mutex<(Vec<Store>, usize)>,
+    returned: Condvar,
+}
+
+/// At most this many read-only connections per session.
+pub const READERS: usize = 4;
 
 impl Session {
     /// A session over the store at `db` with the configuration file at
@@ -33,7 +46,7 @@ impl Session {
 
     /// A session with a configuration already built (tests, the server).
     pub fn with_config(db: &Path, config: Config) -> Session {
-        Session { db: db.to_path_buf(), config, store: OnceLock::new() }
+        Session { db: db.to_path_buf(), config, store: OnceLock::new(), readers: ReadPool::default() }
     }
 
     /// Where the store is.
@@ -60,6 +73,53 @@ impl Session {
         let store = self.store()?;
         let mut guard = lock(&store);
         f(&mut guard)
+    }
+
+    /// Runs `f` on a read-only connection of its own (at most
+    /// [`READERS`] at once; more callers wait for one to come back), so
+    /// reads run beside each other and beside the writer instead of
+    /// queueing on the store's lock. The writer is opened first, so the
+    /// store exists and is migrated. For reads only: `f` cannot write.
+    pub fn with_reader<T>(&self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        self.store()?;
+        let reader = {
+            let mut state = self.readers.state.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(reader) = state.0.pop() {
+                    break reader;
+                }
+                if state.1 < READERS {
+                    state.1 += 1;
+                    drop(state);
+                    match Store::open_read_only(&self.db) {
+                        Ok(reader) => break reader,
+                        Err(e) => {
+                            let mut state = self.readers.state.lock().unwrap_or_else(|e| e.into_inner());
+                            state.1 -= 1;
+                            self.readers.returned.notify_one();
+                            return Err(AppError::Setup(format!(
+                                "cannot open store {} for reading: {e}",
+                                self.db.display()
+                            )));
+                        }
+                    }
+                }
+                state = self.readers.returned.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        // Given back even if `f` panics (a panic leaves no write half-done: the connection only reads).
+        struct GiveBack<'a>(&'a ReadPool, Option<Store>);
+        impl Drop for GiveBack<'_> {
+            fn drop(&mut self) {
+                if let Some(reader) = self.1.take() {
+                    let mut state = self.0.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.0.push(reader);
+                    self.0.returned.notify_one();
+                }
+            }
+        }
+        let mut lent = GiveBack(&self.readers, Some(reader));
+        f(lent.1.as_mut().expect("lent until dropped"))
     }
 
     /// Fails with a message that says how to list patients when `patient`

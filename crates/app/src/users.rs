@@ -162,7 +162,7 @@ pub fn login(session: &Session, name: &str, password: &str) -> Result<Option<Log
 /// The user and CSRF token behind a session token, if it is live.
 pub fn authenticate(session: &Session, token: &str) -> Result<Option<(Actor, String)>> {
     let now = chrono::Utc::now().format(TIME_FORMAT).to_string();
-    let found = session.with_store(|store| Ok(store.web_session(&token_hash(token), &now)?))?;
+    let found = session.with_reader(|store| Ok(store.web_session(&token_hash(token), &now)?))?;
     match found {
         None => Ok(None),
         Some(s) => Ok(Some((Actor { name: s.user_name, role: Role::parse(&s.role)? }, s.csrf_token))),

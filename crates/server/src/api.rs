@@ -419,6 +419,8 @@ async fn screening_runs(State(state): State<AppState>, _user: CurrentUser) -> Re
 #[derive(Deserialize)]
 pub struct WorklistQuery {
     pub filter: Option<String>,
+    /// The worklist page's page number, from 1 (the API answers every patient).
+    pub page: Option<usize>,
 }
 
 async fn worklist(

@@ -25,6 +25,8 @@ use crate::{ApiError, AppState};
 
 const STYLE: &str = include_str!("../static/app.css");
 const SCRIPT: &str = include_str!("../static/app.js");
+/// Patients per worklist page.
+pub const WORKLIST_PAGE_ROWS: usize = 100;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -264,6 +266,36 @@ async fn worklist_page(
         (Some(Eligibility::Excluded), "excluded"),
     ];
     let base = format!("/runs/{}", enc(&run));
+    // One page of the ranked (and filtered) patients.
+    let total = list.patients.len();
+    let pages = total.div_ceil(WORKLIST_PAGE_ROWS).max(1);
+    let page = q.page.unwrap_or(1).clamp(1, pages);
+    let first = (page - 1) * WORKLIST_PAGE_ROWS;
+    let shown = &list.patients[first.min(total)..(first + WORKLIST_PAGE_ROWS).min(total)];
+    let page_href = |n: usize| {
+        let mut query = Vec::new();
+        if let Some(e) = list.filter {
+            query.push(format!("filter={}", eligibility_key(e)));
+        }
+        if n > 1 {
+            query.push(format!("page={n}"));
+        }
+        if query.is_empty() {
+            base.clone()
+        } else {
+            format!("{base}?{}", query.join("&"))
+        }
+    };
+    let pager = html! {
+        @if pages > 1 {
+            nav.pager aria-label="pages" {
+                "Patients " (first + 1) "–" (first + shown.len()) " of " (total) " · "
+                @if page > 1 { a.prev href=(page_href(page - 1)) { "← previous" } " " }
+                "page " (page) " of " (pages)
+                @if page < pages { " " a.next href=(page_href(page + 1)) { "next →" } }
+            }
+        }
+    };
     let content = html! {
         h1 { "Worklist: " (list.trial_id) }
         p.sub { (list.trial_title) " · run " code { (list.run_id) } " · " (list.method)
@@ -276,10 +308,11 @@ async fn worklist_page(
             a href=(format!("/runs/{}/export.csv", enc(&run))) { "Export CSV" }
             a href=(format!("/api/runs/{}/export.json", enc(&run))) { "Export JSON" }
         }
+        (pager)
         table #worklist {
             thead { tr { th { "Rank" } th { "Patient" } th { "Standing" } th { "Model's standing" } th { "Score" } th { "Overrides" } th { "Signed off" } } }
             tbody {
-                @for p in &list.patients {
+                @for p in shown {
                     tr data-patient=(p.patient_id) {
                         td.num { (p.rank) }
                         td { a.patient href=(format!("{base}/patients/{}", enc(&p.patient_id))) { (p.patient_id) } }
@@ -292,6 +325,7 @@ async fn worklist_page(
                 }
             }
         }
+        (pager)
         @if list.patients.is_empty() { p { "No patient matches this filter." } }
     };
     Ok(layout("Worklist", Some(&user), content).into_response())

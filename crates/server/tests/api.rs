@@ -325,3 +325,28 @@ async fn ids_that_could_reach_outside_a_record_are_refused() {
     let search = vera.get("/api/patients/P001/search?q=metformin").await;
     assert_eq!(search.status, StatusCode::OK, "{}", search.body);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_worklist_page_shows_a_hundred_patients_a_page_and_the_api_all() {
+    let f = fixture();
+    let run = evident_app::synthetic::write_synthetic_run(&f.session(), f.dir.path(), 250, 2).unwrap();
+    let vera = Client::login(&f, "vera").await;
+    let rows = |page: &str| page.matches("<tr data-patient=").count();
+    let first = vera.get(&format!("/runs/{}", run.run_id)).await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(rows(&first.body), 100);
+    assert!(first.body.contains("Patients 1–100 of 250"), "{}", first.body);
+    assert!(first.body.contains(&format!("href=\"/runs/{}?page=2\"", run.run_id)));
+    let last = vera.get(&format!("/runs/{}?page=3", run.run_id)).await;
+    assert_eq!(rows(&last.body), 50);
+    assert!(last.body.contains("<td class=\"num\">201</td>"), "ranks go on across pages");
+    assert!(last.body.contains(&format!("href=\"/runs/{}?page=2\"", run.run_id)) && !last.body.contains("next →"));
+    // A page past the end shows the last one; a page that is not a number is a 400.
+    assert_eq!(rows(&vera.get(&format!("/runs/{}?page=99", run.run_id)).await.body), 50);
+    assert_eq!(vera.get(&format!("/runs/{}?page=x", run.run_id)).await.status, StatusCode::BAD_REQUEST);
+    // The API answers every patient.
+    let api = vera.get(&format!("/api/runs/{}/worklist", run.run_id)).await;
+    assert_eq!(api.json()["patients"].as_array().unwrap().len(), 250);
+    // The example run's five patients fit on one page: no pager.
+    assert!(!vera.get(&format!("/runs/{RUN}")).await.body.contains("class=\"pager\""));
+}

@@ -51,7 +51,15 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 pub struct Store {
     conn: Connection,
+    /// Read-only connections only: per run, the results fingerprint last
+    /// computed and the connection's `PRAGMA data_version` then (it changes
+    /// only when another connection commits, so while it stands the
+    /// fingerprint does too).
+    fingerprints: Option<std::sync::Mutex<FingerprintCache>>,
 }
+
+/// Per run id: (`data_version` when counted, (count, newest rowid)).
+type FingerprintCache = std::collections::HashMap<String, (i64, (i64, i64))>;
 
 impl Store {
     /// Opens the store at `path`, creating it if missing, and applies any
@@ -59,6 +67,35 @@ impl Store {
     pub fn open(path: &Path) -> Result<Store> {
         let conn = Connection::open(path)?;
         Store::setup(conn, true)
+    }
+
+    /// Opens the existing store at `path` for reading only (a second
+    /// connection beside the writer: in WAL mode readers run while it
+    /// writes, each statement seeing the last committed state). Migrates
+    /// nothing: the store must already have this build's schema, so open
+    /// it with [`Store::open`] first.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+        )?;
+        conn.pragma_update(None, "query_only", "ON")?;
+        conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        let store = Store { conn, fingerprints: Some(Default::default()) };
+        let (found, supported) = (store.schema_version()?, migrate::latest_version());
+        if found > supported {
+            return Err(StoreError::TooNew { found, supported });
+        }
+        if found < supported {
+            return Err(StoreError::Invalid(format!(
+                "the store {} has schema version {found}, older than this build's {supported}; open it for writing \
+                 first to migrate it",
+                path.display()
+            )));
+        }
+        Ok(store)
     }
 
     pub fn open_in_memory() -> Result<Store> {
@@ -76,7 +113,7 @@ impl Store {
         conn.pragma_update(None, "mmap_size", 1i64 << 30)?;
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         migrate::migrate(&mut conn)?;
-        Ok(Store { conn })
+        Ok(Store { conn, fingerprints: None })
     }
 
     pub(crate) fn conn(&self) -> &Connection {

@@ -104,3 +104,51 @@ fn sessions_expire_and_end() {
     store.end_web_session("h1", "2029-01-01T00:00:00.000Z").unwrap();
     assert!(store.web_session("h1", "2029-01-01T00:00:00.000Z").unwrap().is_none());
 }
+
+/// A read-only connection beside the writer sees each commit at once,
+/// cannot write, and refuses a store not yet migrated by a writer.
+#[test]
+fn a_read_only_connection_reads_beside_the_writer_and_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    std::fs::write(dir.path().join("empty.db"), b"").unwrap();
+    assert!(Store::open_read_only(&dir.path().join("empty.db")).is_err(), "an unmigrated store is refused");
+    let writer = store_at(Some(&path));
+    let reader = Store::open_read_only(&path).unwrap();
+    assert_eq!(reader.users().unwrap().len(), 1);
+    writer.put_user("bo", "viewer", "$argon2id$fake", &audit("user_add")).unwrap();
+    assert_eq!(reader.users().unwrap().len(), 2, "the reader sees the writer's commit");
+    let refused = reader.put_user("cy", "viewer", "$argon2id$fake", &audit("user_add"));
+    assert!(refused.is_err(), "the reader cannot write");
+    assert_eq!(writer.users().unwrap().len(), 2);
+}
+
+/// The results fingerprint a read-only connection keeps follows the
+/// writer's commits: unchanged while nothing is written, changed at once
+/// when a result is.
+#[test]
+fn a_read_only_connection_sees_the_results_fingerprint_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let mut writer = store_at(Some(&path));
+    let reader = Store::open_read_only(&path).unwrap();
+    let result = |c: &str| evident_store::NewMatchResult {
+        criterion_id: c.into(),
+        document_id: String::new(),
+        result_json: "{}".into(),
+        trace_json: None,
+    };
+    assert_eq!(reader.match_results_fingerprint("run-1").unwrap(), (0, 0));
+    writer.put_match_task("run-1", "p-1", "c:a", None, &[result("a")]).unwrap();
+    let first = reader.match_results_fingerprint("run-1").unwrap();
+    assert_eq!(first.0, 1);
+    assert_eq!(reader.match_results_fingerprint("run-1").unwrap(), first, "nothing written: the same");
+    // A write elsewhere (a user) leaves the run's fingerprint as it was.
+    writer.put_user("bo", "viewer", "$argon2id$fake", &audit("user_add")).unwrap();
+    assert_eq!(reader.match_results_fingerprint("run-1").unwrap(), first);
+    writer.put_match_task("run-1", "p-2", "c:a", None, &[result("a"), result("b")]).unwrap();
+    let second = reader.match_results_fingerprint("run-1").unwrap();
+    assert_eq!(second.0, 3);
+    assert_ne!(second, first);
+    assert_eq!(writer.match_results_fingerprint("run-1").unwrap(), second, "the writer counts every time");
+}
