@@ -109,8 +109,8 @@ fn main() {
     let logged_in: Vec<Arc<Client>> = (0..clients).map(|i| Arc::new(login(&base, &format!("r{i:03}")))).collect();
     let (rss, _) = memory();
     println!("server on {base}; resident memory after logins {rss:.0} MiB\n");
-    println!("| endpoint | requests | p50 ms | p99 ms | max ms | requests/s | RSS MiB (peak) |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| endpoint | requests | p50 ms | p99 ms | max ms | requests/s | KiB per answer | RSS MiB (peak) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
 
     let run_id = run.run_id.clone();
     // The worklist twice: first as a fresh server meets it (the first
@@ -136,7 +136,7 @@ fn main() {
                 for r in 0..requests {
                     let p = &patients[(c * requests + r) * 7 % patients.len()];
                     let t = Instant::now();
-                    let status = match (phase, post) {
+                    let (status, bytes) = match (phase, post) {
                         (_, true) => {
                             let body = serde_json::json!({
                                 "criterion_id": criteria[r % criteria.len()],
@@ -150,14 +150,14 @@ fn main() {
                                 .header("x-csrf-token", &client.csrf)
                                 .send_json(body)
                                 .unwrap();
-                            let _ = a.body_mut().read_to_string();
-                            a.status().as_u16()
+                            let bytes = a.body_mut().read_to_string().map_or(0, |b| b.len());
+                            (a.status().as_u16(), bytes)
                         }
                         (0 | 1, _) => get(&client, &format!("{base}/runs/{run_id}")),
                         (2, _) => get(&client, &format!("{base}/runs/{run_id}/patients/{p}")),
                         _ => get(&client, &format!("{base}/api/runs/{run_id}/patients/{p}")),
                     };
-                    times.push(t.elapsed());
+                    times.push((t.elapsed(), bytes));
                     assert!(status == 200 || status == 201, "{phase}: status {status}");
                 }
                 times
@@ -165,12 +165,14 @@ fn main() {
         }
         barrier.wait();
         let t0 = Instant::now();
-        let mut times: Vec<Duration> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        let answers: Vec<(Duration, usize)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
         let wall = t0.elapsed().as_secs_f64();
+        let mut times: Vec<Duration> = answers.iter().map(|(t, _)| *t).collect();
         times.sort();
+        let kib = answers.iter().map(|(_, b)| *b as f64).sum::<f64>() / answers.len() as f64 / 1024.0;
         let (rss, peak) = memory();
         println!(
-            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {rss:.0} ({peak:.0}) |",
+            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {kib:.1} | {rss:.0} ({peak:.0}) |",
             times.len(),
             percentile(&times, 0.5),
             percentile(&times, 0.99),
@@ -180,8 +182,9 @@ fn main() {
     }
 }
 
-fn get(client: &Client, url: &str) -> u16 {
+/// The status and the body's length in bytes.
+fn get(client: &Client, url: &str) -> (u16, usize) {
     let mut a = client.agent.get(url).header("cookie", &client.cookie).call().unwrap();
-    let _ = a.body_mut().read_to_string();
-    a.status().as_u16()
+    let bytes = a.body_mut().read_to_string().map_or(0, |b| b.len());
+    (a.status().as_u16(), bytes)
 }
