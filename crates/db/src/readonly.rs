@@ -15,8 +15,10 @@
 //! one statement at a time (the extended protocol refuses several), each in
 //! a READ ONLY transaction that is rolled back, fetched through a portal
 //! that stops at the row limit. `close` (or drop) ends the role's sessions
-//! and drops the role; a role left by a killed process expires after a day
-//! and the next connection drops it.
+//! and drops the role. While the run is live its admin session holds an
+//! advisory lock keyed by the role's name; the next connection to the
+//! server drops every run role whose lock nobody holds (a killed process
+//! left it) or whose password has expired.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -288,9 +290,13 @@ fn connect_postgres(admin_url: &DatabaseUrl, limits: QueryLimits) -> Result<Read
         ),
     }
     };
-    // Roles of runs that never dropped theirs (a killed process) expire
-    // after a day; the next run on this server drops the expired ones.
-    admin.batch_execute(DROP_EXPIRED_ROLES).map_err(admin_error)?;
+    // The run is live while its admin session holds an advisory lock keyed
+    // by its role's name (released by the server when the process dies),
+    // taken before the role exists so no other run mistakes it for stale.
+    admin.execute("SELECT pg_advisory_lock($1, hashtext($2))", &[&LIVE_RUN_LOCK_CLASS, &role]).map_err(admin_error)?;
+    // Roles of runs that are no longer live (a killed process) or expired
+    // are dropped by the next run on this server.
+    admin.batch_execute(&drop_stale_roles()).map_err(admin_error)?;
     let timeout_ms = limits.timeout.as_millis().max(1);
     let database: String = admin.query_one("SELECT current_database()", &[]).map_err(admin_error)?.get(0);
     let schemas: Vec<String> = admin
@@ -337,19 +343,33 @@ ALTER ROLE {role} SET idle_in_transaction_session_timeout = {idle};\n",
     })
 }
 
-/// Drops every run role whose password has expired; a role that still owns
-/// something in another database stays until a run there drops it.
-const DROP_EXPIRED_ROLES: &str = "DO $$
+/// The first key of the session advisory lock a live run holds; the
+/// second is `hashtext(role)`. ("Evid" in ASCII.)
+const LIVE_RUN_LOCK_CLASS: i32 = 0x4576_6964;
+
+/// Drops every run role (`evident_ro_PID_RANDOM`) whose run is not live (no
+/// session of the server holds its advisory lock: the process that created
+/// it was killed before dropping it) or whose password has expired; a role
+/// that still owns something in another database stays until a run there
+/// drops it. Locks of every database show in `pg_locks`, so a live run on
+/// another database of the same server keeps its role.
+fn drop_stale_roles() -> String {
+    format!(
+        "DO $$
 DECLARE r record;
 BEGIN
-  FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'evident\\_ro\\_%' AND rolvaliduntil < now() LOOP
+  FOR r IN SELECT rolname FROM pg_roles WHERE rolname LIKE 'evident\\_ro\\_%' AND (rolvaliduntil < now() OR NOT EXISTS (
+      SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+        AND l.classid = {LIVE_RUN_LOCK_CLASS}::oid AND l.objid = hashtext(rolname)::oid)) LOOP
     BEGIN
       EXECUTE format('DROP OWNED BY %I', r.rolname);
       EXECUTE format('DROP ROLE %I', r.rolname);
     EXCEPTION WHEN others THEN NULL;
     END;
   END LOOP;
-END $$";
+END $$"
+    )
+}
 
 fn drop_role(admin: &mut postgres::Client, role: &str) -> Result<(), DbError> {
     let sql = format!(

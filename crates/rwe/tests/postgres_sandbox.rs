@@ -4,7 +4,7 @@
 //! the same cohort as from SQLite, and cannot write.
 
 use evident_db::testing::TempPgDatabase;
-use evident_db::{load_mimic, QueryLimits, ReadOnlyConnection};
+use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{RDatabase, SandboxConfig, Workspace};
 
@@ -41,4 +41,50 @@ fn sandboxed_r_reads_postgres_through_the_socket_and_cannot_write() {
     assert!(r.stdout.contains("first_stays 100 "), "{}", r.stdout);
     assert!(r.stdout.contains("deleted FALSE"), "{}", r.stdout);
     drop(conn);
+}
+
+/// A run's read-only role left behind by a killed process is dropped when
+/// the next run starts; a live run's role (its session holds the advisory
+/// lock keyed by the role's name) is kept, whichever database it is on.
+#[test]
+fn a_killed_runs_role_is_dropped_when_the_next_run_starts_and_a_live_runs_is_kept() {
+    let pg = TempPgDatabase::new();
+    let exists = |role: &str| -> bool {
+        let n: i64 =
+            pg.client().query_one("SELECT count(*) FROM pg_roles WHERE rolname = $1", &[&role]).unwrap().get(0);
+        n == 1
+    };
+    // What a killed run leaves: a role named like a run's, valid for a day,
+    // whose process (and so its lock) is gone.
+    let stale = format!("evident_ro_999999_{}", &pg.name[pg.name.len() - 8..]);
+    let live = format!("evident_ro_999998_{}", &pg.name[pg.name.len() - 8..]);
+    let mut admin = pg.client();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {stale} LOGIN VALID UNTIL 'infinity'; CREATE ROLE {live} LOGIN VALID UNTIL 'infinity';"
+        ))
+        .unwrap();
+    // A live run in another process: a session holding the role's lock.
+    let mut holder = pg.client();
+    holder.execute("SELECT pg_advisory_lock(1165388132, hashtext($1))", &[&live]).unwrap();
+    let first = ReadOnlyConnection::connect(&pg.url, QueryLimits::default()).unwrap();
+    assert!(!exists(&stale), "the killed run's role was not dropped");
+    assert!(exists(&live), "a live run's role was dropped");
+    // The first run's own role survives a second run starting beside it.
+    let DatabaseUrl::Postgres { url } = first.agent_url() else { panic!("a PostgreSQL URL") };
+    let first_role = url.split("://").nth(1).unwrap().split(':').next().unwrap().to_string();
+    let mut second = ReadOnlyConnection::connect(&pg.url, QueryLimits::default()).unwrap();
+    assert!(exists(&first_role), "a second run dropped the first run's role");
+    // The live run's process dies: its session ends, the next start drops it.
+    drop(holder);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let third = ReadOnlyConnection::connect(&pg.url, QueryLimits::default()).unwrap();
+    assert!(!exists(&live), "the role of a run whose process ended was kept");
+    assert!(exists(&first_role));
+    second.query("SELECT 1").unwrap();
+    for conn in [first, second, third] {
+        conn.close().unwrap();
+    }
+    assert!(!exists(&first_role), "close drops the run's role");
+    admin.batch_execute(&format!("DROP ROLE IF EXISTS {stale}; DROP ROLE IF EXISTS {live};")).unwrap();
 }
