@@ -399,7 +399,7 @@ fn a_small_context_window_compresses_at_a_fraction_of_it() {
 
     let dir = tempfile::tempdir().unwrap();
     // The first request is ~2,100 tokens and each observation (a 1,200-character R print) ~400: the
-    // window's 60% (2,457) is passed after two steps, and not again after the compression.
+    // window's 75% (3,072) is passed after three steps, and not again after the compression.
     let print = answer("look", r#"{"action": "execute_r", "params": {"code": "cat(strrep('x', 1200))"}}"#);
     let finish = answer("stop", r#"{"action": "finish_task", "params": {}}"#);
     let model = scripted(&[print.clone(), print.clone(), print, finish]);
@@ -409,13 +409,16 @@ fn a_small_context_window_compresses_at_a_fraction_of_it() {
     assert_eq!(run.termination, Termination::Finished);
     let compressed: Vec<u32> = run.steps.iter().filter(|s| s.memory.is_some()).map(|s| s.step).collect();
     let sizes: Vec<usize> = model.requests().iter().map(|r| r.messages.iter().map(|m| m.content.len()).sum()).collect();
-    assert_eq!(compressed, vec![3], "compressed once the history passed the threshold; request sizes {sizes:?}");
+    assert_eq!(compressed, vec![4], "compressed once the history passed the threshold; request sizes {sizes:?}");
     let m = &memory.requests()[0];
     assert!(m.messages[0].content.starts_with("You are a Data Analysis Research Assistant."), "Figure 18's prompt");
     assert!(m.messages[1].content.starts_with("Environment:\n# Study protocol"), "from the first input");
-    let after = &model.requests()[2].messages;
+    let after = &model.requests()[3].messages;
     assert_eq!(after.len(), 4);
     assert!(after[1].content.contains("printed three times"));
+    // The answer's cap is what the threshold leaves of the window.
+    assert_eq!(small.response_tokens(), 1024);
+    assert_eq!(paper.response_tokens(), 4096);
     // With the paper's threshold alone the same run never compresses.
     let dir2 = tempfile::tempdir().unwrap();
     let print = answer("look", r#"{"action": "execute_r", "params": {"code": "cat(strrep('x', 1200))"}}"#);

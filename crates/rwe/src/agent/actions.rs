@@ -145,7 +145,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["path: str, a path relative to the workspace.", "content: str, the whole file content."],
         returns: "Confirmation.",
         example: r#"{"action": "write_file", "params": {"path": "cohort.R", "content": "source(\"db_connect.R\")\n..."}}"#,
-        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}, "content": {"type": "string", "maxLength": 4000}}, "required": ["path", "content"], "additionalProperties": false}"#,
+        params_schema: r#"{"type": "object", "properties": {"path": {"type": "string", "maxLength": 200}, "content": {"type": "string", "maxLength": 3000}}, "required": ["path", "content"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "execute_r",
@@ -153,7 +153,7 @@ const COMMON: &[ActionDoc] = &[
         parameters: &["code: str, the R code to run."],
         returns: "The standard output and error of the run.",
         example: r#"{"action": "execute_r", "params": {"code": "source(\"db_connect.R\")\nprint(dbGetQuery(con, \"SELECT count(*) FROM mimiciv_icu.icustays\"))"}}"#,
-        params_schema: r#"{"type": "object", "properties": {"code": {"type": "string", "maxLength": 4000}}, "required": ["code"], "additionalProperties": false}"#,
+        params_schema: r#"{"type": "object", "properties": {"code": {"type": "string", "maxLength": 3000}}, "required": ["code"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "execute_r_script",
@@ -188,7 +188,7 @@ const TYPED: &[ActionDoc] = &[
         parameters: &["sql: str, one SELECT statement.", "save_as (optional): str, a CSV file name, e.g. cohort.csv."],
         returns: "The first rows of the result, and the file written.",
         example: r#"{"action": "run_sql", "params": {"sql": "SELECT subject_id, anchor_age FROM mimiciv_hosp.patients", "save_as": "patients.csv"}}"#,
-        params_schema: r#"{"type": "object", "properties": {"sql": {"type": "string", "maxLength": 3000}, "save_as": {"type": "string", "maxLength": 100}}, "required": ["sql"], "additionalProperties": false}"#,
+        params_schema: r#"{"type": "object", "properties": {"sql": {"type": "string", "maxLength": 2000}, "save_as": {"type": "string", "maxLength": 100}}, "required": ["sql"], "additionalProperties": false}"#,
     },
     ActionDoc {
         name: "describe",
@@ -305,10 +305,18 @@ pub fn action_names(strategy: Strategy) -> Vec<&'static str> {
     docs(strategy).iter().map(|d| d.name).collect()
 }
 
-/// The toolset description that replaces `{tools_desc}` in Figure 17.
+/// The toolset description that replaces `{tools_desc}` in Figure 17. The
+/// typed strategy's is compact (one line of parameters per action, no
+/// example answer: the schema its answers are decoded under fixes their
+/// shape), so that it fits a 4,096-token model with room to work.
 pub fn tools_desc(strategy: Strategy) -> String {
     let mut out = String::new();
     for d in docs(strategy) {
+        if strategy == Strategy::Typed {
+            let params = if d.parameters.is_empty() { "none".to_string() } else { d.parameters.join(" ") };
+            out.push_str(&format!("- {}: {} Parameters: {params}\n", d.name, d.description));
+            continue;
+        }
         out.push_str(&format!("{}: {}\n* parameters:\n", d.name, d.description));
         if d.parameters.is_empty() {
             out.push_str("    (none)\n");

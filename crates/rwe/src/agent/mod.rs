@@ -10,7 +10,17 @@
 //! invalid outputs in one turn; a history that no longer fits the model's
 //! context window ends the run too (recorded as a step, so the run's
 //! answers are still scored). `Strategy::Typed` (Evident's) adds SQL and
-//! typed statistics actions for models that cannot write R.
+//! typed statistics actions for models that cannot write R, and changes the
+//! answer format: one JSON object `{"thought": ..., "action": {...}}`
+//! decoded under [`actions::response_schema`] (grammar-constrained on the
+//! embedded model), with a compact tool list and no Reflection / Plan /
+//! Fact Check sections, so that a 4,096-token model has room to work; an
+//! invalid answer goes back cut at 300 characters.
+//!
+//! Evident's setting for small-context models (both strategies, when the
+//! app knows the window): compression at min(32,768,
+//! [`MEMORY_CONTEXT_FRACTION`] x the window), and an answer cap of what that
+//! leaves of the window.
 //!
 //! Every step is appended to `steps.jsonl` in the run folder as soon as it
 //! is done (the answer sheet after it included), so a killed run started
@@ -112,7 +122,7 @@ impl AgentConfig {
 /// Evident's memory setting for small-context models: compress once the
 /// history passes this fraction of the model's context window (the rest is
 /// left for the answer and the next observation).
-pub const MEMORY_CONTEXT_FRACTION: f64 = 0.6;
+pub const MEMORY_CONTEXT_FRACTION: f64 = 0.75;
 
 impl AgentConfig {
     /// The history size (estimated tokens) past which memory compression
@@ -122,6 +132,17 @@ impl AgentConfig {
         match self.context_tokens {
             Some(ctx) => self.max_memory_tokens.min((ctx as f64 * MEMORY_CONTEXT_FRACTION) as usize),
             None => self.max_memory_tokens,
+        }
+    }
+
+    /// The answer's token cap: the paper's, or on a small-context model the
+    /// part of the window the memory threshold leaves.
+    pub fn response_tokens(&self) -> u32 {
+        match self.context_tokens {
+            Some(ctx) if ctx > self.memory_threshold() => {
+                self.max_response_tokens.min((ctx - self.memory_threshold()) as u32)
+            }
+            _ => self.max_response_tokens,
         }
     }
 }
@@ -374,7 +395,7 @@ pub fn run_agent(
             if let Some(problem) = memory_overflow.take() {
                 break Err((String::new(), format!("the memory summary did not fit: {problem}"), true));
             }
-            let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.max_response_tokens);
+            let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.response_tokens());
             request.temperature = config.temperature;
             request.seed = config.seed;
             request.json_schema = schema.clone();
@@ -396,7 +417,13 @@ pub fn run_agent(
                     if invalid > config.max_invalid_per_turn {
                         break Err((response.text, problem, false));
                     }
-                    turn.push(Message::assistant(response.text));
+                    // The typed strategy's invalid answer is usually one cut at
+                    // the token cap: only its start goes back, so the retry fits.
+                    let shown = match config.strategy {
+                        Strategy::R => response.text,
+                        Strategy::Typed => crate::sandbox::truncate_chars(&response.text, 300),
+                    };
+                    turn.push(Message::assistant(shown));
                     let format = match config.strategy {
                         Strategy::R => "Respond in the required format, ending with Action: and one JSON action.",
                         Strategy::Typed => {
