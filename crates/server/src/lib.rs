@@ -54,6 +54,16 @@ pub struct AppState {
     /// A folder whose subfolders are `evident eval` output folders;
     /// `None`: no evaluation pages.
     pub evaluations: Option<Arc<PathBuf>>,
+    /// Requests being answered at once (see [`admit`]).
+    pub admission: Arc<tokio::sync::Semaphore>,
+}
+
+/// How many requests are answered at once: twice the cores, at least 4.
+/// The rest wait their turn first come, first served, so under load every
+/// request waits about as long as the others instead of some being
+/// starved while many share the cores.
+pub fn admission_permits() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| n.get() * 2).max(4)
 }
 
 impl AppState {
@@ -64,6 +74,7 @@ impl AppState {
             studies: None,
             tls: None,
             evaluations: None,
+            admission: Arc::new(tokio::sync::Semaphore::new(admission_permits())),
         }
     }
 
@@ -109,7 +120,24 @@ pub fn router(state: AppState) -> Router {
         .merge(pages::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::csrf_guard))
         .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state)
+}
+
+/// Waits for one of the [`admission_permits`] before answering, in
+/// arrival order; a job's server-sent events (a stream that stays open)
+/// take none.
+async fn admit(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path();
+    if path.starts_with("/api/jobs/") && path.ends_with("/events") {
+        return next.run(request).await;
+    }
+    let _permit = state.admission.clone().acquire_owned().await;
+    next.run(request).await
 }
 
 async fn security_headers(mut response: axum::response::Response) -> axum::response::Response {

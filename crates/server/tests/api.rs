@@ -350,3 +350,26 @@ async fn the_worklist_page_shows_a_hundred_patients_a_page_and_the_api_all() {
     // The example run's five patients fit on one page: no pager.
     assert!(!vera.get(&format!("/runs/{RUN}")).await.body.contains("class=\"pager\""));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_wait_for_an_admission_permit_except_a_jobs_event_stream() {
+    let f = fixture();
+    let mut state = AppState::new(f.session());
+    state.admission = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+    let held = state.admission.clone().acquire_owned().await.unwrap();
+    let app = router(state);
+    let get = |uri: &'static str| {
+        let app = app.clone();
+        async move { app.oneshot(Request::builder().uri(uri).body(Body::empty()).unwrap()).await.unwrap().status() }
+    };
+    // An event stream is answered while every permit is taken (here: refused, no session).
+    let events = tokio::time::timeout(std::time::Duration::from_secs(5), get("/api/jobs/job-1/events")).await;
+    assert_eq!(events.expect("the event stream needs no permit"), StatusCode::UNAUTHORIZED);
+    // Anything else waits for the permit, and is answered once it is given back.
+    let waiting = tokio::spawn(get("/api/openapi.json"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "answered without a permit");
+    drop(held);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+    assert_eq!(status, StatusCode::OK);
+}
