@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::error::{input_error, AppError, Result};
+use crate::error::{AppError, Result};
 
 /// Which command wrote the folder, known by the files in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,15 +51,7 @@ pub struct Evaluation {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    let plain = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\'])
-        && !name.chars().any(char::is_control);
-    if !plain {
-        input_error!("evaluation name {name:?} is not a folder name");
-    }
-    Ok(())
+    crate::studies::check_folder_name(name, "evaluation")
 }
 
 /// `run-N` folders of an RWE evaluation that hold task folders with a bundle.

@@ -21,16 +21,24 @@ pub struct StudyLine {
     pub steps: Option<u64>,
 }
 
-fn check_name(name: &str) -> Result<()> {
+/// Refuses a name that is not one plain folder name (empty, `.`, `..`, a
+/// path separator or a control character), so a name from a request can
+/// never reach outside the folder it is looked up in. `what` names it in
+/// the message ("study run", "evaluation").
+pub(crate) fn check_folder_name(name: &str, what: &str) -> Result<()> {
     let plain = !name.is_empty()
         && name != "."
         && name != ".."
         && !name.contains(['/', '\\'])
         && !name.chars().any(char::is_control);
     if !plain {
-        input_error!("study run name {name:?} is not a folder name");
+        input_error!("{what} name {name:?} is not a folder name");
     }
     Ok(())
+}
+
+fn check_name(name: &str) -> Result<()> {
+    check_folder_name(name, "study run")
 }
 
 /// One run's bundle, as written.
