@@ -521,6 +521,20 @@ fn poisson_linear_psm_and_iptw_tools_report_the_estimators() {
         "{psm}"
     );
     assert!(psm.contains("age, ") && psm.contains("SMD after matching"), "{psm}");
+    let keep: Vec<usize> = (0..cols[2].len()).filter(|&i| m.matching.weights[i] > 0.0).collect();
+    let (ym, tm): (Vec<f64>, Vec<f64>) = keep.iter().map(|&i| (cols[5][i], cols[2][i])).unzip();
+    let wald =
+        glm(&ym, &[Predictor { name: "treated", values: &tm }], Family::Binomial, &GlmConfig::default()).unwrap();
+    let c = &wald.coefficients[1];
+    assert!(
+        psm.contains(&format!(
+            "model-based (Wald) on the matched sample: estimate {:.6}, 95% CI {:.6} to {:.6}",
+            c.estimate.exp(),
+            c.conf_low.exp(),
+            c.conf_high.exp()
+        )),
+        "{psm}"
+    );
 
     let iptw = act(
         4,

@@ -465,6 +465,30 @@ fn propensity_tool(
                 m.n_matched
             ));
             balance_lines(&mut out, &m.balance, "after matching");
+            // The matched set's events, and the model-based (Wald) interval
+            // that `glm(y ~ t, data = matched)` reports, beside the robust one.
+            let keep: Vec<usize> = (0..cols[0].len()).filter(|&i| m.matching.weights[i] > 0.0).collect();
+            let pick = |v: &[f64]| keep.iter().map(|&i| v[i]).collect::<Vec<f64>>();
+            let (y, t, w) = (pick(&cols[0]), pick(&cols[1]), pick(&m.matching.weights));
+            let tx = [Predictor { name: treatment.as_str(), values: &t }];
+            let wald = match model {
+                OutcomeModel::Logistic => {
+                    out.push_str(&format!("outcome events in the matched sample: {}\n", y.iter().sum::<f64>()));
+                    glm(&y, &tx, Family::Binomial, &GlmConfig { weights: Some(&w), ..GlmConfig::default() })
+                        .ok()
+                        .map(|f| f.coefficients[1].clone())
+                        .map(|c| (c.estimate.exp(), c.conf_low.exp(), c.conf_high.exp(), c.p_value))
+                }
+                OutcomeModel::Linear => lm(&y, &tx, Some(&w), 0.95)
+                    .ok()
+                    .map(|f| f.coefficients[1].clone())
+                    .map(|c| (c.estimate, c.conf_low, c.conf_high, c.p_value)),
+            };
+            if let Some((est, lo, hi, p)) = wald {
+                out.push_str(&format!(
+                    "model-based (Wald) on the matched sample: estimate {est:.6}, 95% CI {lo:.6} to {hi:.6}, p-value {p:.6e}\n"
+                ));
+            }
             (m.effect, "matched sample (ATT of the matched treated), robust HC0 SE")
         }
         _ => {
