@@ -46,7 +46,7 @@ use crate::{ChartError, Citation};
 pub(crate) use assess::{assess, style_block};
 pub(crate) use execute::execute;
 pub(crate) use plan::{agent_system, plan};
-pub(crate) use synthesise::{number_nodes, synthesise, ShownNode};
+pub(crate) use synthesise::{node_tokens, number_nodes, synthesise, ShownNode};
 
 /// The chart prompts, compiled in; a prompts folder may override them.
 pub const CHART_PROMPTS: &[(&str, &str)] = &[

@@ -25,7 +25,7 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
     let mut kept = Vec::new();
     let mut shown = Vec::new();
     for n in unique {
-        let t = (n.text().len() + n.header().len()).div_ceil(3) + 6;
+        let t = node_tokens(&n);
         if used + t > budget_tokens && !kept.is_empty() {
             break;
         }
@@ -38,6 +38,15 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
         });
     }
     (kept, shown)
+}
+
+/// Tokens a node takes in the synthesis prompt: the digit-aware estimate
+/// ([`estimate_text_tokens`]) of its text and header, plus the number and
+/// brackets. (Three characters a token undercounted the Synthea timeline
+/// lines, whose record ids and values are mostly digits: simple RAG's
+/// prompts overflowed the embedded model's context by up to 500 tokens.)
+pub(crate) fn node_tokens(node: &Evidence) -> usize {
+    estimate_text_tokens(&node.text()) + estimate_text_tokens(&node.header()) + 6
 }
 
 /// Phase IV (and every comparator's answer step): asks for the two-line
@@ -153,6 +162,31 @@ fn synthesise_constrained(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_are_counted_digit_by_digit_so_a_record_line_full_of_ids_fits() {
+        let line = |i: usize| {
+            Evidence::Entry {
+            record: format!("Observation/{i:08}-1234-5678-9012-345678901234"),
+            document_id: "d".into(),
+            date: chrono::NaiveDate::from_ymd_opt(2020, 1, 2).and_then(|d| d.and_hms_opt(0, 0, 0)),
+            sentence_id: i as i64,
+            start: 0,
+            end: 0,
+            text: format!(
+                "- 2020-01-02 16:42: Body Mass Index: 29.289064877000932 kg/m2 [Observation/{i:08}-1234-5678-9012-345678901234]"
+            ),
+        }
+        };
+        let node = line(1);
+        let digits = node.text().bytes().filter(u8::is_ascii_digit).count();
+        assert!(node_tokens(&node) > digits, "every digit counts as a token");
+        let nodes: Vec<Evidence> = (0..40).map(line).collect();
+        let (kept, shown) = number_nodes(&nodes, 500);
+        assert_eq!(kept.len(), shown.len());
+        assert!(kept.iter().map(node_tokens).sum::<usize>() <= 500);
+        assert!(kept.len() < nodes.len() && !kept.is_empty());
+    }
 
     #[test]
     fn the_answer_schema_admits_only_shown_citation_numbers() {

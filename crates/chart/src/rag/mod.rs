@@ -244,10 +244,8 @@ pub(crate) fn round(
 }
 
 /// Tokens a node takes in the synthesis prompt, as `agent::number_nodes`
-/// counts them (3 characters a token plus the number and brackets).
-pub(crate) fn node_tokens(node: &Evidence) -> usize {
-    (node.text().len() + node.header().len()).div_ceil(3) + 6
-}
+/// counts them.
+pub(crate) use agent::node_tokens;
 
 /// The synthesis every retrieval comparator shares: the baseline prompt,
 /// the synthesis prompt with the numbered nodes that fit the context, two
