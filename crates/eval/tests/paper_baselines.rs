@@ -90,6 +90,38 @@ fn baselines_on_the_538_rows() {
     }
 }
 
+/// Both baselines on the exemplar comparisons' subsets (the first 9 and
+/// the first 3 patients in the file's order), as the document quotes them.
+#[test]
+fn baselines_on_the_exemplar_subsets() {
+    let all = predictions();
+    let docs = docs_text();
+    for (n, never_quoted, prevalence_quoted) in [(9, "0.564", "0.567"), (3, "0.510", "0.488")] {
+        let mut topics: Vec<&str> = Vec::new();
+        for r in &all {
+            if !topics.contains(&r.patient_id.as_str()) && topics.len() < n {
+                topics.push(&r.patient_id);
+            }
+        }
+        let rows: Vec<Prediction> = all.iter().filter(|r| topics.contains(&r.patient_id.as_str())).cloned().collect();
+        let never: Vec<Prediction> =
+            rows.iter().map(|r| Prediction { predicted: Some(Decision::NotMet), ..r.clone() }).collect();
+        let labels: Vec<_> = rows.iter().map(|r| (r.criterion_type.as_str(), r.gold)).collect();
+        assert_eq!(
+            (q(criterion_metrics(&never).accuracy), q(prevalence_accuracy(&labels))),
+            (never_quoted.to_string(), prevalence_quoted.to_string()),
+            "first {n} patients ({} rows)",
+            rows.len()
+        );
+        for line in [
+            format!("| baseline: always NOT MET | {never_quoted} | 0.000 |"),
+            format!("| baseline: class prevalence (expected) | {prevalence_quoted} | 0.000 |"),
+        ] {
+            assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+        }
+    }
+}
+
 /// docs/evaluation.md with every run of whitespace made one space (its
 /// prose wraps lines).
 fn docs_text() -> String {

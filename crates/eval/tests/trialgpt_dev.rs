@@ -122,6 +122,17 @@ fn gpt4_reference_row() {
     assert!(docs.contains("(276 cited, 339 gold"), "the evidence counts");
 }
 
+/// The pairs of the first `n` patients in the file's order (`--limit-patients n`).
+fn first_patients(pairs: &[Pair], n: usize) -> Vec<Pair> {
+    let mut topics: Vec<&str> = Vec::new();
+    for p in pairs {
+        if !topics.contains(&p.topic.as_str()) && topics.len() < n {
+            topics.push(&p.topic);
+        }
+    }
+    pairs.iter().filter(|p| topics.contains(&p.topic.as_str())).cloned().collect()
+}
+
 /// docs/evaluation.md with every run of whitespace made one space (its
 /// prose wraps lines).
 fn docs_text() -> String {
@@ -156,6 +167,17 @@ fn gpt4_rows_beside_the_methods() {
         "| 363 | 0.876 (0.815-0.924) | 0.920 (0.879-0.953) | 0.810 (0.719-0.883) | 0.864 | 1.000 / 0.782 / 0.877 (0.810-0.936) | 0 |"
     );
     let docs = docs_text();
+    // The exemplar comparisons' subsets (the first 9 and the first 3
+    // patients): GPT-4's accuracy and kappa with their intervals.
+    for (n, quoted) in
+        [(9, "| 0.802 (0.687-0.878) | 0.693 (0.544-0.788) |"), (3, "| 0.816 (0.500-0.871) | 0.729 (0.143-0.792) |")]
+    {
+        let row = gpt4_row(&first_patients(&pairs, n));
+        let i = |i: &evident_eval::Interval| format!("{:.3} ({:.3}-{:.3})", i.estimate, i.low, i.high);
+        assert_eq!(format!("| {} | {} |", i(&row.accuracy), i(&row.kappa)), quoted, "first {n} patients");
+        let line = format!("| GPT-4 (TrialGPT's answers) {quoted}");
+        assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+    }
     for rows in [&pairs[..], &on_first_18[..]] {
         let quoted = format!("| GPT-4 (TrialGPT's answers, same rows) {}", table_cells(&gpt4_row(rows)));
         assert!(docs.contains(&quoted), "docs/evaluation.md does not quote {quoted:?}");
