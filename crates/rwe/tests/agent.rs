@@ -366,6 +366,9 @@ fn the_typed_strategy_decodes_one_json_action_under_the_schema() {
     let requests = model.requests();
     assert!(requests.iter().all(|r| r.json_schema.as_ref() == Some(&schema)), "every request carries the schema");
     assert!(requests[0].messages[0].content.contains("ALWAYS RESPOND WITH ONE JSON OBJECT"));
+    let rendered: String =
+        requests[0].messages.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");
+    insta::assert_snapshot!("rwe_agent_typed_first_request", rendered);
     let repair = &requests[3].messages.last().unwrap().content;
     assert!(repair.starts_with("Invalid response: the answer is not one JSON object"), "{repair}");
     // The paper's strategy stays free text: no schema on its requests.
