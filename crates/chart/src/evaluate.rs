@@ -511,9 +511,11 @@ pub fn summarise(
                 }
                 let (ca, cb) = (clustered(&both, a), clustered(&both, b));
                 let mut d = paired_difference(&ca, &cb, resamples, seed, COMPARISONS);
-                if ca.len() < 2 {
-                    // One patient: every resample is the same patient, the
-                    // bootstrap has no spread and says nothing about p.
+                if ca.len() < 2 || d.difference.low == d.difference.high {
+                    // One patient, or patients whose differences are all the
+                    // same: every resample gives the same difference, the
+                    // bootstrap has no spread and says nothing about p (the
+                    // shift-to-null p would be 0 for any non-zero difference).
                     d.p_value = f64::NAN;
                     d.p_bonferroni = f64::NAN;
                 }
@@ -607,9 +609,11 @@ fn pct(x: f64) -> String {
     }
 }
 
-fn p_text(p: f64) -> String {
-    if p.is_nan() {
+fn p_text(p: f64, patients: usize) -> String {
+    if p.is_nan() && patients < 2 {
         "- (one patient)".into()
+    } else if p.is_nan() {
+        "- (no spread)".into()
     } else {
         format!("{p:.4}")
     }
@@ -692,8 +696,8 @@ pub fn render(results: &Results) -> String {
                 c.b,
                 c.questions,
                 ci(&c.difference),
-                p_text(c.p_value),
-                p_text(c.p_bonferroni)
+                p_text(c.p_value, c.patients),
+                p_text(c.p_bonferroni, c.patients)
             );
         }
     }
@@ -828,6 +832,13 @@ mod tests {
         let r1 = summarise(&one, &records, &methods, &chars, 500, 42);
         assert!(r1.strata[0].comparisons[0].p_value.is_nan());
         assert!(render(&r1).contains("- (one patient)"));
+        // Patients whose differences are all the same: no spread, no p.
+        let same: Vec<BankQuestion> = questions.iter().filter(|q| q.id == "q1" || q.id == "q3").cloned().collect();
+        let r2 = summarise(&same, &records, &methods, &chars, 500, 42);
+        let c2 = &r2.strata[0].comparisons[0];
+        assert_eq!(c2.patients, 2, "{c2:?}");
+        assert!(c2.difference.estimate != 0.0 && c2.p_value.is_nan(), "{c2:?}");
+        assert!(render(&r2).contains("- (no spread)"));
         let bins: Vec<&str> = r.strata.iter().filter(|s| s.kind == "record length").map(|s| s.name.as_str()).collect();
         assert!(bins.len() >= 3, "{bins:?}");
         let table = render(&r);
