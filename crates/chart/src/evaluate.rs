@@ -511,7 +511,7 @@ pub fn summarise(
                 }
                 let (ca, cb) = (clustered(&both, a), clustered(&both, b));
                 let mut d = paired_difference(&ca, &cb, resamples, seed, COMPARISONS);
-                if ca.len() < 2 || d.difference.low == d.difference.high {
+                if ca.len() < 2 || (d.difference.low == d.difference.high && d.difference.estimate != 0.0) {
                     // One patient, or patients whose differences are all the
                     // same: every resample gives the same difference, the
                     // bootstrap has no spread and says nothing about p (the
