@@ -644,15 +644,14 @@ impl PatientFacts {
     }
 }
 
-/// The dated lines of a timeline document: (time, text, record).
-fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, &str, &str)> {
+/// The dated lines of a timeline document: (time, text, record), read
+/// by the structured-record tool's line parser.
+fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, String, String)> + '_ {
     doc.text.lines().skip(1).filter_map(|line| {
-        let line = line.trim().strip_prefix("- ")?;
-        let time = NaiveDateTime::parse_from_str(line.get(..16)?, "%Y-%m-%d %H:%M").ok()?;
-        let body = line.get(16..)?.strip_prefix(": ")?;
-        let open = body.rfind(" [")?;
-        let record = body[open + 2..].strip_suffix(']')?;
-        Some((time, &body[..open], record))
+        let (text, record) = crate::tools::timeline_line(line)?;
+        let clock = line.trim().strip_prefix("- ")?.get(..16)?;
+        let time = NaiveDateTime::parse_from_str(clock, "%Y-%m-%d %H:%M").ok()?;
+        Some((time, text, record))
     })
 }
 
@@ -712,21 +711,21 @@ impl PatientFacts {
             for (time, text, record) in timeline_lines(d) {
                 match table {
                     "demographics" => {
-                        if let Some((female, earliest, latest)) = mimic_demographics(text) {
+                        if let Some((female, earliest, latest)) = mimic_demographics(&text) {
                             p.female = Some(female);
                             p.birth_date = Some(earliest);
                             p.birth_latest = Some(latest);
                         }
                     }
                     "prescriptions" => {
-                        let (name, stop) = match text.rsplit_once(" (until ") {
+                        let (name, stop) = match text.as_str().rsplit_once(" (until ") {
                             Some((name, until)) => (
                                 name,
                                 until
                                     .strip_suffix(')')
                                     .and_then(|u| NaiveDateTime::parse_from_str(u, "%Y-%m-%d %H:%M").ok()),
                             ),
-                            None => (text, None),
+                            None => (text.as_str(), None),
                         };
                         let on = reference.get(d.patient_id.as_str()).copied();
                         let status = match (stop, on) {
@@ -734,14 +733,14 @@ impl PatientFacts {
                             (Some(stop), Some(on)) if stop.date() < on => "stopped",
                             _ => "unknown status",
                         };
-                        p.medications.push(fact(record, name, time, status));
+                        p.medications.push(fact(&record, name, time, status));
                     }
                     "diagnoses_icd" | "procedures_icd" => {
                         // `ICD-9 5715: Cirrhosis of liver ... (#3 of admission 2xxxxxxx)`
                         let Some((_, title)) = text.split_once(": ") else { continue };
                         let name = title.rsplit_once(" (#").map_or(title, |(t, _)| t);
                         let list = if table == "diagnoses_icd" { &mut p.conditions } else { &mut p.procedures };
-                        list.push(fact(record, name, time, "unknown status"));
+                        list.push(fact(&record, name, time, "unknown status"));
                     }
                     _ => {}
                 }

@@ -65,7 +65,7 @@ impl RecordView<'_> {
 }
 
 /// A timeline line `- 2020-01-02 10:00: text [Resource/id]` as (text, record).
-fn timeline_line(sentence: &str) -> Option<(String, String)> {
+pub(crate) fn timeline_line(sentence: &str) -> Option<(String, String)> {
     let line = sentence.trim().strip_prefix("- ")?;
     let open = line.rfind('[')?;
     let record = line[open + 1..].strip_suffix(']')?.to_string();
