@@ -272,6 +272,24 @@ impl SkillLibrary {
         self.skills.values().filter(|s| s.category != SkillCategory::Policy)
     }
 
+    /// The selectable skills in the order Phase I lists them for
+    /// `question`: those with more of their trigger keywords in the
+    /// question first, then the rest, each group in id order. (Listed in
+    /// id order alone, the embedded model chose the first six ids for 10 of
+    /// the 12 development questions whatever they asked, so the skills a
+    /// question needed, e.g. `mm-staging`, were never chosen.) The model
+    /// still chooses; the order only puts the likely ones in reach.
+    pub fn selectable_for(&self, question: &str) -> Vec<&Skill> {
+        let question = format!(" {} ", question.to_lowercase());
+        let mut skills: Vec<(usize, &Skill)> = self
+            .selectable()
+            .map(|s| (s.keywords.iter().filter(|k| contains_phrase(&question, &k.to_lowercase())).count(), s))
+            .collect();
+        // Stable: equal counts keep id order.
+        skills.sort_by_key(|s| std::cmp::Reverse(s.0));
+        skills.into_iter().map(|(_, s)| s).collect()
+    }
+
     /// Phase I's selection from the ids the model chose: unknown ids and
     /// policy ids are dropped (and reported), style skills triggered by the
     /// question's keywords are added, the base style skill always, then the

@@ -188,18 +188,164 @@ fn duplicates_are_blocked_empty_queries_cached_and_searches_broadened() {
     ]);
     let out = run(&model, Method::Agent, "Has the patient used an insulin pump?");
     let rounds = &out.trace.rounds;
-    assert_eq!(rounds[1].action, "call_tool (blocked)");
-    assert!(rounds[1].notice.as_deref().unwrap().contains("already returned nothing"));
-    // After one empty result k doubles; after two the query loses its
+    // The repeated search is not blocked: after one empty result it runs
+    // with k doubled (a different call); after two the query loses its
     // stopwords; after three the date limit goes.
-    assert!(rounds[2].adjustments.iter().any(|a| a.contains("k 5 -> 10")), "{:?}", rounds[2]);
-    assert!(rounds[3].adjustments.iter().any(|a| a.contains("keywords")), "{:?}", rounds[3]);
-    assert!(rounds[3].adjustments.iter().all(|a| !a.contains("removed")), "{:?}", rounds[3]);
+    assert_eq!(rounds[1].action, "call_tool", "{:?}", rounds[1]);
+    assert!(rounds[1].adjustments.iter().any(|a| a.contains("k 5 -> 10")), "{:?}", rounds[1]);
+    assert!(rounds[2].adjustments.iter().any(|a| a.contains("keywords")), "{:?}", rounds[2]);
+    assert!(rounds[2].adjustments.iter().all(|a| !a.contains("removed")), "{:?}", rounds[2]);
+    assert!(rounds[3].adjustments.iter().any(|a| a.contains("scope removed")), "{:?}", rounds[3]);
     // Without its date limit, "metformin" is found.
-    assert!(rounds[3].evidence_found == 0);
-    assert!(rounds[4].adjustments.iter().any(|a| a.contains("scope removed")), "{:?}", rounds[4]);
+    assert!(rounds[3].evidence_found > 0, "{:?}", rounds[3]);
     // "lactic acidosis" is only in the note after the reference date.
     assert_eq!(rounds[4].evidence_found, 0);
+    assert_eq!(rounds[5].action, "finish");
+}
+
+#[test]
+fn an_empty_search_repeated_by_the_plan_is_run_broadened_skipping_a_level_that_already_returned_nothing() {
+    // A small model's plan repeats one search with a scope that excludes
+    // everything (the most recent document, here the CT); each repeat runs
+    // at the next broadening level, skipping a level whose call already
+    // returned nothing, until the date limit goes and the search finds the
+    // notes.
+    let search = json!({"query": "metformin", "kind": "all", "scope": "on_date", "date": "2023-06-01"});
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", search.clone()), step(2, "search_reports", search.clone())])),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    assert!(model.exhausted());
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[0].evidence_found, 0, "{:?}", rounds[0]);
+    assert_eq!(rounds[1].action, "call_tool", "{:?}", rounds[1]);
+    assert_eq!(rounds[1].arguments.as_ref().unwrap()["k"], 10);
+    assert_eq!(rounds[1].evidence_found, 0);
+    // "metformin" has no stopword to lose: level two would repeat level
+    // one's empty call, so level three runs at once.
+    assert!(rounds[2].adjustments.iter().any(|a| a.contains("date removed")), "{:?}", rounds[2]);
+    assert!(rounds[2].evidence_found >= 2, "{:?}", rounds[2]);
+    assert!(out.context.iter().any(|n| n.text().contains("was started on 2023-01-20")));
+    assert!(out.citations[0].supported);
+}
+
+#[test]
+fn an_action_missing_a_required_argument_takes_it_from_the_plan_step() {
+    // The model's action names the step's tool but leaves out "record"
+    // (and carries another tool's argument): the planned record is used.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "query_records", json!({"record": "conditions", "calculator": "iss"}))])),
+        action("call_tool", Some("query_records"), json!({"query": "diabetes", "calculator": "iss"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Diabetes [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Has the patient been diagnosed with diabetes?");
+    let r = &out.trace.rounds[0];
+    assert_eq!(r.arguments.as_ref().unwrap(), &json!({"record": "conditions", "query": "diabetes"}), "{r:?}");
+    assert!(r.adjustments.iter().any(|a| a.contains("record taken from the plan step")), "{r:?}");
+    assert!(r.adjustments.iter().any(|a| a.contains("calculator dropped")), "{r:?}");
+    assert!(r.notice.as_deref().is_none_or(|n| !n.contains("missing field")), "{r:?}");
+}
+
+#[test]
+fn the_kind_filter_offers_all_first_and_the_plan_is_kept_compact() {
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(
+            1,
+            "search_reports",
+            json!({"query": "metformin", "record": "medications", "concepts": ["Albumin"]})
+        )])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin", "kind": "all"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    let requests = model.requests();
+    let kinds = &requests[1].json_schema.as_ref().unwrap()["properties"]["steps"]["items"]["properties"]["arguments"]
+        ["properties"]["kind"]["enum"];
+    assert_eq!(kinds[0], "all", "{kinds}");
+    assert!(kinds.as_array().unwrap().iter().any(|k| k == "progress_note"));
+    // "all" is no filter: both metformin notes are found.
+    assert!(out.trace.rounds[0].evidence_found >= 2, "{:?}", out.trace.rounds[0]);
+    // Phase III sees the plan with only the arguments its tool takes.
+    let plan_message = &requests[2].messages[2].content;
+    assert!(plan_message.contains("metformin") && !plan_message.contains("concepts"), "{plan_message}");
+}
+
+/// The agent's conservative token estimate (crate-private there): every
+/// digit a token, three characters a token for the rest, 8 per message.
+fn estimate(messages: &[evident_llm::Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            let digits = m.content.bytes().filter(u8::is_ascii_digit).count();
+            digits + (m.content.len() - digits).div_ceil(3) + 8
+        })
+        .sum()
+}
+
+#[test]
+fn on_a_small_context_older_rounds_leave_the_prompt_and_retrieval_goes_on() {
+    let calls = [
+        json!({"query": "metformin"}),
+        json!({"query": "diabetes"}),
+        json!({"query": "CT abdomen"}),
+        json!({"query": "HbA1c"}),
+    ];
+    let script = || {
+        let mut answers = vec![ASSESS.to_string(), plan(json!([step(1, "search_reports", calls[0].clone())]))];
+        answers.extend(calls.iter().map(|c| action("call_tool", Some("search_reports"), c.clone())));
+        answers.push(action("finish", None, json!({})));
+        answers.push("Answer: Yes\nReasoning: Started [1].".to_string());
+        scripted(&answers)
+    };
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let ask_with = |model: &Scripted, config: &AgentConfig| {
+        let q = Question {
+            text: "Is the patient receiving metformin?",
+            method: Method::Agent,
+            skills: &skills,
+            config,
+            patient: "female, 67 years".into(),
+            embedder: None,
+        };
+        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+    };
+    // Unlimited: every round's exchange stays, the last request is the longest.
+    let wide = script();
+    let out = ask_with(&wide, &AgentConfig::default());
+    assert_eq!(out.trace.prompt_rounds_dropped, 0);
+    let requests = wide.requests();
+    let prefix = estimate(&requests[2].messages[..3]);
+    let full = estimate(&requests[6].messages);
+    // A context with room for the prefix and about two rounds, not five.
+    let limit = prefix + 584 + (full - prefix) / 2;
+    let narrow = script();
+    let config = AgentConfig { model_context_tokens: Some(limit), ..AgentConfig::default() };
+    let out = ask_with(&narrow, &config);
+    assert!(narrow.exhausted(), "all four searches ran: {:?}", out.trace.stopped_because);
+    assert!(out.trace.prompt_rounds_dropped >= 1, "{:?}", out.trace);
+    let calls_made = out.trace.rounds.iter().filter(|r| r.action == "call_tool").count();
+    assert_eq!(calls_made, 4);
+    let requests = narrow.requests();
+    for r in &requests[2..7] {
+        // The prefix (system, plan request, plan) is always kept.
+        assert_eq!(r.messages[..3], requests[2].messages[..3]);
+        assert!(estimate(&r.messages) + 384 <= limit, "{} of {limit}", estimate(&r.messages));
+    }
+    // The memory state still lists what the dropped rounds found.
+    let last = &requests[6].messages.last().unwrap().content;
+    assert!(last.contains("Metformin") || last.contains("metformin"), "{last}");
 }
 
 #[test]
@@ -342,4 +488,25 @@ fn simple_rag_retrieves_densely_up_to_the_reference_date_in_one_call() {
     assert!(out.context[0].text().contains("etformin"), "{:?}", out.context[0]);
     assert!(out.citations[0].supported);
     assert_eq!(model.requests()[0].temperature, 0.2);
+}
+
+#[test]
+fn phase_one_lists_the_skills_whose_keywords_the_question_has_first() {
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "calculate", json!({"calculator": "iss"}))])),
+        action("call_tool", Some("calculate"), json!({"calculator": "iss"})),
+        action("finish", None, json!({})),
+        "Answer: I\nReasoning: ISS I [1].".to_string(),
+    ]);
+    run(&model, Method::Agent, "What is the ISS stage from albumin and beta-2-microglobulin?");
+    let requests = model.requests();
+    let prompt = &requests[0].messages[1].content;
+    let at = |id: &str| prompt.find(&format!("- {id} (")).unwrap_or_else(|| panic!("{id} not listed: {prompt}"));
+    // mm-staging (iss, albumin, beta-2-microglobulin) and the staging
+    // skill (iss) come before the alphabetically first skills.
+    assert!(at("mm-staging") < at("staging-score-calculation"), "{prompt}");
+    assert!(at("staging-score-calculation") < at("clinical-abbreviations"), "{prompt}");
+    let ids = &requests[0].json_schema.as_ref().unwrap()["properties"]["skills"]["items"]["enum"];
+    assert_eq!(ids[0], "mm-staging", "{ids}");
 }

@@ -7,12 +7,12 @@ use crate::skills::SkillCategory;
 
 /// Phase I.
 pub(crate) fn assess(ctx: &Ctx<'_>) -> Result<Assessment, ChartError> {
-    let selectable: Vec<Value> = ctx
-        .skills
-        .selectable()
+    let listed = ctx.skills.selectable_for(ctx.question);
+    let selectable: Vec<Value> = listed
+        .iter()
         .map(|s| json!({"id": s.id, "category": format!("{:?}", s.category).to_lowercase(), "summary": s.summary}))
         .collect();
-    let ids: Vec<&str> = ctx.skills.selectable().map(|s| s.id.as_str()).collect();
+    let ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
     let schema = json!({"type": "object", "properties": {
         "intent": {"type": "string", "maxLength": 120},
         "hypotheses": short_list_schema(2),

@@ -112,6 +112,8 @@ pub(crate) fn execute(
     let mut blocked_in_step = 0usize;
     let mut checked_step = usize::MAX;
     let schema = action_schema(ctx, &Vocabulary::of(ctx)?);
+    // The shared prefix (system, plan request, plan) is never dropped.
+    let keep = conversation.len();
     trace.stopped_because = format!("the {}-round limit", ctx.config.max_rounds);
     for round in 1..=ctx.config.max_rounds {
         if state.tokens > ctx.config.context_budget_tokens {
@@ -122,6 +124,7 @@ pub(crate) fn execute(
         // The next exchange (prompt and answer) must fit the model's context
         // (the round's own prompt is checked again once written, below).
         if let Some(limit) = ctx.config.model_context_tokens {
+            trace.prompt_rounds_dropped += make_room(&mut conversation, keep, 0, 200 + ACTION_TOKENS as usize, limit);
             let used = estimate_tokens(&conversation) + 200 + ACTION_TOKENS as usize;
             if used > limit {
                 trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
@@ -157,8 +160,8 @@ pub(crate) fn execute(
             && step_index != checked_step
             && plan.steps.get(step_index).is_some_and(|s| {
                 ToolName::parse(&s.tool).is_some_and(|t| {
-                    let args = arguments_for(t, &s.arguments, &mut vec![]);
-                    state.seen_calls.contains(&format!("{}:{}", t.as_str(), canonical(&args)))
+                    let args = call_arguments(ctx, t, Some(&s.arguments), Some(s), &state, &mut vec![]);
+                    state.seen_calls.contains(&identity_of(t, &args))
                 })
             })
         {
@@ -183,6 +186,7 @@ pub(crate) fn execute(
         )?;
         conversation.push(Message::user(user));
         if let Some(limit) = ctx.config.model_context_tokens {
+            trace.prompt_rounds_dropped += make_room(&mut conversation, keep, 1, ACTION_TOKENS as usize, limit);
             let used = estimate_tokens(&conversation) + ACTION_TOKENS as usize;
             if used > limit {
                 conversation.pop();
@@ -327,25 +331,8 @@ pub(crate) fn execute(
                     notice = Some(n);
                     continue;
                 };
-                let mut args = match action.get("arguments") {
-                    Some(a) if a.as_object().is_some_and(|o| !o.is_empty()) => a.clone(),
-                    _ => match step.filter(|s| s.tool == tool.as_str()) {
-                        Some(s) => {
-                            adjustments.push("arguments taken from the plan step".to_string());
-                            s.arguments.clone()
-                        }
-                        None => json!({}),
-                    },
-                };
-                args = arguments_for(tool, &args, &mut adjustments);
-                if !ctx.config.use_filters {
-                    if let Some(o) = args.as_object_mut() {
-                        for key in ["kind", "scope", "date", "since", "until"] {
-                            o.remove(key);
-                        }
-                    }
-                }
-                let identity = format!("{}:{}", tool.as_str(), canonical(&args));
+                let args = call_arguments(ctx, tool, action.get("arguments"), step, &state, &mut adjustments);
+                let identity = identity_of(tool, &args);
                 if state.seen_calls.contains(&identity) || state.negative.contains(&identity) {
                     let n = if state.negative.contains(&identity) {
                         format!("{} {} already returned nothing; change the query or its scope", tool.as_str(), args)
@@ -372,11 +359,7 @@ pub(crate) fn execute(
                 }
                 state.seen_calls.insert(identity.clone());
                 blocked_in_step = 0;
-                // Broadening after repeated empty report searches.
-                if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
-                    broaden(&mut args, state.consecutive_empty, &mut adjustments);
-                }
-                let cache_key = format!("{}:{}", tool.as_str(), canonical(&args));
+                let cache_key = identity.clone();
                 let (output, cached) = match state.cache.get(&cache_key) {
                     Some(o) => (o.clone(), true),
                     None => {
@@ -431,6 +414,89 @@ pub(crate) fn execute(
     }
     trace.context_tokens = state.tokens;
     Ok(state.nodes)
+}
+
+/// Drops the oldest round exchanges (a request and its answer, after the
+/// first `keep` messages and before the last `tail`) until `extra` more
+/// tokens fit the model's context of `limit`; returns how many exchanges
+/// went. The memory state, sent every round, keeps what they found, and
+/// the prefix stays, so the KV cache is still reused for it. Without this
+/// a 4,096-token model ran out of context after one round.
+fn make_room(conversation: &mut Vec<Message>, keep: usize, tail: usize, extra: usize, limit: usize) -> usize {
+    let mut dropped = 0;
+    while estimate_tokens(conversation) + extra > limit && conversation.len() >= keep + 2 + tail {
+        conversation.drain(keep..keep + 2);
+        dropped += 1;
+    }
+    dropped
+}
+
+/// A call's identity (tool and canonical arguments), for duplicates, the
+/// negative cache and the result cache.
+fn identity_of(tool: ToolName, args: &Value) -> String {
+    format!("{}:{}", tool.as_str(), canonical(args))
+}
+
+/// The arguments a call runs with: the model's (the plan step's when it
+/// gave none), completed from the plan step's when the call is the step's
+/// tool (a small model's action often echoes only part of the planned
+/// arguments, e.g. a `query_records` call without its required `record`),
+/// reduced to what the tool takes, without filters in the no-filters
+/// ablation, and broadened after empty report searches. Broadening comes
+/// before the duplicate check: a repeated search after an empty result is
+/// run broadened rather than blocked, and a broadening level whose call
+/// already returned nothing gives way to the next level.
+fn call_arguments(
+    ctx: &Ctx<'_>,
+    tool: ToolName,
+    given: Option<&Value>,
+    step: Option<&PlanStep>,
+    state: &Execution,
+    adjustments: &mut Vec<String>,
+) -> Value {
+    let planned = step.filter(|s| s.tool == tool.as_str()).map(|s| arguments_for(tool, &s.arguments, &mut vec![]));
+    let mut args = match given {
+        Some(a) if a.as_object().is_some_and(|o| !o.is_empty()) => {
+            let mut args = arguments_for(tool, a, adjustments);
+            if let (Some(o), Some(Value::Object(p))) = (args.as_object_mut(), &planned) {
+                for (k, v) in p {
+                    if !o.contains_key(k) {
+                        adjustments.push(format!("argument {k} taken from the plan step"));
+                        o.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            args
+        }
+        _ => match planned {
+            Some(p) => {
+                adjustments.push("arguments taken from the plan step".to_string());
+                p
+            }
+            None => json!({}),
+        },
+    };
+    if !ctx.config.use_filters {
+        if let Some(o) = args.as_object_mut() {
+            for key in ["kind", "scope", "date", "since", "until"] {
+                o.remove(key);
+            }
+        }
+    }
+    if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
+        for level in state.consecutive_empty.min(3)..=3 {
+            let mut candidate = args.clone();
+            let mut notes = vec![];
+            broaden(&mut candidate, level, &mut notes);
+            let id = identity_of(tool, &candidate);
+            if level == 3 || !(state.negative.contains(&id) || state.seen_calls.contains(&id)) {
+                adjustments.extend(notes);
+                args = candidate;
+                break;
+            }
+        }
+    }
+    args
 }
 
 /// The paper's broadening: after one empty result k doubles (cap 30),

@@ -252,6 +252,9 @@ pub struct Trace {
     pub plan: Option<Plan>,
     pub rounds: Vec<Round>,
     pub stopped_because: String,
+    /// Earlier round exchanges left out of later prompts to fit the
+    /// model's context (the memory state keeps their evidence).
+    pub prompt_rounds_dropped: usize,
     pub context_tokens: usize,
     pub policy: Option<Resolution>,
     pub synthesis_attempts: u32,

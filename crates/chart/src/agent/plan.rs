@@ -40,7 +40,7 @@ pub(crate) fn agent_system(ctx: &Ctx<'_>, selection: &Selection) -> Result<Strin
             "kinds": if vocabulary.kinds.is_empty() {
                 DocKind::ALL.map(|k| k.as_str()).join(", ")
             } else {
-                vocabulary.kinds.join(", ")
+                format!("all (no filter), {}", vocabulary.kinds.join(", "))
             },
             "calculators": crate::calculators::Calculator::ALL.map(|c| c.name()).join(", "),
             "labs": if labs.is_empty() { "none".to_string() } else { labs.join(", ") },
@@ -77,8 +77,17 @@ pub(super) fn arguments_schema(vocabulary: &Vocabulary) -> Value {
         }
     };
     let date = json!({"type": "string", "pattern": "^[12][0-9]{3}-[01][0-9]-[0-3][0-9]$"});
+    // "all" (no filter) comes first: with only the record's kinds in the
+    // enum, a model that writes the optional "kind" at all had to filter,
+    // and the embedded model took the first kind listed (lab_report on
+    // Synthea records) for nearly every search.
+    let kinds = if vocabulary.kinds.is_empty() {
+        text(30)
+    } else {
+        json!({"type": "string", "enum": std::iter::once("all".to_string()).chain(vocabulary.kinds.iter().cloned()).collect::<Vec<_>>()})
+    };
     json!({"type": "object", "properties": {
-        "query": text(80), "kind": one_of(&vocabulary.kinds, 30),
+        "query": text(80), "kind": kinds,
         "scope": {"type": "string", "enum": ["all", "most_recent", "on_date", "range"]},
         "date": date, "since": date, "until": date,
         "k": {"type": "integer", "minimum": 1, "maximum": MAX_K},
@@ -191,9 +200,35 @@ pub(crate) fn plan(
                 .collect();
             let plan = Plan { steps, stop_conditions: strings(&value, "stop_conditions"), attempts };
             let mut conversation = messages;
-            conversation.push(Message::assistant(raw_text));
+            conversation.push(Message::assistant(compact_plan(&plan, &raw_text)));
             Ok(Ok((plan, conversation)))
         }
         StructuredAnswer::PipelineFailure(f) => Ok(Err(f)),
+    }
+}
+
+/// The plan as the conversation keeps it for Phase III: each step with only
+/// the arguments its tool takes (the shared argument schema lets a small
+/// model fill every tool's arguments into every step, which cost a
+/// 4,096-token context several hundred tokens each round). The raw answer
+/// is kept when it is already no longer.
+fn compact_plan(plan: &Plan, raw_text: &str) -> String {
+    let steps: Vec<Value> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            let arguments = match ToolName::parse(&s.tool) {
+                Some(t) => arguments_for(t, &s.arguments, &mut vec![]),
+                None => s.arguments.clone(),
+            };
+            json!({"step": s.step, "objective": s.objective, "tool": s.tool, "arguments": arguments,
+                   "evidence_requirements": s.evidence_requirements, "stop_rule": s.stop_rule})
+        })
+        .collect();
+    let compact = json!({"steps": steps, "stop_conditions": plan.stop_conditions}).to_string();
+    if compact.len() < raw_text.len() {
+        compact
+    } else {
+        raw_text.to_string()
     }
 }
