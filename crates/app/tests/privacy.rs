@@ -119,6 +119,7 @@ fn a_trialgpt_evaluation_is_refused() {
             out: dir.path().join("eval"),
             baseline: None,
             options: ScreeningOptions { matching, use_cache: false, ..ScreeningOptions::default() },
+            label_correction: false,
         };
         assert_refused("eval trialgpt", evident_app::evaluation::evaluate_trialgpt(&session, &request, &Silent));
     }

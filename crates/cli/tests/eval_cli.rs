@@ -181,6 +181,17 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
         both.into_iter().chain(["--topics", "sigir-20143,sigir-20155", "--strategy", "ican"]).collect();
     let wider = sb.run(&both).ok().json();
     assert!(wider["usage"]["calls"].as_u64() > first["usage"]["calls"].as_u64(), "{}", wider["usage"]);
+    // The label correction relabels the stored decisions without a model
+    // call; its baseline is the same decisions uncorrected.
+    let calls_before = all_calls();
+    let corrected: Vec<&str> = both.iter().copied().chain(["--label-correction"]).collect();
+    let corrected = sb.run(&corrected).ok().json();
+    assert_eq!(all_calls(), calls_before, "the correction asks no model");
+    assert_eq!(corrected["baseline"]["row"], wider["method_row"], "{}", corrected["baseline"]);
+    assert_eq!(corrected["baseline"]["method"], "ican");
+    assert_eq!(corrected["method_row"]["metrics"]["rows"], wider["method_row"]["metrics"]["rows"]);
+    let c = &corrected["label_correction"];
+    assert!(c["changed"].as_u64().is_some() && c["fitted_on_all"].as_array().is_some_and(|a| !a.is_empty()), "{c}");
     let alone = sb.run(&args).ok().json();
     assert_eq!(runs_of(&alone), runs_of(&first));
     for field in ["calls", "prompt_tokens", "completion_tokens"] {

@@ -6,8 +6,10 @@
 //! Wornow et al.'s precision, recall and micro/macro F1, each beside the
 //! always-NOT-MET and class-prevalence baselines), the GPT-4 reference row computed from the
 //! annotations themselves, and [`run`]: storing the annotated notes and
-//! grouping rows into patient-trial pairs for the batch runner.
+//! grouping rows into patient-trial pairs for the batch runner;
+//! [`correction`]: Evident's label correction fitted leave-one-patient-out.
 
+pub mod correction;
 pub mod metrics;
 pub mod n2c2;
 pub mod paper;

@@ -175,6 +175,23 @@ fn critic_that_never_accepts_leaves_the_original_criterion() {
 }
 
 #[test]
+fn an_augmentation_that_never_validates_is_not_asked_again_in_the_same_words() {
+    // The answer is a number where free text is due, in the first answer
+    // and both repairs: the round fails, and the next round would send the
+    // same greedy request, so the loop ends (the original criterion is used).
+    let model = Scripted::new(&[text("Self-Augment"), "42".into(), "42".into(), "42".into()]).failing_when_exhausted();
+    let matcher = MakarMatcher::new(&model, &model, config(Variant::Paper), None);
+    let a = matcher.augment_criterion(&hba1c()).unwrap();
+    assert!(model.exhausted());
+    assert_eq!(model.requests().len(), 4, "router, one augmentation and its two repairs; no second round");
+    assert_eq!(a.rounds.len(), 1);
+    assert_eq!(a.rounds[0].judge, RoundJudge::PipelineFailure);
+    assert!(!a.accepted);
+    assert_eq!(a.text_for(&hba1c()), HBA1C);
+    assert!(a.failures.iter().any(|f| f.contains("not asked again")), "{:?}", a.failures);
+}
+
+#[test]
 fn router_choosing_a_disabled_agent_falls_back_to_self_augmentation_and_says_so() {
     let model = Scripted::new(&[text("Retrieval"), text(AUGMENTED), "1".to_string()]);
     let matcher = MakarMatcher::new(&model, &model, config(Variant::Paper), None);

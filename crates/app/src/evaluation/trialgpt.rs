@@ -12,6 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use evident_eval::correction::correct_leave_one_patient_out;
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
 use evident_eval::{compare, load_annotations, report_row, Prediction};
 use evident_match::batch::{stored_results, Method, RetrievalSettings};
@@ -44,6 +45,12 @@ pub struct TrialgptRequest {
     /// difference.
     pub baseline: Option<Method>,
     pub options: ScreeningOptions,
+    /// Evident's label correction, fitted leave one patient out
+    /// ([`evident_eval::correction`]): each patient's decisions relabelled
+    /// by the physicians' labels on the other patients' rows with the same
+    /// criterion type and predicted label. Criterion level only; without
+    /// `baseline`, the same decisions uncorrected are the baseline.
+    pub label_correction: bool,
 }
 
 /// What an evaluation found: `eval.json`'s content, and `eval.md`.
@@ -65,6 +72,7 @@ impl fmt::Display for TrialgptEvaluation {
 }
 
 /// One method's answers on the annotated pairs.
+#[derive(Clone)]
 pub(super) struct MethodEval {
     pub method: &'static str,
     /// The method as the tables name it: with " + exemplars" and
@@ -127,17 +135,28 @@ pub fn evaluate_trialgpt(
     session.with_store(|store| {
         store_notes(store, &rows).map_err(|e| AppError::Input(format!("{}: {e}", request.annotations.display())))
     })?;
-    let ours = evaluate(session, &request.options, &all_pairs, qrels.as_ref(), progress)?;
+    let mut ours = evaluate(session, &request.options, &all_pairs, qrels.as_ref(), progress)?;
+    // The label correction relabels the stored decisions (no model call);
+    // the decisions as the model gave them are its baseline.
+    let mut uncorrected = None;
+    let correction = request.label_correction.then(|| {
+        let (corrected, summary) = correct_leave_one_patient_out(&ours.predictions);
+        uncorrected = Some(ours.clone());
+        ours.predictions = corrected;
+        ours.name.push_str(" + label correction");
+        summary
+    });
     // With exemplars or calibration, the baseline is the same strategy
     // without them unless another is named; a baseline never uses them.
     let levers = request.options.exemplars.is_some() || request.options.calibrate;
     let baseline_method = request.baseline.or(levers.then_some(request.options.method));
-    let baseline = match baseline_method {
-        Some(method) => {
+    let baseline = match (request.baseline, uncorrected, baseline_method) {
+        (None, Some(uncorrected), _) => Some(uncorrected),
+        (_, _, Some(method)) => {
             let options = ScreeningOptions { method, exemplars: None, calibrate: false, ..request.options.clone() };
             Some(evaluate(session, &options, &all_pairs, qrels.as_ref(), progress)?)
         }
-        None => None,
+        (_, _, None) => None,
     };
 
     let gpt4: Vec<Prediction> = all_pairs.iter().flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction())).collect();
@@ -177,6 +196,7 @@ pub fn evaluate_trialgpt(
             "leave_one_patient_out": true,
         })),
         "calibrate": request.options.calibrate,
+        "label_correction": correction,
         "label_confusion": super::trialgpt_markdown::label_confusion(&ours.predictions),
         "gpt4_row": gpt4_row,
         "papers_metrics": papers,
@@ -200,6 +220,9 @@ pub fn evaluate_trialgpt(
         request.options.exemplars.as_ref(),
         request.options.calibrate,
     ));
+    if let Some(c) = &correction {
+        md.push_str(&super::trialgpt_markdown::correction_markdown(c));
+    }
     md.push_str(&super::trialgpt_markdown::confusion_markdown(&ours.predictions));
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
         md.push_str(&comparison_markdown(&ours, b, b_row, c));

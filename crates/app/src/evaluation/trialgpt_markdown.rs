@@ -232,6 +232,33 @@ pub(super) fn levers_markdown(exemplars: Option<&crate::exemplars::ExemplarOptio
     md
 }
 
+/// What the leave-one-patient-out label correction changed, and the
+/// correction fitted on every patient's rows (where the predictor leans).
+pub(super) fn correction_markdown(c: &evident_eval::correction::CorrectionSummary) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\nLabel correction (Evident's, not a paper's): each patient's decisions relabelled by the physicians' most frequent label on the other patients' rows with the same criterion type and predicted label (at least {} rows; leave one patient out). Criterion level only: the trial-level figures are the uncorrected decisions'. Rows changed: {}{}.",
+        evident_eval::correction::MIN_ROWS,
+        c.changed,
+        if c.changes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", c.changes.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "))
+        }
+    );
+    md.push_str("\nFitted on all patients, for reading only (type, predicted: physicians' labels -> corrected):\n\n");
+    for cell in &c.fitted_on_all {
+        let labels = cell.physicians.iter().map(|(d, n)| format!("{d} {n}")).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(
+            md,
+            "- {} {} ({} rows): {labels} -> {}",
+            cell.criterion_type, cell.predicted, cell.rows, cell.corrected
+        );
+    }
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

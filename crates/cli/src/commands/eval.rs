@@ -164,6 +164,13 @@ struct TrialgptArgs {
     /// difference --strategy minus it, with a paired bootstrap over patients.
     #[arg(long)]
     baseline: Option<String>,
+    /// Evident's label correction (not a paper's): relabel each patient's
+    /// decisions by the physicians' most frequent label on the other
+    /// patients' rows with the same criterion type and predicted label
+    /// (leave one patient out); without --baseline, the baseline is the
+    /// same decisions uncorrected.
+    #[arg(long)]
+    label_correction: bool,
     #[command(flatten)]
     screen: ScreenArgs,
 }
@@ -225,6 +232,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 out: a.out.clone(),
                 baseline: a.baseline.as_deref().map(|b| method("--baseline", b)).transpose()?,
                 options: a.screen.options()?,
+                label_correction: a.label_correction,
             };
             ctx.print(&evident_app::evaluation::evaluate_trialgpt(&ctx.session, &request, &ctx.bars())?)?;
         }

@@ -21,6 +21,9 @@
 //! - Critic (C-C3) answers 1 (accept) or 0 (reject); the loop repeats until
 //!   it accepts, bounded here by `max_critic_rounds`; an augmentation never
 //!   accepted within the bound is not used (matching sees the original).
+//!   An augmentation whose answer never validates (e.g. it loops to the
+//!   token limit) ends the loop when decoding is deterministic: the next
+//!   round would be the same request and the same answer.
 //! - Reasoning (C-C4), with the insufficiency rule, answers free text.
 //! - Matching (C-C5) answers 1 or 0; 1 becomes MET and 0 NOT MET (for an
 //!   exclusion, MET means the patient has the excluding condition, as
@@ -200,6 +203,14 @@ impl MakarMatcher<'_> {
                         judge: RoundJudge::PipelineFailure,
                         feedback: errors,
                     });
+                    // The next round would send this very request again (no
+                    // new revision to show), and a deterministic request
+                    // repeats its answer: on the embedded model an answer
+                    // that loops to the token limit looped in every round.
+                    if self.render_paper("augment", &ctx, self.config.max_tokens_augment)?.is_deterministic() {
+                        a.failures.push("not asked again: the same deterministic request repeats its answer".into());
+                        break;
+                    }
                     continue;
                 }
             };
