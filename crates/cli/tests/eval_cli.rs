@@ -190,8 +190,10 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     assert_eq!(corrected["baseline"]["row"], wider["method_row"], "{}", corrected["baseline"]);
     assert_eq!(corrected["baseline"]["method"], "ican");
     assert_eq!(corrected["method_row"]["metrics"]["rows"], wider["method_row"]["metrics"]["rows"]);
-    let c = &corrected["label_correction"];
+    let c = &corrected["label_correction"]["summary"];
     assert!(c["changed"].as_u64().is_some() && c["fitted_on_all"].as_array().is_some_and(|a| !a.is_empty()), "{c}");
+    let majority = &corrected["label_correction"]["type_majority_row"]["metrics"];
+    assert_eq!(majority["rows"], wider["method_row"]["metrics"]["rows"], "{majority}");
     let alone = sb.run(&args).ok().json();
     assert_eq!(runs_of(&alone), runs_of(&first));
     for field in ["calls", "prompt_tokens", "completion_tokens"] {

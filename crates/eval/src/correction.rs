@@ -132,6 +132,17 @@ pub fn correct_leave_one_patient_out(predictions: &[Prediction]) -> (Vec<Predict
     (corrected, summary)
 }
 
+/// The baseline the correction must beat: each patient's rows labelled
+/// with the physicians' most frequent label among the other patients'
+/// criteria of the same type (leave one patient out), whatever the model
+/// said. It is what the correction gives a predictor whose label carries
+/// no information (every prediction the same).
+pub fn type_majority_leave_one_patient_out(predictions: &[Prediction]) -> Vec<Prediction> {
+    let constant: Vec<Prediction> =
+        predictions.iter().map(|p| Prediction { predicted: Some(Decision::Met), ..p.clone() }).collect();
+    correct_leave_one_patient_out(&constant).0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +179,18 @@ mod tests {
             .chain([row("a", E, NotMet, Some(Met))])
             .collect();
         assert_eq!(correct_leave_one_patient_out(&tie).0[6].predicted, Some(Met));
+    }
+
+    #[test]
+    fn the_type_majority_baseline_ignores_the_prediction() {
+        use CriterionType::{Exclusion as E, Inclusion as I};
+        use Decision::{Met, NotEnoughInformation as Nei, NotMet};
+        let mut rows: Vec<_> = (0..6).map(|_| row("b", E, NotMet, Some(Met))).collect();
+        rows.extend((0..6).map(|_| row("b", I, Nei, None)));
+        rows.push(row("a", E, Met, Some(Met)));
+        rows.push(row("a", I, Met, None));
+        let out = type_majority_leave_one_patient_out(&rows);
+        assert_eq!((out[12].predicted, out[13].predicted), (Some(NotMet), Some(Nei)));
     }
 
     #[test]

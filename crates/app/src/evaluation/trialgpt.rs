@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use evident_eval::correction::correct_leave_one_patient_out;
+use evident_eval::correction::{correct_leave_one_patient_out, type_majority_leave_one_patient_out};
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
 use evident_eval::{compare, load_annotations, report_row, Prediction};
 use evident_match::batch::{stored_results, Method, RetrievalSettings};
@@ -146,6 +146,8 @@ pub fn evaluate_trialgpt(
         ours.name.push_str(" + label correction");
         summary
     });
+    // What the correction gives when the model's label carries nothing.
+    let type_majority = correction.as_ref().map(|_| type_majority_leave_one_patient_out(&ours.predictions));
     // With exemplars or calibration, the baseline is the same strategy
     // without them unless another is named; a baseline never uses them.
     let levers = request.options.exemplars.is_some() || request.options.calibrate;
@@ -196,7 +198,11 @@ pub fn evaluate_trialgpt(
             "leave_one_patient_out": true,
         })),
         "calibrate": request.options.calibrate,
-        "label_correction": correction,
+        "label_correction": correction.as_ref().map(|c| json!({
+            "summary": c,
+            "type_majority_row": type_majority.as_ref().map(|t| report_row(t)),
+            "difference_vs_type_majority": type_majority.as_ref().map(|t| compare(&ours.predictions, t)),
+        })),
         "label_confusion": super::trialgpt_markdown::label_confusion(&ours.predictions),
         "gpt4_row": gpt4_row,
         "papers_metrics": papers,
@@ -222,6 +228,13 @@ pub fn evaluate_trialgpt(
     ));
     if let Some(c) = &correction {
         md.push_str(&super::trialgpt_markdown::correction_markdown(c));
+        if let Some(t) = &type_majority {
+            md.push_str(&super::trialgpt_markdown::type_majority_markdown(
+                &ours.name,
+                &report_row(t),
+                &compare(&ours.predictions, t),
+            ));
+        }
     }
     md.push_str(&super::trialgpt_markdown::confusion_markdown(&ours.predictions));
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {

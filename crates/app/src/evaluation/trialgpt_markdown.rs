@@ -259,6 +259,31 @@ pub(super) fn correction_markdown(c: &evident_eval::correction::CorrectionSummar
     md
 }
 
+/// The majority-label-by-type baseline beside a corrected method, and the
+/// paired difference against it.
+pub(super) fn type_majority_markdown(name: &str, row: &ReportRow, c: &Comparison) -> String {
+    let mut md = String::new();
+    let m = &row.metrics;
+    let _ = writeln!(
+        md,
+        "\nBaseline for the correction: the physicians' most frequent label by criterion type on the other patients' rows (leave one patient out), whatever the model said: accuracy {:.3} ({:.3}-{:.3}), kappa {:.3} ({:.3}-{:.3}), {} rows. {name} minus it, paired bootstrap over patients: accuracy {:+.3} ({:+.3} to {:+.3}), kappa {:+.3} ({:+.3} to {:+.3}).",
+        m.accuracy,
+        row.accuracy.low,
+        row.accuracy.high,
+        m.kappa,
+        row.kappa.low,
+        row.kappa.high,
+        m.rows,
+        c.accuracy.estimate,
+        c.accuracy.low,
+        c.accuracy.high,
+        c.kappa.estimate,
+        c.kappa.low,
+        c.kappa.high,
+    );
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
