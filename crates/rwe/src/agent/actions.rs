@@ -32,6 +32,11 @@ pub enum Action {
     DescribeTable {
         table: String,
     },
+    /// Evident's typed cohort builder: structured criteria in, the cohort
+    /// audit file, attrition table and SQL out ([`super::cohort`]).
+    BuildCohort {
+        params: Map<String, Value>,
+    },
     /// Runs read-only SQL; with `save_as`, writes the whole result as CSV.
     RunSql {
         sql: String,
@@ -104,6 +109,7 @@ impl Action {
             Action::ExecuteRScript { .. } => "execute_r_script",
             Action::ListTables => "list_tables",
             Action::DescribeTable { .. } => "describe_table",
+            Action::BuildCohort { .. } => "build_cohort",
             Action::RunSql { .. } => "run_sql",
             Action::Statistics { tool, .. } => tool.name(),
             Action::SubmitAnswers { .. } => "submit_answers",
@@ -166,6 +172,14 @@ const COMMON: &[ActionDoc] = &[
 ];
 
 const TYPED: &[ActionDoc] = &[
+    ActionDoc {
+        name: "build_cohort",
+        description: "Builds the study cohort from structured criteria and writes cohort_audit.csv (the cohort audit file), attrition.csv and cohort.sql: ICU stays, the first ICU stay of each patient (first_icu_stay_only, default true), age at ICU admission at least min_age (default 18), for each lab the maximum value of that labevents itemid from 6 h before to 24 h after ICU admission as a column (stays without one excluded), an optional 0/1 drug column (a prescription of the admission whose name contains one of the words), and with death_within_days N the columns death_Nd (0/1) and followup_Nd. Always includes subject_id, hadm_id, stay_id, age, female, hospital_expire_flag, days_to_death.",
+        parameters: &["min_age (optional): int.", "first_icu_stay_only (optional): bool.", "labs (optional): list of {itemid: int, name: str}.", "drug (optional): {name: str, contains: list of str}.", "death_within_days (optional): int."],
+        returns: "The cohort size, the attrition table and the columns of cohort_audit.csv.",
+        example: r#"{"action": "build_cohort", "params": {"min_age": 18, "labs": [{"itemid": 50813, "name": "lactate"}], "death_within_days": 28}}"#,
+        params_schema: super::cohort::PARAMS_SCHEMA,
+    },
     ActionDoc {
         name: "list_tables",
         description: "Lists the database's tables (schema.table) with their row counts.",
@@ -292,10 +306,12 @@ const FINAL: &[ActionDoc] = &[
 ];
 
 fn docs(strategy: Strategy) -> Vec<&'static ActionDoc> {
-    let mut all: Vec<&ActionDoc> = COMMON.iter().collect();
+    // The typed strategy lists its own actions first (build_cohort leads).
+    let mut all: Vec<&ActionDoc> = Vec::new();
     if strategy == Strategy::Typed {
         all.extend(TYPED);
     }
+    all.extend(COMMON);
     all.extend(FINAL);
     all
 }
@@ -366,8 +382,15 @@ pub fn parse_typed_response(text: &str, strategy: Strategy) -> Result<Action, St
 /// The JSON Schema the typed strategy's answers are decoded under: a short
 /// thought and one action, each action with its own parameter schema.
 pub fn response_schema(strategy: Strategy) -> Value {
+    response_schema_excluding(strategy, &[])
+}
+
+/// [`response_schema`] without the named actions: Evident's loop guard asks
+/// again under it when the typed strategy repeats its previous action.
+pub fn response_schema_excluding(strategy: Strategy, excluded: &[&str]) -> Value {
     let actions: Vec<Value> = docs(strategy)
         .iter()
+        .filter(|d| !excluded.contains(&d.name))
         .map(|d| {
             let params: Value = serde_json::from_str(d.params_schema).expect("action parameter schemas are valid JSON");
             serde_json::json!({
@@ -419,6 +442,7 @@ fn action_from_value(value: &Value, strategy: Strategy) -> Result<Action, String
         "execute_r_script" => Action::ExecuteRScript { path: string("path")? },
         "list_tables" => Action::ListTables,
         "describe_table" => Action::DescribeTable { table: string("table")? },
+        "build_cohort" => Action::BuildCohort { params: params.clone() },
         "run_sql" => Action::RunSql { sql: string("sql")?, save_as: optional("save_as") },
         "submit_answers" => match params.get("answers") {
             Some(Value::Object(m)) if !m.is_empty() => {

@@ -94,6 +94,15 @@ impl StudyEnv {
             }
             Action::WriteFile { path, content } => {
                 let file = self.resolve(path)?;
+                // With a database connection (the typed strategy) the cohort
+                // audit file comes from the database, never from typed text.
+                let normal: PathBuf =
+                    Path::new(path).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+                if self.db.is_some() && normal == Path::new(AUDIT_FILE) {
+                    return Err(format!(
+                        "{AUDIT_FILE} is written from the database: use build_cohort, or run_sql with save_as \"{AUDIT_FILE}\""
+                    ));
+                }
                 if let Some(parent) = file.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| format!("{path}: {e}"))?;
                 }
@@ -122,6 +131,12 @@ impl StudyEnv {
                 let info = db.describe(table).map_err(|e| e.to_string())?;
                 done(serde_json::to_string_pretty(&info).unwrap_or_default())
             }
+            Action::BuildCohort { params } => {
+                let spec = super::cohort::CohortSpec::from_params(params)?;
+                let root = self.workspace.root().to_path_buf();
+                let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
+                done(super::cohort::build_cohort(db, &root, &spec)?)
+            }
             Action::RunSql { sql, save_as } => self.run_sql(sql, save_as.as_deref()).map(|t| (t, false)),
             Action::Statistics { tool, params } => {
                 let (text, analysis) = statistics(*tool, params, |p| self.resolve(p))?;
@@ -140,6 +155,34 @@ impl StudyEnv {
             }
             Action::FinishTask => Ok(("The task is finished.".into(), true)),
         }
+    }
+
+    /// Evident's compact workspace state for the typed strategy, appended
+    /// to each observation: the cohort audit file (rows and columns) or its
+    /// absence, the questions still unanswered, and what to do next.
+    pub fn state_note(&self) -> String {
+        let audit = self.workspace.root().join(AUDIT_FILE);
+        let remaining = self.sheet.remaining();
+        let mut note = String::from("[State] ");
+        match audit_summary(&audit) {
+            None => {
+                note.push_str(&format!(
+                    "No {AUDIT_FILE} yet, so answers are refused. Next: build the cohort with build_cohort (criteria from the protocol's Population and Exposure), or run_sql with save_as \"{AUDIT_FILE}\"."
+                ));
+            }
+            Some((rows, columns)) => {
+                note.push_str(&format!("{AUDIT_FILE}: {rows} rows; columns {columns}. "));
+                if remaining.is_empty() {
+                    note.push_str("Every visible question is answered. Next: finish_task.");
+                } else {
+                    note.push_str(&format!(
+                        "Unanswered: {}. Next: compute what they ask on {AUDIT_FILE} with a statistics tool (describe, fisher_test, logistic_regression, cox_regression, kaplan_meier_logrank, roc_auc, propensity_matching), then submit_answers.",
+                        remaining.join(", ")
+                    ));
+                }
+            }
+        }
+        note
     }
 
     /// A path of the workspace: relative, without `..`, and (once it
@@ -185,6 +228,13 @@ impl StudyEnv {
         }
         Ok(text)
     }
+}
+
+/// The rows and the header of a CSV file, if it reads.
+fn audit_summary(path: &Path) -> Option<(usize, String)> {
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path).ok()?;
+    let header = reader.headers().ok()?.iter().collect::<Vec<_>>().join(", ");
+    Some((reader.records().filter(|r| r.is_ok()).count(), header))
 }
 
 /// Numeric columns of a workspace CSV, rows with a missing or non-numeric

@@ -28,6 +28,7 @@
 //! next step without repeating one.
 
 pub mod actions;
+pub mod cohort;
 pub mod env;
 
 use std::collections::BTreeMap;
@@ -43,7 +44,7 @@ use serde_json::json;
 use crate::analysis::AnalysisOutput;
 use crate::sheet::{RecordedAnswer, VisibleItem};
 use crate::task::Task;
-use actions::{parse_action, parse_typed_response, response_schema, tools_desc};
+use actions::{parse_action, parse_typed_response, response_schema, response_schema_excluding, tools_desc};
 use env::StudyEnv;
 
 /// The templates of the agent, with the model layer's repair prompt.
@@ -161,6 +162,10 @@ pub struct StepRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
     pub invalid_outputs: u32,
+    /// Answers of this turn that repeated the previous step's action and
+    /// were asked again (Evident's loop guard, typed strategy).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats_refused: u32,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub elapsed_ms: u64,
@@ -170,6 +175,10 @@ pub struct StepRecord {
     /// What a typed statistics tool computed in this step, as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisOutput>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Why a run ended.
@@ -188,6 +197,21 @@ pub enum Termination {
     /// small local model loses the thread long before the paper's
     /// 32,768-token memory threshold).
     ContextFull,
+}
+
+/// Evident's loop guard for the typed strategy: an answer whose action is
+/// identical to the previous step's is not run; the turn asks again under a
+/// schema without that action, at most this many times.
+pub const MAX_REPEATS: usize = 2;
+
+/// How many steps in a row, counted back from the last, took exactly
+/// `action` (the typed strategy's stored answers, parsed again).
+fn trailing_repeats(steps: &[StepRecord], action: &actions::Action) -> usize {
+    steps
+        .iter()
+        .rev()
+        .take_while(|s| parse_typed_response(&s.output, Strategy::Typed).is_ok_and(|a| &a == action))
+        .count()
 }
 
 /// The steps file of a run: one JSON record per line, appended and synced
@@ -337,7 +361,8 @@ pub fn run_agent(
         .map_err(|e| AgentError::Prompt(e.to_string()))?;
     // The typed strategy (Evident's) decodes its answer under the action
     // schema; the paper's R strategy answers in Figure 17's free text.
-    let schema = (config.strategy == Strategy::Typed).then(|| response_schema(config.strategy));
+    let typed = config.strategy == Strategy::Typed;
+    let schema = typed.then(|| response_schema(config.strategy));
     let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
@@ -391,6 +416,8 @@ pub fn run_agent(
         // One turn: ask until a valid action, at most max_invalid + 1 times.
         let mut turn = messages.clone();
         let mut invalid = 0u32;
+        let mut repeats: Vec<&'static str> = Vec::new();
+        let mut request_schema = schema.clone();
         let parsed = loop {
             if let Some(problem) = memory_overflow.take() {
                 break Err((String::new(), format!("the memory summary did not fit: {problem}"), true));
@@ -398,7 +425,7 @@ pub fn run_agent(
             let mut request = ChatRequest::new(turn.clone()).with_max_tokens(config.response_tokens());
             request.temperature = config.temperature;
             request.seed = config.seed;
-            request.json_schema = schema.clone();
+            request.json_schema = request_schema.clone();
             let response = match model.chat(&request) {
                 Ok(r) => r,
                 Err(e @ LlmError::ContextOverflow { .. }) => break Err((String::new(), e.to_string(), true)),
@@ -411,6 +438,19 @@ pub fn run_agent(
                 Strategy::Typed => parse_typed_response(&response.text, config.strategy),
             };
             match parsed {
+                // Evident's loop guard (typed): the previous step's action
+                // again, identical, is not run; the turn asks once more under
+                // a schema without that action, so the answer moves on.
+                Ok(action) if typed && repeats.len() < MAX_REPEATS && trailing_repeats(&steps, &action) > 0 => {
+                    let name = action.name();
+                    repeats.push(name);
+                    request_schema = Some(response_schema_excluding(config.strategy, &repeats));
+                    turn.push(Message::assistant(crate::sandbox::truncate_chars(&response.text, 300)));
+                    turn.push(Message::user(format!(
+                        "This repeats your previous action exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
+                        env.state_note()
+                    )));
+                }
                 Ok(action) => break Ok((response.text, action)),
                 Err(problem) => {
                     invalid += 1;
@@ -436,7 +476,10 @@ pub fn run_agent(
         };
         let (output, action_name, observation, termination, analysis) = match parsed {
             Ok((output, action)) => {
-                let obs = env.execute(step, &action);
+                let mut obs = env.execute(step, &action);
+                if typed && !obs.finished && !matches!(action, actions::Action::FinishTask) {
+                    obs.text = format!("{}\n{}", obs.text, env.state_note());
+                }
                 let termination = if matches!(action, actions::Action::FinishTask) {
                     Some(Termination::Finished)
                 } else if obs.finished {
@@ -469,6 +512,7 @@ pub fn run_agent(
             answers: env.sheet.answers().clone(),
             memory,
             invalid_outputs: invalid,
+            repeats_refused: repeats.len() as u32,
             prompt_tokens,
             completion_tokens,
             elapsed_ms: step_start.elapsed().as_millis() as u64,

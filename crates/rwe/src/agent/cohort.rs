@@ -1,0 +1,336 @@
+//! `build_cohort`, Evident's typed cohort builder (`--strategy typed` only;
+//! not in RWE-bench): the agent states structured inclusion and exclusion
+//! criteria of the common MIMIC-IV ICU cohort (ICU stays, the first per
+//! patient, adults, a first-day laboratory value required; a drug exposure
+//! and a death-within-N-days outcome as columns) and Evident writes the
+//! SQL, runs it on the read-only connection, and writes the cohort audit
+//! file, the attrition table and the SQL itself to the workspace. A model
+//! that cannot write a correct SQL join can still state criteria; the
+//! cohort it gets is built from the database, so it cannot hold a
+//! fabricated patient.
+//!
+//! The definitions follow the development protocols: age at ICU admission
+//! is `anchor_age` plus the calendar year of `intime` minus `anchor_year`;
+//! the first ICU stay is the one with the earliest `intime` for the
+//! subject; a laboratory value is the maximum `valuenum` of the item
+//! charted from `hours_before` before to `hours_after` after `intime`,
+//! matched by `subject_id`; a drug is any `prescriptions` row of the stay's
+//! `hadm_id` whose name contains one of the given words (case-insensitive);
+//! death within N days counts `dod` at most N days after the calendar date
+//! of `intime`, and the follow-up is those days for a death within N days
+//! and N (censored) otherwise.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use evident_db::{ReadOnlyConnection, Value as DbValue};
+use serde_json::{Map, Value};
+
+use crate::audit::{ATTRITION_FILE, AUDIT_FILE};
+
+/// The file the cohort's SQL is written to.
+pub const COHORT_SQL_FILE: &str = "cohort.sql";
+
+/// JSON Schema of `build_cohort`'s parameters.
+pub const PARAMS_SCHEMA: &str = r#"{"type": "object", "properties": {"min_age": {"type": "integer", "minimum": 0, "maximum": 120}, "first_icu_stay_only": {"type": "boolean"}, "labs": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {"itemid": {"type": "integer", "minimum": 1, "maximum": 999999}, "name": {"type": "string", "maxLength": 32}, "required": {"type": "boolean"}}, "required": ["itemid", "name"], "additionalProperties": false}}, "drug": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "contains": {"type": "array", "minItems": 1, "maxItems": 10, "items": {"type": "string", "maxLength": 40}}}, "required": ["name", "contains"], "additionalProperties": false}, "death_within_days": {"type": "integer", "minimum": 1, "maximum": 3650}}, "required": [], "additionalProperties": false}"#;
+
+/// A laboratory criterion: the first-day maximum of one `itemid`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabCriterion {
+    pub itemid: i64,
+    /// The column name in the cohort file.
+    pub name: String,
+    /// Stays without a value are excluded (default true).
+    pub required: bool,
+}
+
+/// A drug exposure column (0/1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrugExposure {
+    pub name: String,
+    pub contains: Vec<String>,
+}
+
+/// The criteria `build_cohort` takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CohortSpec {
+    pub min_age: i64,
+    pub first_icu_stay_only: bool,
+    pub labs: Vec<LabCriterion>,
+    pub drug: Option<DrugExposure>,
+    pub death_within_days: Option<i64>,
+    pub hours_before: i64,
+    pub hours_after: i64,
+}
+
+/// A column name the agent gave: lower-case letters, digits and `_`,
+/// starting with a letter, not one of the fixed columns.
+fn column_name(raw: &str, what: &str) -> Result<String, String> {
+    let name = raw.trim().to_ascii_lowercase().replace([' ', '-'], "_");
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !FIXED_COLUMNS.contains(&name.as_str());
+    if ok {
+        Ok(name)
+    } else {
+        Err(format!("{what} {raw:?} is not a usable column name; use letters, digits and _, e.g. \"lactate\""))
+    }
+}
+
+const FIXED_COLUMNS: [&str; 9] = [
+    "subject_id",
+    "hadm_id",
+    "stay_id",
+    "intime",
+    "age",
+    "female",
+    "hospital_expire_flag",
+    "first_icu_stay",
+    "days_to_death",
+];
+
+impl CohortSpec {
+    /// The criteria from the action's parameters (defaults: adults, first
+    /// ICU stay only, no laboratory or drug columns, no follow-up).
+    pub fn from_params(params: &Map<String, Value>) -> Result<CohortSpec, String> {
+        let int = |key: &str, default: i64| -> Result<i64, String> {
+            match params.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(v) => v
+                    .as_f64()
+                    .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                    .map(|x| x as i64)
+                    .ok_or(format!("build_cohort: {key} must be a whole number, e.g. {default}")),
+            }
+        };
+        let mut labs = Vec::new();
+        if let Some(list) = params.get("labs") {
+            let list = list.as_array().ok_or("build_cohort: labs must be a list of {\"itemid\", \"name\"}")?;
+            for lab in list {
+                let itemid = lab
+                    .get("itemid")
+                    .and_then(Value::as_i64)
+                    .filter(|i| *i > 0)
+                    .ok_or("build_cohort: each lab needs \"itemid\", a labevents itemid such as 50813")?;
+                let name = column_name(lab.get("name").and_then(Value::as_str).unwrap_or(""), "lab name")?;
+                let required = lab.get("required").and_then(Value::as_bool).unwrap_or(true);
+                labs.push(LabCriterion { itemid, name, required });
+            }
+        }
+        let drug = match params.get("drug") {
+            None | Some(Value::Null) => None,
+            Some(d) => {
+                let name = column_name(d.get("name").and_then(Value::as_str).unwrap_or(""), "drug name")?;
+                let contains: Vec<String> = d
+                    .get("contains")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(|s| s.trim().to_lowercase()).collect())
+                    .unwrap_or_default();
+                let contains: Vec<String> = contains.into_iter().filter(|s| !s.is_empty()).collect();
+                if contains.is_empty() {
+                    return Err("build_cohort: drug needs \"contains\", the words of the drug names".into());
+                }
+                if contains.iter().any(|w| !w.chars().all(|c| c.is_alphanumeric() || c == ' ' || c == '-')) {
+                    return Err("build_cohort: drug words use letters, digits, spaces and - only".into());
+                }
+                Some(DrugExposure { name, contains })
+            }
+        };
+        let death = match params.get("death_within_days") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(int("death_within_days", 28)?).filter(|d| *d > 0),
+        };
+        let mut names: Vec<&str> = labs.iter().map(|l| l.name.as_str()).collect();
+        names.extend(drug.iter().map(|d| d.name.as_str()));
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != names.len() {
+            return Err("build_cohort: two columns have the same name".into());
+        }
+        Ok(CohortSpec {
+            min_age: int("min_age", 18)?,
+            first_icu_stay_only: params.get("first_icu_stay_only").and_then(Value::as_bool).unwrap_or(true),
+            labs,
+            drug,
+            death_within_days: death,
+            hours_before: 6,
+            hours_after: 24,
+        })
+    }
+
+    /// One row per ICU stay with every criterion variable (no filter).
+    pub fn base_sql(&self, postgres: bool) -> String {
+        let year = if postgres {
+            "CAST(EXTRACT(YEAR FROM i.intime) AS INTEGER)".to_string()
+        } else {
+            "CAST(strftime('%Y', i.intime) AS INTEGER)".to_string()
+        };
+        let days_to_death = if postgres {
+            "(CAST(p.dod AS DATE) - CAST(i.intime AS DATE))".to_string()
+        } else {
+            "CAST(ROUND(julianday(date(p.dod)) - julianday(date(i.intime))) AS INTEGER)".to_string()
+        };
+        let window = if postgres {
+            format!(
+                "l.charttime BETWEEN i.intime - INTERVAL '{} hours' AND i.intime + INTERVAL '{} hours'",
+                self.hours_before, self.hours_after
+            )
+        } else {
+            format!(
+                "julianday(l.charttime) BETWEEN julianday(i.intime) - {} AND julianday(i.intime) + {}",
+                self.hours_before as f64 / 24.0,
+                self.hours_after as f64 / 24.0
+            )
+        };
+        let mut sql = format!(
+            "SELECT i.subject_id, i.hadm_id, i.stay_id, i.intime,\n  p.anchor_age + {year} - p.anchor_year AS age,\n  \
+             CASE WHEN p.gender = 'F' THEN 1 ELSE 0 END AS female,\n  a.hospital_expire_flag,\n  \
+             CASE WHEN i.intime = (SELECT min(j.intime) FROM mimiciv_icu.icustays j WHERE j.subject_id = i.subject_id) THEN 1 ELSE 0 END AS first_icu_stay,\n  \
+             {days_to_death} AS days_to_death"
+        );
+        for lab in &self.labs {
+            let _ = write!(
+                sql,
+                ",\n  (SELECT max(l.valuenum) FROM mimiciv_hosp.labevents l WHERE l.subject_id = i.subject_id AND l.itemid = {} AND l.valuenum IS NOT NULL AND {window}) AS {}",
+                lab.itemid, lab.name
+            );
+        }
+        if let Some(drug) = &self.drug {
+            let words: Vec<String> =
+                drug.contains.iter().map(|w| format!("lower(r.drug) LIKE '%{}%'", w.replace('\'', ""))).collect();
+            let _ = write!(
+                sql,
+                ",\n  CASE WHEN EXISTS (SELECT 1 FROM mimiciv_hosp.prescriptions r WHERE r.hadm_id = i.hadm_id AND ({})) THEN 1 ELSE 0 END AS {}",
+                words.join(" OR "),
+                drug.name
+            );
+        }
+        sql.push_str(
+            "\nFROM mimiciv_icu.icustays i\nJOIN mimiciv_hosp.patients p ON p.subject_id = i.subject_id\nJOIN mimiciv_hosp.admissions a ON a.hadm_id = i.hadm_id",
+        );
+        sql
+    }
+
+    /// The cohort: the base query filtered by the criteria, in attrition order.
+    pub fn cohort_sql(&self, postgres: bool) -> String {
+        let mut filters = Vec::new();
+        if self.first_icu_stay_only {
+            filters.push("c.first_icu_stay = 1".to_string());
+        }
+        filters.push(format!("c.age >= {}", self.min_age));
+        for lab in self.labs.iter().filter(|l| l.required) {
+            filters.push(format!("c.{} IS NOT NULL", lab.name));
+        }
+        format!(
+            "SELECT * FROM (\n{}\n) c\nWHERE {}\nORDER BY c.subject_id, c.stay_id",
+            self.base_sql(postgres),
+            filters.join("\n  AND ")
+        )
+    }
+}
+
+/// What `build_cohort` did: the observation text.
+pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &CohortSpec) -> Result<String, String> {
+    let postgres = db.agent_url().is_postgres();
+    let sql = spec.cohort_sql(postgres);
+    let base = db.query(&spec.base_sql(postgres)).map_err(|e| e.to_string())?;
+    let cohort = db.query(&sql).map_err(|e| e.to_string())?;
+    if base.truncated || cohort.truncated {
+        return Err(format!(
+            "the stays do not fit the query row limit ({} rows); build this cohort with run_sql",
+            db.limits().max_rows
+        ));
+    }
+    // The attrition table, from the base rows in the cohort's filter order.
+    let col = |name: &str| base.columns.iter().position(|c| c == name).expect("the base query has the column");
+    let number = |row: &[DbValue], i: usize| row[i].as_f64();
+    let mut rows: Vec<&Vec<DbValue>> = base.rows.iter().collect();
+    let mut attrition = vec![("ICU stays in the database".to_string(), "source", rows.len())];
+    if spec.first_icu_stay_only {
+        let i = col("first_icu_stay");
+        rows.retain(|r| number(r, i) == Some(1.0));
+        attrition.push(("first ICU stay of each patient".into(), "inclusion", rows.len()));
+    }
+    let age = col("age");
+    rows.retain(|r| number(r, age).is_some_and(|a| a >= spec.min_age as f64));
+    attrition.push((format!("age at ICU admission >= {}", spec.min_age), "inclusion", rows.len()));
+    for lab in spec.labs.iter().filter(|l| l.required) {
+        let i = col(&lab.name);
+        rows.retain(|r| number(r, i).is_some());
+        attrition.push((
+            format!(
+                "excluded: no {} (itemid {}) from {} h before to {} h after ICU admission",
+                lab.name, lab.itemid, spec.hours_before, spec.hours_after
+            ),
+            "exclusion",
+            rows.len(),
+        ));
+    }
+    if rows.len() != cohort.rows.len() {
+        return Err(format!(
+            "internal: the attrition ends at {} stays but the cohort query returned {}",
+            rows.len(),
+            cohort.rows.len()
+        ));
+    }
+    // The cohort file: the query's columns, plus the follow-up columns.
+    let cell = |v: &DbValue| if matches!(v, DbValue::Null) { String::new() } else { v.to_text() };
+    let days = cohort.columns.iter().position(|c| c == "days_to_death").expect("the cohort has days_to_death");
+    let mut header: Vec<String> = cohort.columns.clone();
+    let death_cols = spec.death_within_days.map(|n| (format!("death_{n}d"), format!("followup_{n}d")));
+    if let Some((death, follow)) = &death_cols {
+        header.push(death.clone());
+        header.push(follow.clone());
+    }
+    let mut csv_text = Vec::new();
+    {
+        let mut w = csv::Writer::from_writer(&mut csv_text);
+        w.write_record(&header).map_err(|e| e.to_string())?;
+        for row in &cohort.rows {
+            let mut record: Vec<String> = row.iter().map(cell).collect();
+            if let Some(n) = spec.death_within_days {
+                let died = row[days].as_f64().filter(|d| *d <= n as f64);
+                record.push(if died.is_some() { "1" } else { "0" }.to_string());
+                record.push(died.map(|d| d.max(0.0)).unwrap_or(n as f64).to_string());
+            }
+            w.write_record(&record).map_err(|e| e.to_string())?;
+        }
+        w.flush().map_err(|e| e.to_string())?;
+    }
+    let mut attrition_text = String::from("step,kind,remaining\n");
+    for (step, kind, n) in &attrition {
+        let _ = writeln!(attrition_text, "\"{}\",{kind},{n}", step.replace('"', "'"));
+    }
+    let write =
+        |name: &str, bytes: &[u8]| std::fs::write(workspace.join(name), bytes).map_err(|e| format!("{name}: {e}"));
+    write(COHORT_SQL_FILE, format!("{sql};\n").as_bytes())?;
+    write(ATTRITION_FILE, attrition_text.as_bytes())?;
+    write(AUDIT_FILE, &csv_text)?;
+
+    let mut text = format!(
+        "Cohort built: {} stays ({} patients). Wrote {AUDIT_FILE} (the cohort audit file), {ATTRITION_FILE} and {COHORT_SQL_FILE}.\nAttrition:\n",
+        cohort.rows.len(),
+        {
+            let s = cohort.columns.iter().position(|c| c == "subject_id").unwrap_or(0);
+            let mut ids: Vec<String> = cohort.rows.iter().map(|r| cell(&r[s])).collect();
+            ids.sort();
+            ids.dedup();
+            ids.len()
+        }
+    );
+    for (step, _, n) in &attrition {
+        let _ = writeln!(text, "- {step}: {n}");
+    }
+    let _ = writeln!(text, "Columns of {AUDIT_FILE}: {}", header.join(", "));
+    let _ = writeln!(
+        text,
+        "female is 1 for women; hospital_expire_flag is 1 for in-hospital death{}.",
+        match &death_cols {
+            Some((death, follow)) =>
+                format!("; {death} is 1 for death within the days; {follow} is the follow-up in days"),
+            None => String::new(),
+        }
+    );
+    Ok(text)
+}
