@@ -404,7 +404,7 @@ fn the_llm_baseline_sees_no_record_and_full_context_sees_it_all_up_to_the_date()
 }
 
 #[test]
-fn a_repeated_plan_step_is_skipped_and_two_blocked_calls_end_a_step() {
+fn a_repeated_plan_step_is_skipped_and_a_repeated_call_ends_a_step_that_ran() {
     let search = json!({"query": "metformin"});
     let model = scripted(&[
         ASSESS.to_string(),
@@ -429,8 +429,10 @@ fn a_repeated_plan_step_is_skipped_and_two_blocked_calls_end_a_step() {
         vec![
             ("call_tool", Some(1)),
             ("call_tool (blocked)", Some(1)),
-            ("call_tool (blocked)", Some(1)),
-            ("advance (after two blocked calls)", Some(1)),
+            // Step 1's call ran: one repeat ends the step.
+            ("advance (the step's call ran and was repeated)", Some(1)),
+            // Step 3's call has not run: it takes two blocked calls.
+            ("call_tool (blocked)", Some(3)),
             ("call_tool", Some(3)),
             ("finish", Some(3)),
         ]

@@ -133,13 +133,20 @@ pub(crate) fn execute(
         }
         // A planned call identical to one already made is skipped (a
         // small model's plan often repeats a step), and two blocked calls
-        // in a row end the step; both show in the trace.
-        if ctx.config.use_plan && blocked_in_step >= 2 {
+        // in a row end the step, or one once the step's call has run (the
+        // embedded model repeated a step's call until two were blocked, so
+        // three rounds went to each step and a four-step plan never
+        // reached its last step); both show in the trace.
+        if ctx.config.use_plan && (blocked_in_step >= 2 || (blocked_in_step >= 1 && step_ran)) {
             let s = plan.steps.get(step_index);
             let r = round_record(
                 round,
                 s,
-                "advance (after two blocked calls)",
+                if step_ran {
+                    "advance (the step's call ran and was repeated)"
+                } else {
+                    "advance (after two blocked calls)"
+                },
                 None,
                 None,
                 vec![],
