@@ -512,3 +512,51 @@ fn phase_one_lists_the_skills_whose_keywords_the_question_has_first() {
     let ids = &requests[0].json_schema.as_ref().unwrap()["properties"]["skills"]["items"]["enum"];
     assert_eq!(ids[0], "mm-staging", "{ids}");
 }
+
+#[test]
+fn a_result_too_long_for_a_small_context_is_shown_in_part_and_kept_whole() {
+    let calls = [json!({"query": "metformin diabetes CT follow-up"}), json!({"query": "HbA1c"})];
+    let script = || {
+        let mut answers = vec![ASSESS.to_string(), plan(json!([step(1, "search_reports", calls[0].clone())]))];
+        answers.extend(calls.iter().map(|c| action("call_tool", Some("search_reports"), c.clone())));
+        answers.push(action("finish", None, json!({})));
+        answers.push("Answer: Yes\nReasoning: Started [1].".to_string());
+        scripted(&answers)
+    };
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let ask_with = |model: &Scripted, config: &AgentConfig| {
+        let q = Question {
+            text: "Is the patient receiving metformin?",
+            method: Method::Agent,
+            skills: &skills,
+            config,
+            patient: "female, 67 years".into(),
+            embedder: None,
+        };
+        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+    };
+    let wide = script();
+    let out = ask_with(&wide, &AgentConfig::default());
+    let found = out.trace.rounds[0].evidence_found;
+    assert!(found >= 3, "{:?}", out.trace.rounds[0]);
+    let requests = wide.requests();
+    // Round 2's request: prefix, round 1's exchange, and round 2's step
+    // request carrying round 1's result.
+    let prefix = estimate(&requests[3].messages[..3]);
+    let step_request = estimate(&requests[3].messages[5..]);
+    // Room for the prefix, the answer and all of that step request but
+    // 40 tokens (less than one result line).
+    assert!(step_request > 240, "{step_request}");
+    let limit = prefix + 384 + step_request - 40;
+    let narrow = script();
+    let config = AgentConfig { model_context_tokens: Some(limit), ..AgentConfig::default() };
+    let out = ask_with(&narrow, &config);
+    assert!(narrow.exhausted(), "retrieval went on: {}", out.trace.stopped_because);
+    assert!(out.trace.prompt_items_hidden >= 1, "{:?}", out.trace);
+    let shown = narrow.requests()[3].messages.last().unwrap().content.clone();
+    assert!(shown.contains("more items found; kept for the answer"), "{shown}");
+    // Every item found is still a context node.
+    assert!(out.context.len() >= found);
+}

@@ -181,25 +181,67 @@ pub(crate) fn execute(
             break;
         }
         let step = if ctx.config.use_plan { plan.steps.get(step_index) } else { None };
-        let shown_memory = if ctx.config.use_memory { serde_json::to_string(&memory)? } else { "(not kept)".into() };
         let step_json = step.map(
             |s| json!({"step": s.step, "objective": s.objective, "tool": s.tool, "arguments": s.arguments.to_string()}),
         );
         let prompt_name = if ctx.config.use_plan { "chart_step.prompt.md" } else { "chart_step_reactive.prompt.md" };
-        let user = ctx.render(
-            prompt_name,
-            json!({"notice": notice.take(), "result": last_result.take(), "memory": shown_memory, "step": step_json,
-                   "steps": plan.steps.len(), "round": round, "max_rounds": ctx.config.max_rounds, "question": ctx.question}),
-        )?;
-        conversation.push(Message::user(user));
-        if let Some(limit) = ctx.config.model_context_tokens {
+        // On a small context the round's request is fitted: older rounds
+        // leave first; then the last result shows fewer of its items and
+        // the memory fewer of its evidence lines (every item stays a
+        // context node for the answer); only then does retrieval end.
+        let notice_now = notice.take();
+        let mut result_now = last_result.take();
+        let result_lines: Vec<String> = result_now
+            .as_ref()
+            .and_then(|r| r["text"].as_str())
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default();
+        let mut shown_lines = result_lines.len();
+        let mut memory_now = memory.clone();
+        let mut memory_kept = memory.evidence.len();
+        let mut overflow = None;
+        loop {
+            let shown_memory =
+                if ctx.config.use_memory { serde_json::to_string(&memory_now)? } else { "(not kept)".into() };
+            let user = ctx.render(
+                prompt_name,
+                json!({"notice": notice_now, "result": result_now, "memory": shown_memory, "step": step_json,
+                       "steps": plan.steps.len(), "round": round, "max_rounds": ctx.config.max_rounds, "question": ctx.question}),
+            )?;
+            conversation.push(Message::user(user));
+            let Some(limit) = ctx.config.model_context_tokens else { break };
             trace.prompt_rounds_dropped += make_room(&mut conversation, keep, 1, ACTION_TOKENS as usize, limit);
             let used = estimate_tokens(&conversation) + ACTION_TOKENS as usize;
-            if used > limit {
-                conversation.pop();
-                trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
+            if used <= limit {
                 break;
             }
+            conversation.pop();
+            if shown_lines > 1 {
+                shown_lines /= 2;
+                let mut text = result_lines[..shown_lines].join("\n");
+                text.push_str(&format!(
+                    "\n({} more items found; kept for the answer, not shown here)",
+                    result_lines.len() - shown_lines
+                ));
+                if let Some(r) = result_now.as_mut() {
+                    r["text"] = json!(text);
+                }
+                trace.prompt_items_hidden += 1;
+            } else if memory_kept > 1 {
+                memory_kept /= 2;
+                let n = memory.evidence.len();
+                memory_now.evidence = std::iter::once(format!("({} earlier items not shown)", n - memory_kept))
+                    .chain(memory.evidence[n - memory_kept..].iter().cloned())
+                    .collect();
+                trace.prompt_items_hidden += 1;
+            } else {
+                overflow = Some(format!("the model's context ({used} of {limit} tokens estimated)"));
+                break;
+            }
+        }
+        if let Some(reason) = overflow {
+            trace.stopped_because = reason;
+            break;
         }
         let request = ctx.request(conversation.clone(), ACTION_TOKENS);
         // Should the estimate be short and the context overflow (the

@@ -255,6 +255,9 @@ pub struct Trace {
     /// Earlier round exchanges left out of later prompts to fit the
     /// model's context (the memory state keeps their evidence).
     pub prompt_rounds_dropped: usize,
+    /// Times a round's request was fitted to the model's context by
+    /// showing fewer result items or memory lines (all stay context nodes).
+    pub prompt_items_hidden: usize,
     pub context_tokens: usize,
     pub policy: Option<Resolution>,
     pub synthesis_attempts: u32,
