@@ -70,13 +70,7 @@ const PROTOCOLS: &[(&str, &str, usize, &str, f64)] = &[
         "death_28d",
         14.0,
     ),
-    (
-        "statin-psm-mortality",
-        STATIN,
-        100,
-        "statin",
-        44.0,
-    ),
+    ("statin-psm-mortality", STATIN, 100, "statin", 44.0),
 ];
 
 const STATIN: &str = r#"{"labs": [{"itemid": 50912, "name": "creatinine"}], "drug": {"name": "statin", "contains": ["atorvastatin", "simvastatin", "pravastatin", "rosuvastatin", "lovastatin", "fluvastatin", "pitavastatin"]}, "death_within_days": 365}"#;
@@ -111,7 +105,7 @@ fn check_protocols(url: &DatabaseUrl) {
         attrition,
         "step,kind,remaining\n\"ICU stays in the database\",source,140\n\"first ICU stay of each patient\",inclusion,100\n\
          \"age at ICU admission >= 18\",inclusion,100\n\
-         \"excluded: no lactate (itemid 50813) from 6 h before to 24 h after ICU admission\",exclusion,74\n"
+         \"excluded: no lactate (itemid 50813, Lactate) from 6 h before to 24 h after ICU admission\",exclusion,74\n"
     );
 }
 
@@ -139,6 +133,23 @@ fn bad_criteria_say_what_to_fix() {
     assert!(err(r#"{"drug": {"name": "statin", "contains": ["x' OR 1=1 --"]}}"#).contains("letters, digits"));
     assert!(err(r#"{"min_age": -3}"#).contains("whole number"));
     assert!(err(r#"{"labs": [{"itemid": 1, "name": "a"}, {"itemid": 2, "name": "a"}]}"#).contains("same name"));
+}
+
+/// Criteria that name no laboratory item, match no prescription or leave
+/// nobody are refused with what to do, and nothing is written.
+#[test]
+fn criteria_that_cannot_hold_a_cohort_are_refused_and_write_nothing() {
+    let mut conn = connect(sqlite_url());
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |conn: &mut ReadOnlyConnection, json: &str| build_cohort(conn, dir.path(), &spec(json)).unwrap_err();
+    let e = refused(&mut conn, r#"{"labs": [{"itemid": 6, "name": "stays without one excluded"}]}"#);
+    assert!(e.starts_with("itemid 6 is not a laboratory item"), "{e}");
+    let e = refused(&mut conn, r#"{"drug": {"name": "x", "contains": ["one of the words"]}}"#);
+    assert!(e.starts_with("no prescription name contains any of [\"one of the words\"]"), "{e}");
+    let e = refused(&mut conn, r#"{"min_age": 120}"#);
+    assert!(e.starts_with("these criteria leave no stay (ICU stays in the database: 140;"), "{e}");
+    assert!(e.contains("age at ICU admission >= 120: 0"), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
 }
 
 fn typed_env(run_dir: &Path, task: &str) -> StudyEnv {
@@ -180,7 +191,7 @@ fn a_repeated_action_is_asked_again_without_it_and_observations_carry_the_state(
     let second = requests[2].json_schema.as_ref().unwrap().to_string();
     assert!(!second.contains("\"list_files\"") && second.contains("\"build_cohort\""), "{second}");
     let notice = &requests[2].messages.last().unwrap().content;
-    assert!(notice.starts_with("This repeats your previous action exactly (list_files"), "{notice}");
+    assert!(notice.starts_with("This repeats one of your last actions exactly (list_files"), "{notice}");
     assert!(notice.contains("[State] No cohort_audit.csv yet"), "{notice}");
     // Observations: the state before and after the cohort.
     assert!(run.steps[0].observation.ends_with("or run_sql with save_as \"cohort_audit.csv\"."));

@@ -233,6 +233,23 @@ impl CohortSpec {
 /// What `build_cohort` did: the observation text.
 pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &CohortSpec) -> Result<String, String> {
     let postgres = db.agent_url().is_postgres();
+    // Each laboratory item must exist, so a misread itemid fails here with
+    // what to do instead of silently excluding every stay.
+    let mut lab_labels = Vec::new();
+    for lab in &spec.labs {
+        let found = db
+            .query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {}", lab.itemid))
+            .map_err(|e| e.to_string())?;
+        match found.rows.first().and_then(|r| r.first()) {
+            Some(label) => lab_labels.push(label.to_text()),
+            None => {
+                return Err(format!(
+                    "itemid {} is not a laboratory item (mimiciv_hosp.d_labitems); give the labevents itemid the protocol names, or leave labs out; nothing was written",
+                    lab.itemid
+                ))
+            }
+        }
+    }
     let sql = spec.cohort_sql(postgres);
     let base = db.query(&spec.base_sql(postgres)).map_err(|e| e.to_string())?;
     let cohort = db.query(&sql).map_err(|e| e.to_string())?;
@@ -255,12 +272,12 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
     let age = col("age");
     rows.retain(|r| number(r, age).is_some_and(|a| a >= spec.min_age as f64));
     attrition.push((format!("age at ICU admission >= {}", spec.min_age), "inclusion", rows.len()));
-    for lab in spec.labs.iter().filter(|l| l.required) {
+    for (lab, label) in spec.labs.iter().zip(&lab_labels).filter(|(l, _)| l.required) {
         let i = col(&lab.name);
         rows.retain(|r| number(r, i).is_some());
         attrition.push((
             format!(
-                "excluded: no {} (itemid {}) from {} h before to {} h after ICU admission",
+                "excluded: no {} (itemid {}, {label}) from {} h before to {} h after ICU admission",
                 lab.name, lab.itemid, spec.hours_before, spec.hours_after
             ),
             "exclusion",
@@ -273,6 +290,22 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
             rows.len(),
             cohort.rows.len()
         ));
+    }
+    let steps = || attrition.iter().map(|(s, _, n)| format!("{s}: {n}")).collect::<Vec<_>>().join("; ");
+    if rows.is_empty() {
+        return Err(format!(
+            "these criteria leave no stay ({}); nothing was written; drop or correct the criterion that removes everyone",
+            steps()
+        ));
+    }
+    if let Some(drug) = &spec.drug {
+        let i = col(&drug.name);
+        if !base.rows.iter().any(|r| number(r, i) == Some(1.0)) {
+            return Err(format!(
+                "no prescription name contains any of {:?}; list the drug names the protocol gives, or leave drug out; nothing was written",
+                drug.contains
+            ));
+        }
     }
     // The cohort file: the query's columns, plus the follow-up columns.
     let cell = |v: &DbValue| if matches!(v, DbValue::Null) { String::new() } else { v.to_text() };

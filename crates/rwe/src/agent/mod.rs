@@ -200,18 +200,22 @@ pub enum Termination {
 }
 
 /// Evident's loop guard for the typed strategy: an answer whose action is
-/// identical to the previous step's is not run; the turn asks again under a
-/// schema without that action, at most this many times.
+/// identical to one of the last [`REPEAT_WINDOW`] steps' is not run; the
+/// turn asks again under a schema without that action, at most this many
+/// times.
 pub const MAX_REPEATS: usize = 2;
 
-/// How many steps in a row, counted back from the last, took exactly
-/// `action` (the typed strategy's stored answers, parsed again).
-fn trailing_repeats(steps: &[StepRecord], action: &actions::Action) -> usize {
+/// How many of the latest steps the loop guard compares an answer with.
+pub const REPEAT_WINDOW: usize = 3;
+
+/// Whether one of the last [`REPEAT_WINDOW`] steps took exactly `action`
+/// (the typed strategy's stored answers, parsed again).
+fn repeats_recent(steps: &[StepRecord], action: &actions::Action) -> bool {
     steps
         .iter()
         .rev()
-        .take_while(|s| parse_typed_response(&s.output, Strategy::Typed).is_ok_and(|a| &a == action))
-        .count()
+        .take(REPEAT_WINDOW)
+        .any(|s| parse_typed_response(&s.output, Strategy::Typed).is_ok_and(|a| &a == action))
 }
 
 /// The steps file of a run: one JSON record per line, appended and synced
@@ -441,13 +445,13 @@ pub fn run_agent(
                 // Evident's loop guard (typed): the previous step's action
                 // again, identical, is not run; the turn asks once more under
                 // a schema without that action, so the answer moves on.
-                Ok(action) if typed && repeats.len() < MAX_REPEATS && trailing_repeats(&steps, &action) > 0 => {
+                Ok(action) if typed && repeats.len() < MAX_REPEATS && repeats_recent(&steps, &action) => {
                     let name = action.name();
                     repeats.push(name);
                     request_schema = Some(response_schema_excluding(config.strategy, &repeats));
                     turn.push(Message::assistant(crate::sandbox::truncate_chars(&response.text, 300)));
                     turn.push(Message::user(format!(
-                        "This repeats your previous action exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
+                        "This repeats one of your last actions exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
                         env.state_note()
                     )));
                 }
