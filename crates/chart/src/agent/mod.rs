@@ -13,8 +13,12 @@
 //!   Duplicate calls are blocked with a notice, empty report queries go to
 //!   a negative cache, results are cached per run, repeated empty results
 //!   broaden the next search (k doubled up to 30, then the query's
-//!   keywords, then no date limit), and a context budget ends retrieval
-//!   early. A finish before the current step ran is sent back once.
+//!   keywords, then no date limit; applied before the duplicate check, so
+//!   a repeated empty search runs broadened), and a context budget ends
+//!   retrieval early. A finish before the current step ran is sent back
+//!   once. On a small model context (Evident's, not the paper's) the
+//!   oldest round exchanges leave the prompt, then the last result and
+//!   the memory show fewer items, before retrieval ends.
 //! - Phase IV ([`synthesise`]): nodes de-duplicated and numbered, the policy
 //!   engine's resolution, the style skills, two attempts at the two-line
 //!   format, then a recorded pipeline failure; citations validated.
