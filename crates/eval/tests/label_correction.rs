@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use evident_eval::correction::correct_leave_one_patient_out;
+use evident_eval::correction::{correct_leave_one_patient_out, type_majority_leave_one_patient_out};
 use evident_eval::{load_annotations, Prediction};
 use evident_match::{CriterionType, Decision};
 
@@ -65,4 +65,48 @@ fn a_patients_own_labels_never_reach_its_corrected_decisions() {
     }
     let (moved, _) = correct_leave_one_patient_out(&others_relabelled);
     assert_ne!(labels_of(&moved, &a), labels_of(&corrected, &a));
+}
+
+/// The baseline the correction must beat, on the subsets docs/evaluation.md
+/// reports (the first 3 and 9 patients in the file's order, and the whole
+/// split less the row without criterion text): accuracy and kappa with
+/// their intervals, as the docs quote them.
+#[test]
+fn the_type_majority_baseline_as_the_docs_quote_it() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/trialgpt/criterion_annotations_dev.json");
+    let rows = load_annotations(&path).unwrap_or_else(|e| panic!("{e}; the shared data must be present"));
+    let pairs = evident_eval::run::pairs(&rows);
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/evaluation.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut measured = Vec::new();
+    for (n, quoted) in [
+        (3, "| 0.653 (0.333-0.774) | 0.405 (0.111-0.554) |"),
+        (9, "| 0.692 (0.563-0.772) | 0.455 (0.326-0.542) |"),
+        (27, "| 0.636 (0.581-0.684) | 0.369 (0.301-0.430) |"),
+    ] {
+        let mut topics: Vec<&str> = Vec::new();
+        for p in &pairs {
+            if !topics.contains(&p.topic.as_str()) && topics.len() < n {
+                topics.push(&p.topic);
+            }
+        }
+        let predictions: Vec<Prediction> = pairs
+            .iter()
+            .filter(|p| topics.contains(&p.topic.as_str()))
+            .flat_map(|p| p.rows.iter().map(|r| r.gpt4_prediction()))
+            .collect();
+        let row = evident_eval::report_row(&type_majority_leave_one_patient_out(&predictions));
+        let i = |i: &evident_eval::Interval| format!("{:.3} ({:.3}-{:.3})", i.estimate, i.low, i.high);
+        println!("first {n} patients ({} rows): | {} | {} |", row.metrics.rows, i(&row.accuracy), i(&row.kappa));
+        measured.push((n, format!("| {} | {} |", i(&row.accuracy), i(&row.kappa)), quoted));
+    }
+    for (n, figures, quoted) in measured {
+        assert_eq!(figures, quoted, "first {n} patients");
+        let line = format!("| baseline: majority label by criterion type (leave one patient out) {quoted}");
+        assert!(docs.contains(&line), "docs/evaluation.md does not quote {line:?}");
+    }
 }
