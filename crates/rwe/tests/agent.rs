@@ -364,7 +364,9 @@ fn the_typed_strategy_decodes_one_json_action_under_the_schema() {
     assert!(run.steps[1].observation.contains("lactate, 1.3595"), "{}", run.steps[1].observation);
     assert_eq!(run.steps[2].invalid_outputs, 1);
     let requests = model.requests();
-    assert!(requests.iter().all(|r| r.json_schema.as_ref() == Some(&schema)), "every request carries the schema");
+    // Every request carries the schema, build_cohort's narrowed to the protocol.
+    let task_schema = evident_rwe::agent::actions::task_response_schema(&task_and_gold().0, &[]);
+    assert!(requests.iter().all(|r| r.json_schema.as_ref() == Some(&task_schema)), "every request carries the schema");
     assert!(requests[0].messages[0].content.contains("ALWAYS RESPOND WITH ONE JSON OBJECT"));
     let rendered: String =
         requests[0].messages.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");

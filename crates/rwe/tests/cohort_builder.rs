@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-use evident_rwe::agent::actions::{parse_typed_response, response_schema, Action};
+use evident_rwe::agent::actions::{parse_typed_response, task_response_schema, Action};
 use evident_rwe::agent::cohort::{build_cohort, CohortSpec};
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
@@ -187,7 +187,7 @@ fn a_repeated_action_is_asked_again_without_it_and_observations_carry_the_state(
     assert_eq!(run.steps[1].repeats_refused, 1);
     assert_eq!(run.steps[0].repeats_refused, 0);
     let requests = model.requests();
-    assert_eq!(requests[0].json_schema.as_ref(), Some(&response_schema(Strategy::Typed)));
+    assert_eq!(requests[0].json_schema.as_ref(), Some(&task_response_schema(env.sheet.task(), &[])));
     let second = requests[2].json_schema.as_ref().unwrap().to_string();
     assert!(!second.contains("\"list_files\"") && second.contains("\"build_cohort\""), "{second}");
     let notice = &requests[2].messages.last().unwrap().content;
@@ -238,4 +238,31 @@ fn the_statin_cohort_and_the_propensity_tool_give_the_reference_match() {
     assert!(out.contains("31 of 44 treated matched to 31 controls (62 units)"), "{out}");
     assert!(out.contains("outcome events in the matched sample: 17"), "{out}");
     assert!(out.contains("model-based (Wald) on the matched sample: estimate 0.612500, 95% CI 0.197944 to 1.895261, p-value 3.950011e-1"), "{out}");
+}
+
+/// build_cohort's schema offers only the criteria a protocol has: the
+/// itemids it names, a drug column where it mentions prescriptions.
+#[test]
+fn the_cohort_schema_follows_the_protocol() {
+    let schema = |task: &str| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks").join(task);
+        let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+        let all = task_response_schema(&task, &[]);
+        let branch = all["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["properties"]["action"]["const"] == "build_cohort")
+            .unwrap()
+            .clone();
+        branch["properties"]["params"]["properties"].clone()
+    };
+    let age = schema("age-baseline-mortality");
+    assert!(age.get("labs").is_none() && age.get("drug").is_none() && age.get("min_age").is_some(), "{age}");
+    let lactate = schema("lactate-hospital-mortality");
+    assert_eq!(lactate["labs"]["items"]["properties"]["itemid"], serde_json::json!({"enum": [50813]}));
+    assert!(lactate.get("drug").is_none());
+    let statin = schema("statin-psm-mortality");
+    assert_eq!(statin["labs"]["items"]["properties"]["itemid"], serde_json::json!({"enum": [50912]}));
+    assert!(statin.get("drug").is_some());
 }

@@ -388,11 +388,26 @@ pub fn response_schema(strategy: Strategy) -> Value {
 /// [`response_schema`] without the named actions: Evident's loop guard asks
 /// again under it when the typed strategy repeats its previous action.
 pub fn response_schema_excluding(strategy: Strategy, excluded: &[&str]) -> Value {
+    response_schema_with(strategy, excluded, None)
+}
+
+/// The typed strategy's schema for one task: [`response_schema_excluding`]
+/// with `build_cohort`'s parameters narrowed to the protocol
+/// ([`super::cohort::params_schema_for`]).
+pub fn task_response_schema(task: &crate::task::Task, excluded: &[&str]) -> Value {
+    let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
+    response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)))
+}
+
+fn response_schema_with(strategy: Strategy, excluded: &[&str], cohort_params: Option<Value>) -> Value {
     let actions: Vec<Value> = docs(strategy)
         .iter()
         .filter(|d| !excluded.contains(&d.name))
         .map(|d| {
-            let params: Value = serde_json::from_str(d.params_schema).expect("action parameter schemas are valid JSON");
+            let params: Value = match (&cohort_params, d.name) {
+                (Some(p), "build_cohort") => p.clone(),
+                _ => serde_json::from_str(d.params_schema).expect("action parameter schemas are valid JSON"),
+            };
             serde_json::json!({
                 "type": "object",
                 "properties": {"action": {"const": d.name}, "params": params},

@@ -34,6 +34,41 @@ pub const COHORT_SQL_FILE: &str = "cohort.sql";
 /// JSON Schema of `build_cohort`'s parameters.
 pub const PARAMS_SCHEMA: &str = r#"{"type": "object", "properties": {"min_age": {"type": "integer", "minimum": 0, "maximum": 120}, "first_icu_stay_only": {"type": "boolean"}, "labs": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {"itemid": {"type": "integer", "minimum": 1, "maximum": 999999}, "name": {"type": "string", "maxLength": 32}, "required": {"type": "boolean"}}, "required": ["itemid", "name"], "additionalProperties": false}}, "drug": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "contains": {"type": "array", "minItems": 1, "maxItems": 10, "items": {"type": "string", "maxLength": 40}}}, "required": ["name", "contains"], "additionalProperties": false}, "death_within_days": {"type": "integer", "minimum": 1, "maximum": 3650}}, "required": [], "additionalProperties": false}"#;
 
+/// The labevents itemids a protocol names ("itemid 50813"), in order.
+pub fn protocol_itemids(text: &str) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for part in text.split("itemid").skip(1) {
+        let digits: String = part.trim_start().chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(id) = digits.parse::<i64>() {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
+}
+
+/// `build_cohort`'s parameter schema for one protocol (Evident's typed
+/// strategy): a laboratory criterion can name only an itemid the protocol
+/// names, and there is none when it names none; the drug column is offered
+/// only when the protocol mentions prescriptions. A small model fills every
+/// property a schema offers, so a criterion the protocol does not have is
+/// not offered.
+pub fn params_schema_for(protocol_text: &str) -> Value {
+    let mut schema: Value = serde_json::from_str(PARAMS_SCHEMA).expect("the build_cohort schema is valid JSON");
+    let props = schema["properties"].as_object_mut().expect("the schema has properties");
+    let itemids = protocol_itemids(protocol_text);
+    if itemids.is_empty() {
+        props.remove("labs");
+    } else {
+        props["labs"]["items"]["properties"]["itemid"] = serde_json::json!({"enum": itemids});
+    }
+    if !protocol_text.to_lowercase().contains("prescriptions") {
+        props.remove("drug");
+    }
+    schema
+}
+
 /// A laboratory criterion: the first-day maximum of one `itemid`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabCriterion {

@@ -44,7 +44,7 @@ use serde_json::json;
 use crate::analysis::AnalysisOutput;
 use crate::sheet::{RecordedAnswer, VisibleItem};
 use crate::task::Task;
-use actions::{parse_action, parse_typed_response, response_schema, response_schema_excluding, tools_desc};
+use actions::{parse_action, parse_typed_response, tools_desc};
 use env::StudyEnv;
 
 /// The templates of the agent, with the model layer's repair prompt.
@@ -366,7 +366,7 @@ pub fn run_agent(
     // The typed strategy (Evident's) decodes its answer under the action
     // schema; the paper's R strategy answers in Figure 17's free text.
     let typed = config.strategy == Strategy::Typed;
-    let schema = typed.then(|| response_schema(config.strategy));
+    let schema = typed.then(|| actions::task_response_schema(env.sheet.task(), &[]));
     let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
@@ -448,7 +448,7 @@ pub fn run_agent(
                 Ok(action) if typed && repeats.len() < MAX_REPEATS && repeats_recent(&steps, &action) => {
                     let name = action.name();
                     repeats.push(name);
-                    request_schema = Some(response_schema_excluding(config.strategy, &repeats));
+                    request_schema = Some(actions::task_response_schema(env.sheet.task(), &repeats));
                     turn.push(Message::assistant(crate::sandbox::truncate_chars(&response.text, 300)));
                     turn.push(Message::user(format!(
                         "This repeats one of your last actions exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
