@@ -266,3 +266,38 @@ fn the_cohort_schema_follows_the_protocol() {
     assert_eq!(statin["labs"]["items"]["properties"]["itemid"], serde_json::json!({"enum": [50912]}));
     assert!(statin.get("drug").is_some());
 }
+
+/// An action that failed twice in a row is left out of the next answer's
+/// schema, and the second failure says so.
+#[test]
+fn an_action_failing_twice_in_a_row_is_not_offered_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = [
+        r#"{"thought": "a", "action": {"action": "run_sql", "params": {"sql": "SELECT FROM"}}}"#,
+        r#"{"thought": "b", "action": {"action": "run_sql", "params": {"sql": "SELECT x FROM nowhere"}}}"#,
+        r#"{"thought": "c", "action": {"action": "build_cohort", "params": {"min_age": 18}}}"#,
+        r#"{"thought": "stop", "action": {"action": "finish_task", "params": {}}}"#,
+    ];
+    let model = scripted(&script);
+    let mut env = typed_env(dir.path(), "age-baseline-mortality");
+    let config = AgentConfig::paper(Strategy::Typed);
+    let run = run_agent(
+        &model,
+        &scripted::<&str>(&[]),
+        &mut env,
+        &study_prompts(None),
+        &config,
+        &StepStore::new(dir.path()),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(run.termination, Termination::Finished);
+    assert!(!run.steps[0].observation.contains("failed twice"), "{}", run.steps[0].observation);
+    assert!(run.steps[1].observation.contains("run_sql failed twice in a row; your next answer cannot use it."));
+    let requests = model.requests();
+    assert_eq!(requests[1].json_schema, requests[0].json_schema);
+    let third = requests[2].json_schema.as_ref().unwrap().to_string();
+    assert!(!third.contains("\"run_sql\"") && third.contains("\"build_cohort\""), "{third}");
+    assert_eq!(requests[3].json_schema, requests[0].json_schema, "offered again after another action");
+    assert!(run.steps[2].observation.starts_with("Cohort built: 100 stays"), "{}", run.steps[2].observation);
+}

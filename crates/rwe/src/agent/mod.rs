@@ -205,6 +205,20 @@ pub enum Termination {
 /// times.
 pub const MAX_REPEATS: usize = 2;
 
+/// Evident's loop guard for the typed strategy, second part: an action
+/// that failed in each of the last two steps is not offered for the next
+/// answer (its schema leaves it out), so the agent must try something else.
+fn failed_twice(steps: &[StepRecord]) -> Option<&'static str> {
+    let [.., a, b] = steps else { return None };
+    let failed = |s: &StepRecord| s.observation.starts_with(FAILED_PREFIX);
+    (a.action == b.action && failed(a) && failed(b))
+        .then(|| actions::action_names(Strategy::Typed).into_iter().find(|n| *n == b.action))
+        .flatten()
+}
+
+/// How an observation of a failed action starts ([`env::StudyEnv::execute`]).
+const FAILED_PREFIX: &str = "The action failed:";
+
 /// How many of the latest steps the loop guard compares an answer with.
 pub const REPEAT_WINDOW: usize = 3;
 
@@ -421,7 +435,12 @@ pub fn run_agent(
         let mut turn = messages.clone();
         let mut invalid = 0u32;
         let mut repeats: Vec<&'static str> = Vec::new();
-        let mut request_schema = schema.clone();
+        let blocked: Vec<&'static str> = if typed { failed_twice(&steps).into_iter().collect() } else { Vec::new() };
+        let mut request_schema = if blocked.is_empty() {
+            schema.clone()
+        } else {
+            Some(actions::task_response_schema(env.sheet.task(), &blocked))
+        };
         let parsed = loop {
             if let Some(problem) = memory_overflow.take() {
                 break Err((String::new(), format!("the memory summary did not fit: {problem}"), true));
@@ -448,7 +467,8 @@ pub fn run_agent(
                 Ok(action) if typed && repeats.len() < MAX_REPEATS && repeats_recent(&steps, &action) => {
                     let name = action.name();
                     repeats.push(name);
-                    request_schema = Some(actions::task_response_schema(env.sheet.task(), &repeats));
+                    let excluded: Vec<&str> = blocked.iter().chain(&repeats).copied().collect();
+                    request_schema = Some(actions::task_response_schema(env.sheet.task(), &excluded));
                     turn.push(Message::assistant(crate::sandbox::truncate_chars(&response.text, 300)));
                     turn.push(Message::user(format!(
                         "This repeats one of your last actions exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
@@ -482,6 +502,16 @@ pub fn run_agent(
             Ok((output, action)) => {
                 let mut obs = env.execute(step, &action);
                 if typed && !obs.finished && !matches!(action, actions::Action::FinishTask) {
+                    let again = steps
+                        .last()
+                        .is_some_and(|l| l.action == action.name() && l.observation.starts_with(FAILED_PREFIX))
+                        && obs.text.starts_with(FAILED_PREFIX);
+                    if again {
+                        obs.text.push_str(&format!(
+                            "\n{} failed twice in a row; your next answer cannot use it.",
+                            action.name()
+                        ));
+                    }
                     obs.text = format!("{}\n{}", obs.text, env.state_note());
                 }
                 let termination = if matches!(action, actions::Action::FinishTask) {
