@@ -8,27 +8,14 @@
 mod support;
 
 use std::path::Path;
-use std::sync::OnceLock;
 
-use evident_db::{load_mimic, DatabaseUrl};
 use evident_llm::Role;
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{score_task, AnswerSheet, Gold, Task};
-use support::{scripted, Scripted};
-
-fn demo_url() -> &'static DatabaseUrl {
-    static DB: OnceLock<(tempfile::TempDir, DatabaseUrl)> = OnceLock::new();
-    &DB.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
-        load_mimic(&evident_testdata::shared_data().join("mimic-iv-demo"), &url, &mut |_| {}).unwrap();
-        (dir, url)
-    })
-    .1
-}
+use support::{demo_sqlite, scripted, Scripted};
 
 fn task_and_gold() -> (Task, Gold) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
@@ -39,7 +26,7 @@ fn task_and_gold() -> (Task, Gold) {
 
 fn env(run_dir: &Path) -> StudyEnv {
     let (task, gold) = task_and_gold();
-    let db = r_database(demo_url()).unwrap();
+    let db = r_database(demo_sqlite()).unwrap();
     let ws = Workspace::create(&run_dir.join("workspace"), db, &[]).unwrap();
     StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), None)
 }
@@ -204,10 +191,10 @@ fn typed_tools_reproduce_the_reference_analyses() {
     use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
     let dir = tempfile::tempdir().unwrap();
     let (task, gold) = task_and_gold();
-    let db = r_database(demo_url()).unwrap();
+    let db = r_database(demo_sqlite()).unwrap();
     let ws = Workspace::create(&dir.path().join("workspace"), db, &[]).unwrap();
     let conn =
-        ReadOnlyConnection::connect(demo_url(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
+        ReadOnlyConnection::connect(demo_sqlite(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
     let mut env = StudyEnv::new(AnswerSheet::new(task, gold.clone()), ws, SandboxConfig::default(), Some(conn));
     let mut act = |step: u32, json: &str| {
         let action = parse_action(&format!("Action: {json}"), Strategy::Typed).unwrap();
@@ -307,10 +294,10 @@ fn a_full_context_window_ends_the_run_and_keeps_its_steps() {
 fn typed_env(run_dir: &Path) -> StudyEnv {
     use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
     let (task, gold) = task_and_gold();
-    let db = r_database(demo_url()).unwrap();
+    let db = r_database(demo_sqlite()).unwrap();
     let ws = Workspace::create(&run_dir.join("workspace"), db, &[]).unwrap();
     let conn =
-        ReadOnlyConnection::connect(demo_url(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
+        ReadOnlyConnection::connect(demo_sqlite(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
     StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(conn))
 }
 

@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
@@ -20,21 +19,10 @@ use evident_rwe::audit::{rule_checks, AuditTable, AUDIT_FILE};
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{AnswerSheet, Gold, Task};
-use support::scripted;
+use support::{demo_sqlite, scripted};
 
 fn demo() -> std::path::PathBuf {
     evident_testdata::shared_data().join("mimic-iv-demo")
-}
-
-fn sqlite_url() -> &'static DatabaseUrl {
-    static DB: OnceLock<(tempfile::TempDir, DatabaseUrl)> = OnceLock::new();
-    &DB.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
-        load_mimic(&demo(), &url, &mut |_| {}).unwrap();
-        (dir, url)
-    })
-    .1
 }
 
 fn connect(url: &DatabaseUrl) -> ReadOnlyConnection {
@@ -111,7 +99,7 @@ fn check_protocols(url: &DatabaseUrl) {
 
 #[test]
 fn each_protocols_criteria_give_the_reference_cohort_on_sqlite() {
-    check_protocols(sqlite_url());
+    check_protocols(demo_sqlite());
 }
 
 #[test]
@@ -139,7 +127,7 @@ fn bad_criteria_say_what_to_fix() {
 /// nobody are refused with what to do, and nothing is written.
 #[test]
 fn criteria_that_cannot_hold_a_cohort_are_refused_and_write_nothing() {
-    let mut conn = connect(sqlite_url());
+    let mut conn = connect(demo_sqlite());
     let dir = tempfile::tempdir().unwrap();
     let refused = |conn: &mut ReadOnlyConnection, json: &str| build_cohort(conn, dir.path(), &spec(json)).unwrap_err();
     let e = refused(&mut conn, r#"{"labs": [{"itemid": 6, "name": "stays without one excluded"}]}"#);
@@ -156,8 +144,8 @@ fn typed_env(run_dir: &Path, task: &str) -> StudyEnv {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks").join(task);
     let task = Task::load(&dir.join("task.yaml")).unwrap().task;
     let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
-    let ws = Workspace::create(&run_dir.join("workspace"), r_database(sqlite_url()).unwrap(), &[]).unwrap();
-    StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(connect(sqlite_url())))
+    let ws = Workspace::create(&run_dir.join("workspace"), r_database(demo_sqlite()).unwrap(), &[]).unwrap();
+    StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(connect(demo_sqlite())))
 }
 
 /// The typed agent repeating its previous action: the repeat is not run,

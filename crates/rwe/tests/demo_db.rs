@@ -5,30 +5,19 @@
 //! cannot write the database; and the rule checks pass a real cohort and
 //! catch a fabricated patient.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod support;
 
-use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
+use std::path::{Path, PathBuf};
+
+use evident_db::{QueryLimits, ReadOnlyConnection};
 use evident_rwe::audit::{rule_checks, AuditTable, AUDIT_FILE};
 use evident_rwe::database::r_database;
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{Gold, Task};
-
-/// The demo loaded once for this test binary.
-fn demo_url() -> &'static DatabaseUrl {
-    static DB: OnceLock<(tempfile::TempDir, DatabaseUrl)> = OnceLock::new();
-    &DB.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
-        let demo = evident_testdata::shared_data().join("mimic-iv-demo");
-        load_mimic(&demo, &url, &mut |_| {}).unwrap();
-        (dir, url)
-    })
-    .1
-}
+use support::demo_sqlite;
 
 fn workspace(dir: &Path) -> Workspace {
-    let db = r_database(demo_url()).unwrap();
+    let db = r_database(demo_sqlite()).unwrap();
     Workspace::create(&dir.join("ws"), db, &[]).unwrap()
 }
 
@@ -73,7 +62,7 @@ fn sandboxed_r_rebuilds_a_task_cohort_and_the_rules_pass_it() {
     assert!(r.stdout.contains(&format!("n_deaths {} ", gold.fields["n_deaths"])), "{}", r.stdout);
 
     let table = AuditTable::read(&ws.root().join(AUDIT_FILE)).unwrap();
-    let mut conn = ReadOnlyConnection::connect(demo_url(), QueryLimits::default()).unwrap();
+    let mut conn = ReadOnlyConnection::connect(demo_sqlite(), QueryLimits::default()).unwrap();
     let report = rule_checks(&table, &mut conn).unwrap();
     assert!(report.passed(), "{:?}", report.checks);
     assert_eq!(report.rows, 74);
@@ -108,7 +97,7 @@ fn sandboxed_r_cannot_write_the_loaded_database() {
             .unwrap();
         assert!(!r.succeeded(), "{sql} succeeded");
     }
-    let mut conn = ReadOnlyConnection::connect(demo_url(), QueryLimits::default()).unwrap();
+    let mut conn = ReadOnlyConnection::connect(demo_sqlite(), QueryLimits::default()).unwrap();
     let n = conn.query("SELECT count(*) FROM mimiciv_hosp.patients").unwrap();
     assert_eq!(n.rows[0][0].as_f64(), Some(100.0));
 }
