@@ -151,3 +151,68 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
     ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");
     assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");
 }
+
+/// The example myeloma record (`examples/chart/myeloma`), ingested as its
+/// README says, and an ISS question answered by the agent on the embedded
+/// model: the model's own plan calls the ISS calculator, which reads the
+/// stored beta-2-microglobulin and albumin of 2024-01-08 (inside the 90-day
+/// window of 2024-01-22) and stages I; the calculation and its inputs are
+/// context items, and every citation resolves to what the store holds.
+#[test]
+fn an_iss_question_on_the_example_myeloma_record_runs_the_calculator_end_to_end() {
+    let sb = Sandbox::new();
+    let example = common::repo_root().join("examples/chart/myeloma");
+    let bundle = example.join("patient-and-labs.json");
+    sb.run(&["ingest", example.to_str().unwrap(), bundle.to_str().unwrap()]).ok();
+    let question = "What is the ISS stage on 2024-01-22, from albumin and beta-2-microglobulin within 90 days?";
+    let run = sb.run(&["--json", "ask", "MM001", question, "--as-of", "2024-01-22"]);
+    let out = run.json();
+    assert_eq!(out["status"], "answered", "{out}");
+    assert_eq!(run.code(), 0);
+    // The calculator ran from the model's own plan and action.
+    let rounds = out["trace"]["rounds"].as_array().unwrap();
+    let calc = rounds
+        .iter()
+        .find(|r| r["action"] == "call_tool" && r["tool"] == "calculate")
+        .unwrap_or_else(|| panic!("no calculator call in {}", out["trace"]));
+    assert_eq!(calc["arguments"]["calculator"], "iss", "{calc}");
+    assert_eq!(calc["evidence_found"], 1, "{calc}");
+    // Its result, with the stored inputs it read.
+    let context = out["context"].as_array().unwrap();
+    let node = context.iter().find(|n| n["type"] == "calculation").expect("the calculation is a context item");
+    assert_eq!(node["calculator"], "iss");
+    assert_eq!(node["output"]["stage"], "I", "{node}");
+    assert_eq!(node["inputs"]["beta2_microglobulin_mg_l"], 2.9, "{node}");
+    assert_eq!(node["inputs"]["albumin_g_dl"], 3.9, "{node}");
+    let used = node["used"].as_array().unwrap();
+    assert_eq!(used.len(), 2, "{node}");
+    assert!(used.iter().all(|u| u["time"].as_str().unwrap().starts_with("2024-01-08")), "{node}");
+    // Every citation resolves to stored text, a stored lab value or a
+    // calculation over stored lab values.
+    let store = sb.store();
+    let labs = store
+        .labs(&evident_store::LabQuery { patient_id: "MM001".into(), ..evident_store::LabQuery::default() })
+        .unwrap();
+    let check_lab = |l: &Value| {
+        let stored = labs.iter().find(|s| s.source_id == l["source_id"].as_str().unwrap()).expect("a stored lab");
+        assert_eq!(stored.value_num.map(|v| v.to_string()).as_deref(), l["value"].as_str(), "{l}");
+    };
+    let citations = out["citations"].as_array().unwrap();
+    for c in citations {
+        assert_eq!(c["supported"], true, "{c}");
+        let source = &c["source"];
+        match source["type"].as_str().unwrap() {
+            "text" => {
+                let doc = store.document(source["document_id"].as_str().unwrap()).unwrap().expect("stored");
+                let (start, end) =
+                    (source["start"].as_u64().unwrap() as usize, source["end"].as_u64().unwrap() as usize);
+                assert_eq!(&doc.text[start..end], source["text"].as_str().unwrap());
+                assert!(doc.date.unwrap().date().to_string().as_str() <= "2024-01-22");
+            }
+            "lab" => check_lab(source),
+            "calculation" => source["used"].as_array().unwrap().iter().for_each(check_lab),
+            other => panic!("unknown source {other}: {c}"),
+        }
+    }
+    assert_eq!(out["unsupported_citations"], 0);
+}
