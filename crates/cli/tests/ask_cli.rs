@@ -5,7 +5,9 @@
 //! and bad input (unknown patient, unparseable --as-of, an empty
 //! question, a skills file that does not validate, an unknown method)
 //! refused with exit 2, a message naming the place, and no answer file
-//! written; advanced RAG on a two-note record, with its HTML page.
+//! written; advanced RAG on a two-note record, with its HTML page; and an
+//! ISS question on the example myeloma record, whose own plan reaches the
+//! calculator.
 
 mod common;
 
