@@ -2,7 +2,8 @@
 //! loaded into SQLite; a study process is killed with SIGKILL once its
 //! first agent step is stored; the same command run again resumes: it
 //! replays the stored step without repeating it, and writes the bundle
-//! (the step, the database hash, the task) and the report page.
+//! (the step, the database hash, the task) and the report page. The typed
+//! strategy builds a cohort whose audit passes the rule checks.
 
 mod common;
 
@@ -114,4 +115,42 @@ fn the_typed_strategy_takes_a_valid_first_step_on_the_embedded_model() {
     assert_ne!(step["action"], "(invalid output)", "{step:#}");
     let answer: serde_json::Value = serde_json::from_str(step["output"].as_str().unwrap()).unwrap();
     assert!(answer["action"]["action"].is_string(), "{answer:#}");
+}
+
+/// The typed strategy on the embedded model builds a cohort from the
+/// database (build_cohort, guided by the [State] line and the loop guard)
+/// and the bundle's cohort passes the audit's rule checks: non-empty, every
+/// identifier in the database, within the size limit.
+#[test]
+fn the_typed_strategy_builds_a_cohort_that_passes_the_rule_checks_on_the_embedded_model() {
+    let s = Sandbox::new();
+    let demo = shared_data().join("mimic-iv-demo");
+    s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
+    let task = repo_root().join("crates/rwe/tasks/age-baseline-mortality");
+    let args = [
+        "--json",
+        "study",
+        task.to_str().unwrap(),
+        "--database",
+        "sqlite:demo.db",
+        "--strategy",
+        "typed",
+        "--max-steps",
+        "3",
+        "--no-judge",
+        "--out",
+        "run",
+    ];
+    let report = s.run(&args).ok().json();
+    let bundle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("run/bundle.json")).unwrap()).unwrap();
+    let steps: Vec<&str> =
+        bundle["run"]["steps"].as_array().unwrap().iter().map(|s| s["action"].as_str().unwrap()).collect();
+    let audit = &bundle["cohort_audit"];
+    assert!(audit.is_object(), "no cohort audit file after {steps:?}: {report:#}");
+    let checks = audit["rules"]["checks"].as_array().unwrap();
+    assert!(checks.iter().all(|c| c["passed"] == true), "{checks:#?} after {steps:?}");
+    assert!(audit["rules"]["rows"].as_u64().unwrap() > 0);
+    assert!(steps.contains(&"build_cohort"), "{steps:?}");
+    assert!(s.path().join("run/workspace/cohort.sql").is_file());
 }
