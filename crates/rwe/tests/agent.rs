@@ -219,6 +219,16 @@ fn typed_tools_reproduce_the_reference_analyses() {
     let sql = serde_json::to_string(&lab(50813, "lactate")).unwrap();
     let saved = act(1, &format!(r#"{{"action": "run_sql", "params": {{"sql": {sql}, "save_as": "cohort.csv"}}}}"#));
     assert!(saved.contains("Saved all 74 rows to cohort.csv."), "{saved}");
+    // A text column, or one that is not there, is named with its reason;
+    // the numeric column is still described. With no numeric column at all
+    // the call fails.
+    let described =
+        act(2, r#"{"action": "describe", "params": {"file": "cohort.csv", "columns": ["intime", "age", "weight"]}}"#);
+    assert!(described.contains("intime: not described: no numeric value in any row"), "{described}");
+    assert!(described.contains("weight: not described: no column \"weight\""), "{described}");
+    assert!(described.contains("age: n 74 (missing 0), mean "), "{described}");
+    let none = act(2, r#"{"action": "describe", "params": {"file": "cohort.csv", "columns": ["intime"]}}"#);
+    assert!(none.starts_with("The action failed: intime: not described"), "{none}");
     let fit = act(
         2,
         r#"{"action": "logistic_regression", "params": {"file": "cohort.csv", "outcome": "died", "predictors": ["lactate", "age", "female"]}}"#,

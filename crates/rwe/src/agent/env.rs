@@ -295,15 +295,32 @@ fn statistics(
         |d: usize| if d > 0 { format!(" ({d} rows with a missing value dropped)") } else { String::new() };
     match tool {
         StatsTool::Describe => {
+            // Each column on its own: one that is missing or holds no
+            // number (a text column) is named with the reason, and the
+            // others are still described; the call fails only when none is.
             let cols = names(params, "columns")?;
             let mut out = String::new();
+            let mut described = 0;
             for c in &cols {
-                let (v, dropped) = read_columns(&path, std::slice::from_ref(c))?;
-                let s = evident_stats::describe::summarize(&v[0]).map_err(err)?;
-                out.push_str(&format!(
-                    "{c}: n {} (missing {dropped}), mean {:.4}, sd {:.4}, median {:.4}, q1 {:.4}, q3 {:.4}, min {:.4}, max {:.4}\n",
-                    s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max
-                ));
+                let summary = read_columns(&path, std::slice::from_ref(c)).and_then(|(v, dropped)| {
+                    if v[0].is_empty() {
+                        return Err("no numeric value in any row (a text column?)".to_string());
+                    }
+                    evident_stats::describe::summarize(&v[0]).map(|s| (s, dropped)).map_err(err)
+                });
+                match summary {
+                    Ok((s, dropped)) => {
+                        described += 1;
+                        out.push_str(&format!(
+                            "{c}: n {} (missing {dropped}), mean {:.4}, sd {:.4}, median {:.4}, q1 {:.4}, q3 {:.4}, min {:.4}, max {:.4}\n",
+                            s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max
+                        ));
+                    }
+                    Err(e) => out.push_str(&format!("{c}: not described: {e}\n")),
+                }
+            }
+            if described == 0 {
+                return Err(out.trim_end().to_string());
             }
             Ok((out, None))
         }
