@@ -292,6 +292,32 @@ fn estimate(messages: &[evident_llm::Message]) -> usize {
         .sum()
 }
 
+/// A model that plans one search, calls `search_reports` with each of
+/// `calls` in turn, finishes and answers.
+fn searches_then_finish(calls: &[Value]) -> Scripted {
+    let mut answers = vec![ASSESS.to_string(), plan(json!([step(1, "search_reports", calls[0].clone())]))];
+    answers.extend(calls.iter().map(|c| action("call_tool", Some("search_reports"), c.clone())));
+    answers.push(action("finish", None, json!({})));
+    answers.push("Answer: Yes\nReasoning: Started [1].".to_string());
+    scripted(&answers)
+}
+
+/// The agent asked about metformin on patient P1 under `config`.
+fn ask_with(model: &Scripted, config: &AgentConfig) -> ChartAnswer {
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let q = Question {
+        text: "Is the patient receiving metformin?",
+        method: Method::Agent,
+        skills: &skills,
+        config,
+        patient: "female, 67 years".into(),
+        embedder: None,
+    };
+    ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+}
+
 #[test]
 fn on_a_small_context_older_rounds_leave_the_prompt_and_retrieval_goes_on() {
     let calls = [
@@ -300,27 +326,7 @@ fn on_a_small_context_older_rounds_leave_the_prompt_and_retrieval_goes_on() {
         json!({"query": "CT abdomen"}),
         json!({"query": "HbA1c"}),
     ];
-    let script = || {
-        let mut answers = vec![ASSESS.to_string(), plan(json!([step(1, "search_reports", calls[0].clone())]))];
-        answers.extend(calls.iter().map(|c| action("call_tool", Some("search_reports"), c.clone())));
-        answers.push(action("finish", None, json!({})));
-        answers.push("Answer: Yes\nReasoning: Started [1].".to_string());
-        scripted(&answers)
-    };
-    let store = store();
-    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
-    let skills = SkillLibrary::builtin().unwrap();
-    let ask_with = |model: &Scripted, config: &AgentConfig| {
-        let q = Question {
-            text: "Is the patient receiving metformin?",
-            method: Method::Agent,
-            skills: &skills,
-            config,
-            patient: "female, 67 years".into(),
-            embedder: None,
-        };
-        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
-    };
+    let script = || searches_then_finish(&calls);
     // Unlimited: every round's exchange stays, the last request is the longest.
     let wide = script();
     let out = ask_with(&wide, &AgentConfig::default());
@@ -516,27 +522,7 @@ fn phase_one_lists_the_skills_whose_keywords_the_question_has_first() {
 #[test]
 fn a_result_too_long_for_a_small_context_is_shown_in_part_and_kept_whole() {
     let calls = [json!({"query": "metformin diabetes CT follow-up"}), json!({"query": "HbA1c"})];
-    let script = || {
-        let mut answers = vec![ASSESS.to_string(), plan(json!([step(1, "search_reports", calls[0].clone())]))];
-        answers.extend(calls.iter().map(|c| action("call_tool", Some("search_reports"), c.clone())));
-        answers.push(action("finish", None, json!({})));
-        answers.push("Answer: Yes\nReasoning: Started [1].".to_string());
-        scripted(&answers)
-    };
-    let store = store();
-    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
-    let skills = SkillLibrary::builtin().unwrap();
-    let ask_with = |model: &Scripted, config: &AgentConfig| {
-        let q = Question {
-            text: "Is the patient receiving metformin?",
-            method: Method::Agent,
-            skills: &skills,
-            config,
-            patient: "female, 67 years".into(),
-            embedder: None,
-        };
-        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
-    };
+    let script = || searches_then_finish(&calls);
     let wide = script();
     let out = ask_with(&wide, &AgentConfig::default());
     let found = out.trace.rounds[0].evidence_found;
