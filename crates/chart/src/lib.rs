@@ -83,6 +83,9 @@ pub enum Method {
     AgentNoCalculators,
     AgentNoMemory,
     AgentReactive,
+    /// The agent with the paper's broadening only (k, keywords, date
+    /// limit): Evident's last level, no kind filter, switched off.
+    AgentPaperBroadening,
     /// The LLM baseline: no record at all.
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
@@ -99,7 +102,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 12] = [
+    pub const ALL: [Method; 13] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -107,6 +110,7 @@ impl Method {
         Method::AgentNoCalculators,
         Method::AgentNoMemory,
         Method::AgentReactive,
+        Method::AgentPaperBroadening,
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
@@ -123,6 +127,7 @@ impl Method {
             Method::AgentNoCalculators => "agent-no-calculators",
             Method::AgentNoMemory => "agent-no-memory",
             Method::AgentReactive => "agent-reactive",
+            Method::AgentPaperBroadening => "agent-paper-broadening",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
@@ -146,6 +151,7 @@ impl Method {
             Method::AgentNoCalculators => c.use_calculators = false,
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
+            Method::AgentPaperBroadening => c.broaden_kind = false,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
                 return None
             }

@@ -546,3 +546,64 @@ fn a_result_too_long_for_a_small_context_is_shown_in_part_and_kept_whole() {
     // Every item found is still a context node.
     assert!(out.context.len() >= found);
 }
+
+/// A plan that searches for the CT under the wrong kind (it is stored as
+/// `radiology`, the model asks for `progress_note`) three times.
+fn ct_under_the_wrong_kind(answer: &str) -> Scripted {
+    let search = json!({"query": "CT abdomen", "kind": "progress_note"});
+    scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", search.clone())])),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("call_tool", Some("search_reports"), search.clone()),
+        action("finish", None, json!({})),
+        answer.to_string(),
+    ])
+}
+
+#[test]
+fn evidents_last_broadening_level_drops_the_kind_filter_and_the_papers_never_does() {
+    let run_with = |model: &Scripted, method: Method| {
+        let store = store();
+        let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+        let skills = SkillLibrary::builtin().unwrap();
+        let config = method.agent_config(&AgentConfig::default()).unwrap();
+        let q = Question {
+            text: "Has the patient had a CT of the abdomen?",
+            method,
+            skills: &skills,
+            config: &config,
+            patient: "female, 67 years".into(),
+            embedder: None,
+        };
+        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+    };
+
+    // Evident's agent: k doubled after the first empty search; the keyword
+    // and date levels would repeat that call (no stopword, no date limit),
+    // so the third search runs without its kind filter and finds the CT.
+    let model = ct_under_the_wrong_kind("Answer: Yes\nReasoning: CT abdomen on 2023-06-01 [1].");
+    let out = run_with(&model, Method::Agent);
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[1].arguments.as_ref().unwrap()["k"], 10, "{:?}", rounds[1]);
+    assert_eq!(rounds[1].evidence_found, 0, "{:?}", rounds[1]);
+    assert_eq!(rounds[2].action, "call_tool", "{:?}", rounds[2]);
+    let args = rounds[2].arguments.as_ref().unwrap();
+    assert!(args.get("kind").is_none(), "{args}");
+    assert!(rounds[2].adjustments.iter().any(|a| a.contains("kind filter removed")), "{:?}", rounds[2]);
+    assert!(rounds[2].evidence_found > 0, "{:?}", rounds[2]);
+    assert!(out.context.iter().any(|n| n.document_id() == Some("d3")), "{:?}", out.context);
+    assert!(out.citations[0].supported);
+    assert_eq!(out.answer.as_deref(), Some("Yes"));
+
+    // The paper's broadening keeps the kind filter: the third search is the
+    // second's, blocked as a repeat of an empty call, and nothing is found.
+    let model = ct_under_the_wrong_kind("Answer: Not documented\nReasoning: No CT was found.");
+    let out = run_with(&model, Method::AgentPaperBroadening);
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[2].action, "call_tool (blocked)", "{:?}", rounds[2]);
+    assert_eq!(rounds[2].arguments.as_ref().unwrap()["kind"], "progress_note", "{:?}", rounds[2]);
+    assert!(rounds.iter().all(|r| r.evidence_found == 0), "{rounds:?}");
+    assert!(out.context.iter().all(|n| n.document_id() != Some("d3")), "{:?}", out.context);
+}

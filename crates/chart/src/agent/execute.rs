@@ -533,12 +533,13 @@ fn call_arguments(
         }
     }
     if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
-        for level in state.consecutive_empty.min(3)..=3 {
+        let last = if ctx.config.broaden_kind { 4 } else { 3 };
+        for level in state.consecutive_empty.min(last)..=last {
             let mut candidate = args.clone();
             let mut notes = vec![];
             broaden(&mut candidate, level, &mut notes);
             let id = identity_of(tool, &candidate);
-            if level == 3 || !(state.negative.contains(&id) || state.seen_calls.contains(&id)) {
+            if level == last || !(state.negative.contains(&id) || state.seen_calls.contains(&id)) {
                 adjustments.extend(notes);
                 args = candidate;
                 break;
@@ -550,7 +551,9 @@ fn call_arguments(
 
 /// The paper's broadening: after one empty result k doubles (cap 30),
 /// after two the query is cut to its keywords, after three the temporal
-/// scope goes.
+/// scope goes. Level four is Evident's, not the paper's (reached only with
+/// [`AgentConfig::broaden_kind`]): the kind filter goes too; "all" is no
+/// filter and stays, so that level adds nothing to a search without one.
 fn broaden(args: &mut Value, empties: usize, adjustments: &mut Vec<String>) {
     let k = args["k"].as_u64().unwrap_or(DEFAULT_K as u64) as usize;
     let doubled = (k * 2).min(MAX_K);
@@ -571,6 +574,14 @@ fn broaden(args: &mut Value, empties: usize, adjustments: &mut Vec<String>) {
                 if o.remove(key).is_some() {
                     adjustments.push(format!("{key} removed"));
                 }
+            }
+        }
+    }
+    if empties >= 4 {
+        if let Some(o) = args.as_object_mut() {
+            if o.get("kind").is_some_and(|k| k.as_str() != Some("all")) {
+                o.remove("kind");
+                adjustments.push("kind filter removed (Evident's broadening, not the paper's)".to_string());
             }
         }
     }

@@ -14,7 +14,8 @@
 //!   a negative cache, results are cached per run, repeated empty results
 //!   broaden the next search (k doubled up to 30, then the query's
 //!   keywords, then no date limit; applied before the duplicate check, so
-//!   a repeated empty search runs broadened), and a context budget ends
+//!   a repeated empty search runs broadened; then, Evident's and not the
+//!   paper's, no kind filter), and a context budget ends
 //!   retrieval early. A finish before the current step ran is sent back
 //!   once. On a small model context (Evident's, not the paper's) the
 //!   oldest round exchanges leave the prompt, then the last result and
@@ -97,6 +98,13 @@ pub struct AgentConfig {
     /// the prompt shows, and the two lines are written from it. Off, the
     /// paper's free-text two lines.
     pub constrained_answer: bool,
+    /// Evident's last broadening level, beyond the paper's three: after a
+    /// fourth empty report search in a row (or when the third level's call
+    /// already returned nothing) the kind filter goes too, so a document
+    /// stored under another kind than the model asked for is still found.
+    /// The paper never drops the kind filter; off
+    /// (`--method agent-paper-broadening`), its three levels only.
+    pub broaden_kind: bool,
 }
 
 impl Default for AgentConfig {
@@ -115,6 +123,7 @@ impl Default for AgentConfig {
             temperature: 0.0,
             seed: None,
             constrained_answer: false,
+            broaden_kind: true,
         }
     }
 }

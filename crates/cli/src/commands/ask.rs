@@ -25,7 +25,9 @@ pub struct Args {
     /// MiniLM, reranked, top 20), iterative-rag (sub-queries, hybrid,
     /// reranked, sufficiency loop of up to 3 rounds), or an ablation of the agent
     /// (agent-no-skills, agent-all-skills, agent-no-filters,
-    /// agent-no-calculators, agent-no-memory, agent-reactive).
+    /// agent-no-calculators, agent-no-memory, agent-reactive), or
+    /// agent-paper-broadening (the paper's broadening, never without the
+    /// kind filter).
     #[arg(long, default_value = "agent")]
     pub method: String,
     /// A folder of skill files (Markdown with front matter) added to the
