@@ -120,6 +120,7 @@ fn a_trialgpt_evaluation_is_refused() {
             baseline: None,
             options: ScreeningOptions { matching, use_cache: false, ..ScreeningOptions::default() },
             label_correction: false,
+            save_correction: None,
         };
         assert_refused("eval trialgpt", evident_app::evaluation::evaluate_trialgpt(&session, &request, &Silent));
     }

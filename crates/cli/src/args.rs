@@ -142,6 +142,9 @@ impl ScreenArgs {
             }),
             calibrate: self.calibrate,
             definitions: parse_definitions(&self.definitions)?,
+            // `match` sets it from its own flag (`eval trialgpt`'s
+            // --label-correction is a switch that fits one).
+            label_correction: None,
         })
     }
 }

@@ -31,7 +31,8 @@ use sha2::{Digest, Sha256};
 
 use crate::checks::{evaluate, CheckOutcome, ChecksMode, CompiledCheck, FactNeeds, IfNoData, PatientFacts};
 use crate::criteria::{CriteriaSet, CriterionType};
-use crate::decision::CriterionResult;
+use crate::decision::{CriterionResult, Determination};
+use crate::label_correction::LoadedCorrection;
 use crate::makar::{
     apply_augmentations, Augmentation, KnowledgeSource, MakarConfig, MakarMatcher, OnlineSearch, Variant,
 };
@@ -113,6 +114,9 @@ pub struct BatchConfig {
     /// The date checks are evaluated at; `None`: each patient's most
     /// recent dated document.
     pub screening_date: Option<chrono::NaiveDate>,
+    /// A fitted label correction applied to every model decision before it
+    /// is stored ([`crate::label_correction`]); its trace keeps the model's label.
+    pub label_correction: Option<std::sync::Arc<LoadedCorrection>>,
 }
 
 /// The document id under which check decisions are stored (a model's
@@ -284,6 +288,10 @@ pub fn run_definition(
     }
     if config.zero_shot.calibrate {
         definition["calibrate"] = json!(true);
+    }
+    // The table's content, not its file name, names the run.
+    if let Some(c) = &config.label_correction {
+        definition["label_correction"] = json!(c.table.fingerprint());
     }
     Ok(definition)
 }
@@ -702,6 +710,10 @@ fn run_task(
             out
         }
     };
+    let results = match &config.label_correction {
+        Some(c) => results.into_iter().map(|(r, trace)| correct(c, r, trace)).collect(),
+        None => results,
+    };
     let rows: Vec<NewMatchResult> = results
         .into_iter()
         .map(|(r, trace)| NewMatchResult {
@@ -713,6 +725,28 @@ fn run_task(
         .collect();
     lock(store).put_match_task(run_id, &patient.record.patient_id, &task.key, Some(&models.model_run_id), &rows)?;
     Ok(())
+}
+
+/// A model decision through the label correction: the corrected label in
+/// the result, what was done (the model's label included) in the trace's
+/// `label_correction`. A failed decision stays failed and records nothing.
+fn correct(
+    correction: &LoadedCorrection,
+    mut result: CriterionResult,
+    trace: Option<Value>,
+) -> (CriterionResult, Option<Value>) {
+    let criterion_type = result.criterion_type;
+    let Determination::Assessed(assessment) = &mut result.outcome else { return (result, trace) };
+    let applied = serde_json::to_value(correction.apply(criterion_type, assessment)).expect("corrections serialise");
+    let trace = match trace {
+        Some(Value::Object(mut map)) => {
+            map.insert("label_correction".into(), applied);
+            Value::Object(map)
+        }
+        Some(other) => json!({"trace": other, "label_correction": applied}),
+        None => json!({"label_correction": applied}),
+    };
+    (result, Some(trace))
 }
 
 /// The criteria the engine decides (augmented for MAKAR-Aug).

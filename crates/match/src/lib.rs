@@ -10,7 +10,9 @@
 //! [`makar`] is the MAKAR multi-agent workflow (router, augmentation,
 //! critic, reasoning, matching, supervision); [`batch`] runs either over
 //! many patients with every decision stored as it is made (resumable), and
-//! [`report`] turns a stored run into JSON, CSV and HTML.
+//! [`report`] turns a stored run into JSON, CSV and HTML;
+//! [`label_correction`] reads a fitted label correction table and applies
+//! it to the model's decisions.
 
 pub mod batch;
 pub mod checks;
@@ -19,6 +21,7 @@ pub mod ctgov;
 pub mod decision;
 pub mod exemplars;
 pub mod forms;
+pub mod label_correction;
 pub mod makar;
 pub mod plain;
 pub mod report;

@@ -30,6 +30,7 @@ use crate::decision::{
     SentenceRef, TrialVerdict,
 };
 use crate::exemplars::ShownExemplar;
+use crate::label_correction::{applied_correction, AppliedCorrection};
 
 /// Sentences shown before and after each cited sentence.
 const CONTEXT_SENTENCES: i64 = 2;
@@ -58,6 +59,19 @@ pub struct TrialReport {
     /// Model tasks the checks made unnecessary in this job (set by the
     /// caller that ran the screening; `None` when unknown).
     pub model_tasks_saved: Option<usize>,
+    /// The label correction the run's decisions went through, when one did.
+    pub label_correction: Option<CorrectionUse>,
+}
+
+/// A label correction table a run applied: its file and what it changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CorrectionUse {
+    /// The table's file, as given to `evident match --label-correction`.
+    pub table: String,
+    /// Model decisions the table was applied to.
+    pub decisions: usize,
+    /// Of those, the ones whose label it changed.
+    pub relabelled: usize,
 }
 
 /// What made a decision.
@@ -122,6 +136,9 @@ pub struct CriterionView {
     pub check: Option<CheckOutcome>,
     /// The model's own decision when a check ran too (`--checks both`).
     pub model_result: Option<CriterionResult>,
+    /// The label correction applied to the model's decision: the model's
+    /// label and the corrected one (`result` carries the corrected one).
+    pub label_correction: Option<AppliedCorrection>,
 }
 
 /// Cited sentences of one document with their surroundings.
@@ -315,6 +332,7 @@ pub fn trial_report(
                 problems,
                 note_results,
                 exemplars: shown_exemplars(trace.as_ref()),
+                label_correction: applied_correction(trace.as_ref()),
                 trace,
                 decided_by,
                 check,
@@ -331,7 +349,15 @@ pub fn trial_report(
     };
     reports.sort_by_key(|r| order.iter().position(|id| id == &r.patient_id));
     let check_decisions = stored.values().map(|p| p.checks.len()).sum();
+    let applied: Vec<&AppliedCorrection> =
+        reports.iter().flat_map(|p| &p.criteria).filter_map(|c| c.label_correction.as_ref()).collect();
+    let label_correction = applied.first().map(|first| CorrectionUse {
+        table: first.table.clone(),
+        decisions: applied.len(),
+        relabelled: applied.iter().filter(|a| a.changed).count(),
+    });
     Ok(TrialReport {
+        label_correction,
         check_decisions,
         model_tasks_saved: None,
         run_id: run_id.to_string(),
@@ -357,6 +383,26 @@ pub fn shown_exemplars(trace: Option<&Value>) -> Vec<ShownExemplar> {
 /// similarity to the criterion.
 pub fn exemplar_text(e: &ShownExemplar) -> String {
     format!("#{} {} {} ({:.3})", e.id, e.source, e.source_ref, e.similarity)
+}
+
+/// What the label correction did to one decision, in words.
+pub fn correction_text(a: &AppliedCorrection) -> String {
+    let counts: Vec<String> = a.physicians.iter().map(|(d, n)| format!("{} {n}", d.as_str())).collect();
+    let basis = if a.rows == 0 {
+        "the table has no rows for this label".to_string()
+    } else {
+        format!("physicians on the {} fitted rows: {}", a.rows, counts.join(", "))
+    };
+    if a.changed {
+        format!(
+            "model {} -> corrected {} (table {}; {basis})",
+            a.model_decision.as_str(),
+            a.corrected.as_str(),
+            a.table
+        )
+    } else {
+        format!("model {} kept (table {}; {basis})", a.model_decision.as_str(), a.table)
+    }
 }
 
 /// Puts trial reports together and ranks trials for each patient.
@@ -454,7 +500,7 @@ fn csv_field(text: &str) -> String {
 /// between them), empty when none.
 pub fn to_csv(report: &MatchReport) -> String {
     let mut out = String::from(
-        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,decided_by\n",
+        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,decided_by,model_decision,label_correction\n",
     );
     for t in &report.trials {
         for p in &t.patients {
@@ -497,6 +543,8 @@ pub fn to_csv(report: &MatchReport) -> String {
                     failure,
                     c.exemplars.iter().map(exemplar_text).collect::<Vec<_>>().join("; "),
                     c.decided_by.as_str().to_string(),
+                    c.label_correction.as_ref().map(|a| a.model_decision.as_str().to_string()).unwrap_or_default(),
+                    c.label_correction.as_ref().map(correction_text).unwrap_or_default(),
                 ];
                 let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
                 out.push_str(&row.join(","));
@@ -653,6 +701,15 @@ fn write_trial(h: &mut String, t: &TrialReport) {
     if t.check_decisions > 0 {
         let _ = write!(h, " {}", esc(&checks_text(t.check_decisions, t.model_tasks_saved)));
     }
+    if let Some(c) = &t.label_correction {
+        let _ = write!(
+            h,
+            " <b>Label correction applied</b> from <code>{}</code> (Evident's correction of the model's lean, fitted on physicians' labels of a development split): {} of {} model decisions relabelled; each shows the model's label beside the corrected one.",
+            esc(&c.table),
+            c.relabelled,
+            c.decisions
+        );
+    }
     h.push_str("</p>");
     h.push_str("<table><tr><th>Rank</th><th>Patient</th><th>Eligibility</th><th>Score</th><th>Inclusion met / not met / unknown</th><th>Exclusion met / not met / unknown</th><th>Failed</th><th>Flagged</th></tr>");
     for (i, p) in t.patients.iter().enumerate() {
@@ -730,6 +787,9 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
             );
         }
         None => h.push_str("<span class=\"problem\">No decision stored yet.</span>"),
+    }
+    if let Some(a) = &c.label_correction {
+        let _ = write!(h, "<div class=\"muted\">Label correction: {}</div>", esc(&correction_text(a)));
     }
     for problem in &c.problems {
         let _ = write!(h, "<div class=\"problem\">Citation problem: {}</div>", esc(problem));

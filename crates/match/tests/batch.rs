@@ -120,6 +120,7 @@ fn config(strategy: Strategy, concurrency: usize) -> BatchConfig {
         run_name: None,
         checks: ChecksMode::Off,
         screening_date: None,
+        label_correction: None,
     }
 }
 

@@ -448,6 +448,7 @@ fn screen_set(
         run_name: None,
         checks,
         screening_date: None,
+        label_correction: None,
     };
     let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
     let m = StructuredModel::unrecorded(model);

@@ -12,12 +12,15 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use evident_eval::correction::{correct_leave_one_patient_out, type_majority_leave_one_patient_out};
+use evident_eval::correction::{
+    correct_leave_one_patient_out, type_majority_leave_one_patient_out, CorrectionSummary, MIN_ROWS,
+};
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
 use evident_eval::{compare, load_annotations, report_row, Prediction};
 use evident_match::batch::{stored_results, Method, RetrievalSettings};
+use evident_match::label_correction::{CorrectionCell, CorrectionTable, FittedOn, FORMAT, VERSION};
 use evident_match::report::patient_level;
-use evident_match::{trial_verdict, Eligibility};
+use evident_match::{trial_verdict, CriterionType, Decision, Eligibility};
 use serde::Serialize;
 use serde_json::json;
 
@@ -51,6 +54,9 @@ pub struct TrialgptRequest {
     /// criterion type and predicted label. Criterion level only; without
     /// `baseline`, the same decisions uncorrected are the baseline.
     pub label_correction: bool,
+    /// With `label_correction`: write the correction fitted on all the
+    /// evaluated rows here, for `evident match --label-correction`.
+    pub save_correction: Option<PathBuf>,
 }
 
 /// What an evaluation found: `eval.json`'s content, and `eval.md`.
@@ -88,6 +94,8 @@ pub(super) struct MethodEval {
     /// The model runs that made the evaluated pairs' decisions.
     pub model_runs: Vec<String>,
     pub run_ids: Vec<String>,
+    /// The matching model's id.
+    pub model_id: String,
 }
 
 type Qrels = BTreeMap<(String, String), i64>;
@@ -240,6 +248,20 @@ pub fn evaluate_trialgpt(
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
         md.push_str(&comparison_markdown(&ours, b, b_row, c));
     }
+    let mut result = result;
+    if let (Some(path), Some(summary)) = (&request.save_correction, &correction) {
+        let table = save_correction(path, request, &ours, summary, topics.len())?;
+        md.push_str(&format!(
+            "\nLabel correction table (fitted on all {} rows of the {} evaluated patients, not leave one patient out) written to {}: {} cells, for `evident match --strategy {} --label-correction {}`.\n",
+            table.fitted_on.rows,
+            table.fitted_on.patients,
+            path.display(),
+            table.cells.len(),
+            table.strategy,
+            path.display()
+        ));
+        result["saved_correction"] = json!(path);
+    }
     let written = write_outputs(&request.out, &result, &md)?;
     Ok(TrialgptEvaluation { result, markdown: md, written })
 }
@@ -310,6 +332,7 @@ fn evaluate(
     }
     let ids: Vec<&str> = model_runs.iter().map(String::as_str).collect();
     let usage = st.model_runs_summary(&screening.model_run_id, &label, &ids)?;
+    let model_id = screening.matching_model_id().to_string();
     let mut name = screening.method.as_str().to_string();
     if options.exemplars.is_some() {
         name.push_str(" + exemplars");
@@ -326,5 +349,76 @@ fn evaluate(
         usage,
         model_runs,
         run_ids,
+        model_id,
     })
+}
+
+/// The correction fitted on every evaluated row, as a table `evident match
+/// --label-correction` reads, written to `path`.
+fn save_correction(
+    path: &Path,
+    request: &TrialgptRequest,
+    ours: &MethodEval,
+    summary: &CorrectionSummary,
+    patients: usize,
+) -> Result<CorrectionTable> {
+    let cells = summary
+        .fitted_on_all
+        .iter()
+        .map(|c| {
+            let decision = |s: &str| Decision::parse(s).expect("the correction writes Evident's labels");
+            CorrectionCell {
+                criterion_type: if c.criterion_type == "inclusion" {
+                    CriterionType::Inclusion
+                } else {
+                    CriterionType::Exclusion
+                },
+                predicted: decision(c.predicted),
+                rows: c.rows,
+                physicians: c.physicians.iter().map(|(d, n)| (decision(d), *n)).collect(),
+                corrected: decision(c.corrected),
+            }
+        })
+        .collect();
+    let mut command =
+        format!("evident eval trialgpt --annotations {} --strategy {}", request.annotations.display(), ours.method);
+    if let Some(n) = request.limit_patients {
+        command.push_str(&format!(" --limit-patients {n}"));
+    }
+    if !request.topics.is_empty() {
+        command.push_str(&format!(" --topics {}", request.topics.join(",")));
+    }
+    if let Some(e) = &request.options.exemplars {
+        command.push_str(&format!(" --exemplars {} --exemplars-k {}", e.bank, e.k));
+    }
+    if request.options.calibrate {
+        command.push_str(" --calibrate");
+    }
+    command.push_str(&format!(" --label-correction --save-correction {}", path.display()));
+    let table = CorrectionTable {
+        format: FORMAT.to_string(),
+        version: VERSION,
+        strategy: ours.method.to_string(),
+        model: ours.model_id.clone(),
+        exemplars: request.options.exemplars.as_ref().map(|e| e.bank.clone()),
+        calibrate: request.options.calibrate,
+        min_rows: MIN_ROWS,
+        fitted_on: FittedOn {
+            source: "physicians' labels of the TrialGPT criterion annotations, every evaluated patient's rows (not leave one patient out)".to_string(),
+            annotations: request.annotations.display().to_string(),
+            patients,
+            rows: ours.predictions.len(),
+            command,
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            evident: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        cells,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::file(dir, e))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&table)? + "\n").map_err(|e| AppError::file(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| AppError::file(path, e))?;
+    Ok(table)
 }

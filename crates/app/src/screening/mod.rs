@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use evident_llm::{Embedder, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, BatchSummary, Method, Models, RetrievalSettings};
+use evident_match::label_correction::{CorrectionTable, LoadedCorrection, Screened};
 use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch, Variant};
 use evident_match::zero_shot::ZeroShotConfig;
 use evident_match::CriteriaSet;
@@ -75,6 +76,10 @@ pub struct ScreeningOptions {
     pub calibrate: bool,
     /// Which definition of a criterion prompts show (Wornow et al. Table 2).
     pub definitions: Definitions,
+    /// A fitted label correction table (`evident eval trialgpt
+    /// --save-correction`) applied to every model decision; refused when
+    /// fitted for another strategy, model, or use of exemplars or calibration.
+    pub label_correction: Option<PathBuf>,
 }
 
 /// Which definition of a criterion prompts show: the refined one where the
@@ -126,6 +131,7 @@ impl Default for ScreeningOptions {
             exemplars: None,
             calibrate: false,
             definitions: Definitions::Refined,
+            label_correction: None,
         }
     }
 }
@@ -168,6 +174,33 @@ pub fn parse_retrieval(text: &str) -> Result<Option<Mode>> {
             Err(e) => input_error!("retrieval: {e} (or none)"),
         },
     }
+}
+
+/// Reads a label correction table and checks it against the screening's
+/// strategy and levers (the model is checked once built).
+fn open_correction(path: &std::path::Path, options: &ScreeningOptions) -> Result<LoadedCorrection> {
+    let shown = path.display().to_string();
+    let table = match CorrectionTable::load(path) {
+        Ok(t) => t,
+        Err(e) => input_error!("--label-correction {e}"),
+    };
+    let method = options.method;
+    if matches!(method, Method::ZeroShot(s) if s.individual_notes()) {
+        input_error!(
+            "--label-correction: {} decides note by note and pools the notes; a correction table is fitted on patient-level decisions (use acan or ican)",
+            method.as_str()
+        );
+    }
+    let used = Screened {
+        strategy: method.as_str(),
+        model: &table.model,
+        exemplars: options.exemplars.is_some(),
+        calibrate: options.calibrate,
+    };
+    if let Err(e) = table.check_fits(&shown, used) {
+        input_error!("--label-correction {e}");
+    }
+    Ok(LoadedCorrection { table, path: shown })
 }
 
 /// Everything a screening needs, opened once: the models (recording into
@@ -222,6 +255,9 @@ impl Screening {
                 method.as_str()
             );
         }
+        // A table for another strategy or levers is refused before any
+        // model is loaded; its model is checked once the model is built.
+        let correction = options.label_correction.as_deref().map(|p| open_correction(p, options)).transpose()?;
         let exemplars = options.exemplars.as_ref().map(|o| open_bank(session, o, &options.embedder)).transpose()?;
         let store = session.store()?;
         let embedder = match retrieval.mode {
@@ -239,6 +275,18 @@ impl Screening {
         };
         let model_run_id = session.begin_model_run(label)?;
         let matching = session.chat_model(&options.matching, &model_run_id, options.use_cache)?;
+        if let Some(c) = &correction {
+            let used = Screened {
+                strategy: method.as_str(),
+                model: evident_llm::ChatModel::model_id(&matching),
+                exemplars: options.exemplars.is_some(),
+                calibrate: options.calibrate,
+            };
+            if let Err(e) = c.table.check_fits(&c.path, used) {
+                lock(&store).finish_model_run(&model_run_id)?;
+                input_error!("--label-correction {e}");
+            }
+        }
         let augmenting = match &options.augmenting {
             // Criteria only: augmentation requests carry no patient text.
             Some(choice) if method.augments() => {
@@ -270,6 +318,7 @@ impl Screening {
             run_name: None,
             checks: ChecksMode::Off,
             screening_date: options.screening_date,
+            label_correction: correction.map(std::sync::Arc::new),
         };
         Ok(Screening {
             store,
@@ -291,6 +340,11 @@ impl Screening {
     /// carries reviewed checks.
     pub fn checks_for(&self, set: &CriteriaSet) -> ChecksMode {
         self.checks.unwrap_or(if set.has_reviewed_checks() { ChecksMode::On } else { ChecksMode::Off })
+    }
+
+    /// The matching model's id.
+    pub fn matching_model_id(&self) -> &str {
+        evident_llm::ChatModel::model_id(&self.matching)
     }
 
     /// The store the screening writes to.

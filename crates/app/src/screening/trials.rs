@@ -55,6 +55,8 @@ pub struct TrialLine {
     pub run: BatchSummary,
     pub usage: Option<ModelRunSummary>,
     pub patients: Vec<PatientLine>,
+    /// The label correction table the decisions went through, if any.
+    pub label_correction: Option<report::CorrectionUse>,
     #[serde(skip)]
     pub method: String,
 }
@@ -140,6 +142,7 @@ pub fn screen_trials(
             trial_id: t.trial.trial_id.clone(),
             run,
             usage: t.usage.clone(),
+            label_correction: t.label_correction.clone(),
             method: t.method.clone(),
             patients: t
                 .patients
@@ -208,6 +211,13 @@ impl fmt::Display for ScreeningReport {
                     "  checks ({}): {}",
                     o.checks.as_str(),
                     checks_text(o.check_decisions, Some(o.model_tasks_saved))
+                )?;
+            }
+            if let Some(c) = &t.label_correction {
+                writeln!(
+                    f,
+                    "  label correction applied from {}: {} of {} model decisions relabelled (the report shows the model's label beside each)",
+                    c.table, c.relabelled, c.decisions
                 )?;
             }
         }

@@ -171,6 +171,11 @@ struct TrialgptArgs {
     /// same decisions uncorrected.
     #[arg(long)]
     label_correction: bool,
+    /// Write the label correction fitted on all the evaluated patients'
+    /// rows (not leave one patient out) to FILE (JSON), for `evident match
+    /// --label-correction FILE`.
+    #[arg(long, value_name = "FILE", requires = "label_correction")]
+    save_correction: Option<PathBuf>,
     #[command(flatten)]
     screen: ScreenArgs,
 }
@@ -233,6 +238,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 baseline: a.baseline.as_deref().map(|b| method("--baseline", b)).transpose()?,
                 options: a.screen.options()?,
                 label_correction: a.label_correction,
+                save_correction: a.save_correction.clone(),
             };
             ctx.print(&evident_app::evaluation::evaluate_trialgpt(&ctx.session, &request, &ctx.bars())?)?;
         }

@@ -47,6 +47,13 @@ pub struct Args {
     /// Name the run (default: derived from trial, method, settings and model).
     #[arg(long)]
     pub run: Option<String>,
+    /// A fitted label correction table (Evident's, not a paper's; written by
+    /// `evident eval trialgpt --label-correction --save-correction FILE`):
+    /// each model decision is relabelled by the physicians' most frequent
+    /// label for its criterion type and predicted label; the report shows
+    /// both labels. Refused when fitted for another strategy or model.
+    #[arg(long, value_name = "FILE")]
+    pub label_correction: Option<PathBuf>,
     #[command(flatten)]
     pub screen: ScreenArgs,
 }
@@ -61,6 +68,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         .map(parse_screening_date)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--screening-date: {e}"))?;
+    options.label_correction = args.label_correction.clone();
     let stdin = if args.trials.iter().any(|t| t.as_os_str() == "-") { Some(read_stdin()?) } else { None };
     let request = TrialsRequest {
         trials: args.trials.clone(),
