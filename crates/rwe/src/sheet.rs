@@ -162,6 +162,38 @@ impl AnswerSheet {
         self.visible_ids().into_iter().filter(|id| !self.answers.contains_key(id)).collect()
     }
 
+    /// The JSON Schema of each answer that can be given now (Evident's
+    /// typed strategy decodes `submit_answers` under them): one entry per
+    /// visible, unanswered question id or field name, in task order; a
+    /// choice takes one of its option letters, a count a whole number of at
+    /// least 0, a proportion a number from 0 to its base, a ratio or its CI
+    /// bound a positive number, a p-value or AUC a number from 0 to 1, a
+    /// numeric field any number.
+    pub fn open_answer_schemas(&self) -> Vec<(String, serde_json::Value)> {
+        use serde_json::json;
+        let remaining = self.remaining();
+        let mut out = Vec::new();
+        for q in &self.task.questions {
+            if let Some(choice) = q.choice.as_ref().filter(|_| remaining.contains(&q.id)) {
+                let letters: Vec<&String> = choice.options.keys().collect();
+                out.push((q.id.clone(), json!({"type": "string", "enum": letters})));
+            }
+            for f in q.fields.iter().filter(|f| remaining.iter().any(|r| r == f.name())) {
+                let schema = match f {
+                    FieldKind::Count { .. } => json!({"type": "integer", "minimum": 0}),
+                    FieldKind::Proportion { base, .. } => json!({"type": "number", "minimum": 0, "maximum": base}),
+                    FieldKind::Ratio { .. } | FieldKind::Ci { .. } => json!({"type": "number", "exclusiveMinimum": 0}),
+                    FieldKind::Pvalue { .. } | FieldKind::Auc { .. } => {
+                        json!({"type": "number", "minimum": 0, "maximum": 1})
+                    }
+                    FieldKind::Numeric { .. } => json!({"type": "number"}),
+                };
+                out.push((f.name().to_string(), schema));
+            }
+        }
+        out
+    }
+
     /// Every visible question is answered (RWE-bench's completion).
     pub fn is_complete(&self) -> bool {
         self.remaining().is_empty()

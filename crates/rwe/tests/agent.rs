@@ -361,9 +361,19 @@ fn the_typed_strategy_decodes_one_json_action_under_the_schema() {
     assert!(run.steps[1].observation.contains("lactate, 1.3595"), "{}", run.steps[1].observation);
     assert_eq!(run.steps[2].invalid_outputs, 1);
     let requests = model.requests();
-    // Every request carries the schema, build_cohort's narrowed to the protocol.
-    let task_schema = evident_rwe::agent::actions::task_response_schema(&task_and_gold().0, &[]);
-    assert!(requests.iter().all(|r| r.json_schema.as_ref() == Some(&task_schema)), "every request carries the schema");
+    // Every request carries the schema of the run's state: build_cohort's
+    // narrowed to the protocol and, before any table exists, no statistics
+    // tool and no submit_answers; each scripted action fits its request's.
+    use evident_rwe::agent::actions::{state_response_schema, SchemaState};
+    let start = state_response_schema(&task_and_gold().0, &[], &SchemaState::default());
+    assert_eq!(requests[0].json_schema.as_ref(), Some(&start));
+    let offered = |i: usize| requests[i].json_schema.as_ref().unwrap().to_string();
+    assert!(!offered(0).contains("\"logistic_regression\"") && !offered(0).contains("\"submit_answers\""));
+    assert!(offered(1).contains("\"logistic_regression\"") && offered(1).contains("\"submit_answers\""));
+    for (i, r) in requests.iter().enumerate().filter(|(i, _)| *i != 2) {
+        let schema = r.json_schema.as_ref().unwrap();
+        assert!(SchemaValidator::new(schema).unwrap().check(&script[i.min(3)]).is_ok(), "answer {i}");
+    }
     assert!(requests[0].messages[0].content.contains("ALWAYS RESPOND WITH ONE JSON OBJECT"));
     let rendered: String =
         requests[0].messages.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");

@@ -11,7 +11,9 @@ use std::path::Path;
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-use evident_rwe::agent::actions::{parse_typed_response, task_response_schema, Action};
+use evident_rwe::agent::actions::{
+    parse_typed_response, state_response_schema, task_response_schema, Action, SchemaState,
+};
 use evident_rwe::agent::cohort::{build_cohort, CohortSpec};
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
@@ -175,7 +177,8 @@ fn a_repeated_action_is_asked_again_without_it_and_observations_carry_the_state(
     assert_eq!(run.steps[1].repeats_refused, 1);
     assert_eq!(run.steps[0].repeats_refused, 0);
     let requests = model.requests();
-    assert_eq!(requests[0].json_schema.as_ref(), Some(&task_response_schema(env.sheet.task(), &[])));
+    let start = state_response_schema(env.sheet.task(), &[], &SchemaState::default());
+    assert_eq!(requests[0].json_schema.as_ref(), Some(&start));
     let second = requests[2].json_schema.as_ref().unwrap().to_string();
     assert!(!second.contains("\"list_files\"") && second.contains("\"build_cohort\""), "{second}");
     let notice = &requests[2].messages.last().unwrap().content;
@@ -286,6 +289,252 @@ fn an_action_failing_twice_in_a_row_is_not_offered_next() {
     assert_eq!(requests[1].json_schema, requests[0].json_schema);
     let third = requests[2].json_schema.as_ref().unwrap().to_string();
     assert!(!third.contains("\"run_sql\"") && third.contains("\"build_cohort\""), "{third}");
-    assert_eq!(requests[3].json_schema, requests[0].json_schema, "offered again after another action");
+    let fourth = requests[3].json_schema.as_ref().unwrap().to_string();
+    assert!(fourth.contains("\"run_sql\""), "offered again after another action");
     assert!(run.steps[2].observation.starts_with("Cohort built: 100 stays"), "{}", run.steps[2].observation);
+}
+
+fn run_typed(dir: &Path, task: &str, script: &[&str]) -> (evident_rwe::agent::AgentRun, Vec<evident_llm::ChatRequest>) {
+    let model = scripted(script);
+    let mut env = typed_env(dir, task);
+    let config = AgentConfig::paper(Strategy::Typed);
+    let store = StepStore::new(dir);
+    let run = run_agent(&model, &scripted::<&str>(&[]), &mut env, &study_prompts(None), &config, &store, &[]).unwrap();
+    (run, model.requests())
+}
+
+/// The branch of one action in a typed request's schema, if offered.
+fn branch(request: &evident_llm::ChatRequest, action: &str) -> Option<serde_json::Value> {
+    let schema = request.json_schema.as_ref().unwrap();
+    schema["properties"]["action"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["properties"]["action"]["const"] == action)
+        .map(|b| b["properties"]["params"].clone())
+}
+
+/// submit_answers' schema names only the open questions (visible and
+/// unanswered), a choice's value is one of its option letters, a count a
+/// whole number; it is not offered before the audit file exists. An answer
+/// to a made-up id, an option the question does not have or a count with a
+/// fraction is an invalid output, told what is open, and not run.
+#[test]
+fn submit_answers_offers_only_the_open_questions_with_their_types() {
+    use evident_llm::SchemaValidator;
+    let dir = tempfile::tempdir().unwrap();
+    let made_up = r#"{"thought": "answer", "action": {"action": "submit_answers", "params": {"answers": {"1": "A"}}}}"#;
+    let no_option =
+        r#"{"thought": "answer", "action": {"action": "submit_answers", "params": {"answers": {"q_age": "D"}}}}"#;
+    let fraction =
+        r#"{"thought": "answer", "action": {"action": "submit_answers", "params": {"answers": {"n_patients": 99.5}}}}"#;
+    let good = r#"{"thought": "answer", "action": {"action": "submit_answers", "params": {"answers": {"q_age": "C", "n_patients": 100}}}}"#;
+    let script = [
+        r#"{"thought": "build", "action": {"action": "build_cohort", "params": {}}}"#,
+        made_up,
+        no_option,
+        fraction,
+        good,
+        r#"{"thought": "stop", "action": {"action": "finish_task", "params": {}}}"#,
+    ];
+    let (run, requests) = run_typed(dir.path(), "age-baseline-mortality", &script);
+    assert_eq!(run.termination, Termination::Finished);
+    let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["build_cohort", "submit_answers", "finish_task"]);
+    assert_eq!(run.steps[1].invalid_outputs, 3, "three answers refused by the schema, not run");
+    assert!(
+        run.steps[1].observation.starts_with("q_age: accepted\nn_patients: accepted"),
+        "{}",
+        run.steps[1].observation
+    );
+    assert!(branch(&requests[0], "submit_answers").is_none(), "not offered before the audit file");
+    let submit = branch(&requests[1], "submit_answers").unwrap();
+    let open = &submit["properties"]["answers"]["anyOf"][0]["properties"];
+    let ids: Vec<&str> = open.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(ids, ["n_patients", "n_female", "pct_female", "median_age", "n_older", "n_deaths", "q_age"]);
+    assert_eq!(open["q_age"], serde_json::json!({"type": "string", "enum": ["A", "B", "C"]}));
+    assert_eq!(open["n_patients"], serde_json::json!({"type": "integer", "minimum": 0}));
+    assert_eq!(open["pct_female"], serde_json::json!({"type": "number", "minimum": 0, "maximum": 100}));
+    let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
+    for refused in [made_up, no_option, fraction] {
+        assert!(validator.check(refused).is_err(), "the decoding grammar refuses {refused}");
+    }
+    assert!(validator.check(good).is_ok());
+    let retry = |i: usize| requests[i].messages.last().unwrap().content.clone();
+    assert!(
+        retry(2).contains("\"1\" is not an open question; the open questions are n_patients, n_female"),
+        "{}",
+        retry(2)
+    );
+    assert!(retry(3).contains("q_age: "), "{}", retry(3));
+    assert!(retry(4).contains("n_patients: "), "{}", retry(4));
+    // After the right choice: answered ids gone, its fields revealed with
+    // their types (a p-value from 0 to 1).
+    let open =
+        branch(&requests[5], "submit_answers").unwrap()["properties"]["answers"]["anyOf"][0]["properties"].clone();
+    let ids: Vec<&str> = open.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        ids,
+        [
+            "n_female",
+            "pct_female",
+            "median_age",
+            "n_older",
+            "n_deaths",
+            "mortality_older_pct",
+            "mortality_younger_pct",
+            "p_fisher"
+        ]
+    );
+    assert_eq!(open["p_fisher"], serde_json::json!({"type": "number", "minimum": 0, "maximum": 1}));
+}
+
+/// The statistics tools act only on the workspace's CSV tables, each
+/// column parameter one of that table's numeric columns (identifiers left
+/// out), a 0/1 column where the tool needs one; no tool is offered before a
+/// table exists. A made-up column, a path that is not a workspace table, or
+/// a continuous outcome for a logistic model is an invalid output, not run.
+#[test]
+fn statistics_tools_take_only_the_columns_of_the_tables_built() {
+    use evident_llm::SchemaValidator;
+    let dir = tempfile::tempdir().unwrap();
+    let logistic = |file: &str, outcome: &str| {
+        format!(
+            r#"{{"thought": "fit", "action": {{"action": "logistic_regression", "params": {{"file": "{file}", "outcome": "{outcome}", "predictors": ["lactate", "age", "female"]}}}}}}"#
+        )
+    };
+    let made_up = logistic("cohort_audit.csv", "died");
+    let elsewhere = logistic("/path/to/cohort_audit.csv", "hospital_expire_flag");
+    let continuous = logistic("cohort_audit.csv", "age");
+    let good = logistic("cohort_audit.csv", "hospital_expire_flag");
+    let script = [
+        r#"{"thought": "build", "action": {"action": "build_cohort", "params": {"labs": [{"itemid": 50813, "name": "lactate"}]}}}"#,
+        &made_up,
+        &elsewhere,
+        &continuous,
+        &good,
+        r#"{"thought": "a table", "action": {"action": "write_file", "params": {"path": "extra.csv", "content": "older,score\n0,1.5\n1,2\n"}}}"#,
+        r#"{"thought": "stop", "action": {"action": "finish_task", "params": {}}}"#,
+    ];
+    let (run, requests) = run_typed(dir.path(), "lactate-hospital-mortality", &script);
+    assert_eq!(run.termination, Termination::Finished);
+    let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["build_cohort", "logistic_regression", "write_file", "finish_task"]);
+    assert_eq!(run.steps[1].invalid_outputs, 3);
+    assert!(run.steps[1].observation.contains("lactate, 1.3595"), "{}", run.steps[1].observation);
+    assert!(branch(&requests[0], "logistic_regression").is_none() && branch(&requests[0], "describe").is_none());
+    let fit = branch(&requests[1], "logistic_regression").unwrap();
+    assert_eq!(fit["properties"]["file"], serde_json::json!({"const": "cohort_audit.csv"}));
+    assert_eq!(fit["properties"]["outcome"], serde_json::json!({"enum": ["female", "hospital_expire_flag"]}));
+    let numeric = serde_json::json!(["age", "female", "hospital_expire_flag", "days_to_death", "lactate"]);
+    assert_eq!(fit["properties"]["predictors"]["items"], serde_json::json!({"enum": numeric}));
+    let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
+    for refused in [&made_up, &elsewhere, &continuous] {
+        assert!(validator.check(refused).is_err(), "the decoding grammar refuses {refused}");
+    }
+    let retry = |i: usize| requests[i].messages.last().unwrap().content.clone();
+    assert!(retry(2).contains("logistic_regression: at /outcome: \"died\""), "{}", retry(2));
+    assert!(retry(3).contains("file \"/path/to/cohort_audit.csv\" is not offered"), "{}", retry(3));
+    assert!(retry(4).contains("at /outcome: \"age\""), "{}", retry(4));
+    // A second table: each tool's file is one of the two, with its own columns.
+    let fit = branch(&requests[6], "logistic_regression").unwrap();
+    let tables = fit["anyOf"].as_array().unwrap();
+    assert_eq!(tables.len(), 2);
+    assert_eq!(tables[1]["properties"]["file"], serde_json::json!({"const": "extra.csv"}));
+    assert_eq!(tables[1]["properties"]["outcome"], serde_json::json!({"enum": ["older"]}));
+    assert_eq!(tables[1]["properties"]["predictors"]["items"], serde_json::json!({"enum": ["older", "score"]}));
+}
+
+/// run_sql with save_as "cohort_audit.csv" replaces the audit file only
+/// with a result that passes the audit's rule checks: a result without a
+/// record identifier, with a fabricated patient, or empty is refused with
+/// the failed rules, and the file is left as it was (or not written).
+#[test]
+fn run_sql_does_not_overwrite_the_audit_file_with_a_failing_cohort() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = typed_env(dir.path(), "age-baseline-mortality");
+    let audit = dir.path().join("workspace").join(AUDIT_FILE);
+    let save = |sql: &str| Action::RunSql { sql: sql.to_string(), save_as: Some(AUDIT_FILE.to_string()) };
+    let first = env.execute(1, &save("SELECT subject_id FROM mimiciv_hosp.patients"));
+    assert!(
+        first.text.starts_with("The action failed: cohort_audit.csv not saved: the result fails the cohort audit's rule checks: identifiers"),
+        "{}",
+        first.text
+    );
+    assert!(first.text.contains("no file was written") && !audit.exists(), "{}", first.text);
+    let built = env.execute(2, &Action::BuildCohort { params: serde_json::Map::new() });
+    assert!(built.text.starts_with("Cohort built: 100 stays"), "{}", built.text);
+    let good = std::fs::read(&audit).unwrap();
+    for (sql, rule) in [
+        ("SELECT subject_id, anchor_age FROM mimiciv_hosp.patients", "identifiers"),
+        (
+            "SELECT 99999999 AS subject_id, stay_id FROM mimiciv_icu.icustays",
+            "subject_id_exists (1 not in mimiciv_hosp.patients (99999999))",
+        ),
+        ("SELECT subject_id, stay_id FROM mimiciv_icu.icustays WHERE stay_id < 0", "non_empty (0 rows)"),
+    ] {
+        let out = env.execute(3, &save(sql)).text;
+        assert!(out.starts_with("The action failed: cohort_audit.csv not saved"), "{out}");
+        assert!(out.contains(rule) && out.contains("the existing file is unchanged"), "{sql}: {out}");
+        assert_eq!(std::fs::read(&audit).unwrap(), good, "{sql}: the audit file is unchanged");
+    }
+    // A result that passes replaces it; other files are saved as before.
+    let out = env.execute(4, &save("SELECT subject_id, hadm_id, stay_id FROM mimiciv_icu.icustays")).text;
+    assert!(out.ends_with("Saved all 140 rows to cohort_audit.csv."), "{out}");
+    assert_ne!(std::fs::read(&audit).unwrap(), good);
+    let other = Action::RunSql { sql: "SELECT 1 AS x".into(), save_as: Some("x.csv".into()) };
+    assert!(env.execute(5, &other).text.ends_with("Saved all 1 rows to x.csv."));
+}
+
+/// The typed schema after the cohort compiles in llguidance, the embedded
+/// model's grammar engine (as the llama provider sets it up: compact
+/// whitespace), and a decoding under it can write a valid answer but not a
+/// made-up question id, a made-up column or a file that is not a table.
+#[test]
+fn the_embedded_grammar_holds_the_post_cohort_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = typed_env(dir.path(), "lactate-hospital-mortality");
+    let params = serde_json::json!({"labs": [{"itemid": 50813, "name": "lactate"}]});
+    env.execute(1, &Action::BuildCohort { params: params.as_object().unwrap().clone() });
+    let mut schema = env.response_schema(&[]);
+    schema["x-guidance"] = serde_json::json!({"whitespace_flexible": false});
+    let tok_env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&tok_env).unwrap();
+    // How many bytes of `answer` a decoding under the schema can produce.
+    let accepted = |answer: &str| {
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+        assert!(!matcher.is_error(), "llguidance compiles the schema");
+        let tokens = tok_env.tokenize_bytes(answer.as_bytes());
+        let n = matcher.validate_tokens(&tokens).unwrap();
+        (n, tokens.len())
+    };
+    let ok = [
+        r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"hospital_expire_flag","predictors":["lactate","age"]}}}"#,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":74,"q_lactate":"A"}}}}"#,
+    ];
+    for answer in ok {
+        let (n, all) = accepted(answer);
+        assert_eq!(n, all, "accepted whole: {answer}");
+    }
+    let refused = [
+        (r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"1":"A"}}}}"#, r#""1""#),
+        (
+            r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"q_lactate":"E"}}}}"#,
+            r#""E""#,
+        ),
+        (
+            r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"died","predictors":["lactate"]}}}"#,
+            r#""died""#,
+        ),
+        (
+            r#"{"thought":"fit","action":{"action":"describe","params":{"file":"/path/to/cohort_audit.csv","columns":["age"]}}}"#,
+            r#""/path"#,
+        ),
+    ];
+    for (answer, wrong) in refused {
+        let (n, _) = accepted(answer);
+        let at = answer.find(wrong).unwrap();
+        assert!(n > at && n < at + wrong.len(), "refused at {wrong}: {n} of {answer}");
+    }
 }

@@ -379,6 +379,82 @@ pub fn parse_typed_response(text: &str, strategy: Strategy) -> Result<Action, St
     action_from_value(action, strategy)
 }
 
+/// Checks a typed answer against the schema it was asked under (Evident's:
+/// a model decoded without the grammar, or a scripted one, is held to the
+/// same schema). The error names what is offered: the actions, a tool's
+/// files and columns, the open question ids and their values.
+pub fn check_typed_answer(text: &str, schema: &Value) -> Result<(), String> {
+    let body = text.trim();
+    let body = body
+        .strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+        .and_then(|b| b.strip_suffix("```"))
+        .map(str::trim)
+        .unwrap_or(body);
+    let value: Value = serde_json::from_str(body).map_err(|e| format!("the answer is not one JSON object ({e})"))?;
+    let action = value.get("action").cloned().unwrap_or_default();
+    let name = action.get("action").and_then(Value::as_str).unwrap_or_default();
+    let branches = schema["properties"]["action"]["anyOf"].as_array().cloned().unwrap_or_default();
+    let offered: Vec<&str> = branches.iter().filter_map(|b| b["properties"]["action"]["const"].as_str()).collect();
+    let Some(branch) = branches.iter().find(|b| b["properties"]["action"]["const"] == name) else {
+        return Err(format!("{name} is not offered now; use one of {}", offered.join(", ")));
+    };
+    let params = action.get("params").cloned().unwrap_or(Value::Object(Map::new()));
+    let params_schema = &branch["properties"]["params"];
+    let errors = |schema: &Value, instance: &Value| -> Vec<String> {
+        match evident_llm::SchemaValidator::new(schema) {
+            Ok(v) => v.check(&instance.to_string()).err().unwrap_or_default(),
+            Err(e) => vec![e.to_string()],
+        }
+    };
+    if name == "submit_answers" {
+        // The first branch names every open answer.
+        let open = &params_schema["properties"]["answers"]["anyOf"][0]["properties"];
+        let answers = params.get("answers").and_then(Value::as_object).cloned().unwrap_or_default();
+        let ids: Vec<&String> = open.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+        let mut problems = Vec::new();
+        if answers.is_empty() {
+            problems.push("give at least one answer".to_string());
+        }
+        for (id, v) in &answers {
+            match open.get(id) {
+                None => problems.push(format!("{id:?} is not an open question")),
+                Some(s) => problems.extend(errors(s, v).into_iter().map(|e| format!("{id}: {e}"))),
+            }
+        }
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = ids.iter().map(|s| s.as_str()).collect();
+        return Err(format!("submit_answers: {}; the open questions are {}", problems.join("; "), ids.join(", ")));
+    }
+    // A statistics tool on several tables: the branch of the file named.
+    let tables: Vec<&Value> = match params_schema["anyOf"].as_array() {
+        Some(tables) => tables.iter().collect(),
+        None if params_schema["properties"]["file"].get("const").is_some() => vec![params_schema],
+        None => Vec::new(),
+    };
+    let params_schema = if tables.is_empty() {
+        params_schema
+    } else {
+        let file = params.get("file").cloned().unwrap_or_default();
+        match tables.iter().find(|t| t["properties"]["file"]["const"] == file) {
+            Some(t) => t,
+            None => {
+                let files: Vec<&str> =
+                    tables.iter().filter_map(|t| t["properties"]["file"]["const"].as_str()).collect();
+                return Err(format!("{name}: file {file} is not offered; use one of {}", files.join(", ")));
+            }
+        }
+    };
+    let problems = errors(params_schema, &params);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{name}: {}", problems.join("; ")))
+    }
+}
+
 /// The JSON Schema the typed strategy's answers are decoded under: a short
 /// thought and one action, each action with its own parameter schema.
 pub fn response_schema(strategy: Strategy) -> Value {
@@ -388,7 +464,7 @@ pub fn response_schema(strategy: Strategy) -> Value {
 /// [`response_schema`] without the named actions: Evident's loop guard asks
 /// again under it when the typed strategy repeats its previous action.
 pub fn response_schema_excluding(strategy: Strategy, excluded: &[&str]) -> Value {
-    response_schema_with(strategy, excluded, None)
+    response_schema_with(strategy, excluded, None, None)
 }
 
 /// The typed strategy's schema for one task: [`response_schema_excluding`]
@@ -396,24 +472,151 @@ pub fn response_schema_excluding(strategy: Strategy, excluded: &[&str]) -> Value
 /// ([`super::cohort::params_schema_for`]).
 pub fn task_response_schema(task: &crate::task::Task, excluded: &[&str]) -> Value {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
-    response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)))
+    response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)), None)
 }
 
-fn response_schema_with(strategy: Strategy, excluded: &[&str], cohort_params: Option<Value>) -> Value {
+/// A CSV table of the workspace as the typed statistics tools see it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CsvColumns {
+    /// The file name, relative to the workspace.
+    pub file: String,
+    /// Columns whose every non-empty cell is a finite number, with at least
+    /// two different values (the identifiers subject_id, hadm_id, stay_id
+    /// left out).
+    pub numeric: Vec<String>,
+    /// Numeric columns holding only 0 and 1, both present.
+    pub binary: Vec<String>,
+}
+
+/// What Evident's typed schema follows besides the protocol: the run's
+/// state after the last step ([`super::env::StudyEnv::schema_state`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SchemaState {
+    /// Whether the cohort audit file exists (answers are refused before).
+    pub audit_present: bool,
+    /// The visible, unanswered question ids and field names with the
+    /// schema of their answer ([`crate::AnswerSheet::open_answer_schemas`]).
+    pub open_answers: Vec<(String, Value)>,
+    /// The workspace's CSV tables a statistics tool can read.
+    pub tables: Vec<CsvColumns>,
+}
+
+/// The typed strategy's schema for one task in one state (Evident's): the
+/// protocol's `build_cohort` ([`task_response_schema`]), and after it only
+/// valid things to say. `submit_answers` names exactly the open question
+/// ids and field names, each with its answer's schema (option letters, a
+/// whole count, a number in its range), and is left out before the audit
+/// file exists or when nothing is open. Each statistics tool's `file` is one
+/// of the workspace's CSV tables, and its column parameters are that
+/// table's columns: numeric ones, and 0/1 ones where the tool needs a 0/1
+/// column (outcome of a logistic model or ROC curve, event, treatment,
+/// Fisher's rows and columns); a tool with no table to act on is left out.
+pub fn state_response_schema(task: &crate::task::Task, excluded: &[&str], state: &SchemaState) -> Value {
+    let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
+    response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)), Some(state))
+}
+
+/// Whether the typed tool's column parameter `key` takes a 0/1 column.
+fn binary_param(tool: &str, key: &str) -> bool {
+    matches!(
+        (tool, key),
+        ("logistic_regression", "outcome")
+            | ("roc_auc", "outcome")
+            | ("cox_regression" | "kaplan_meier_logrank", "event")
+            | ("fisher_test", "row" | "column")
+            | ("propensity_matching" | "iptw", "treatment")
+    )
+}
+
+/// A statistics tool's parameter schema on one table: `file` fixed to it,
+/// each column parameter one of its columns; `None` when a required column
+/// parameter has no column to take.
+fn tool_params_on(doc: &ActionDoc, table: &CsvColumns) -> Option<Value> {
+    let mut schema: Value = serde_json::from_str(doc.params_schema).expect("action parameter schemas are valid JSON");
+    let required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default();
+    let props = schema["properties"].as_object_mut()?;
+    let mut unusable = Vec::new();
+    for (key, prop) in props.iter_mut() {
+        if key == "file" {
+            *prop = serde_json::json!({"const": table.file});
+            continue;
+        }
+        let columns = if binary_param(doc.name, key) { &table.binary } else { &table.numeric };
+        let is_column = |p: &Value| p.get("type") == Some(&Value::from("string")) && p.get("enum").is_none();
+        if is_column(prop) {
+            *prop = serde_json::json!({"enum": columns});
+        } else if prop.get("type") == Some(&Value::from("array")) && is_column(&prop["items"]) {
+            let max = prop["maxItems"].as_u64().unwrap_or(12).min(columns.len() as u64);
+            prop["items"] = serde_json::json!({"enum": columns});
+            prop["maxItems"] = Value::from(max);
+        } else {
+            continue;
+        }
+        if columns.is_empty() {
+            unusable.push(key.clone());
+        }
+    }
+    if unusable.iter().any(|k| required.contains(k)) {
+        return None;
+    }
+    for key in unusable {
+        props.remove(&key);
+    }
+    Some(schema)
+}
+
+/// `submit_answers`' parameters for the open answers: at least one of them,
+/// nothing else (llguidance keeps the schema's order of properties, so the
+/// branches are "the first answer given is this one").
+fn submit_params(open: &[(String, Value)]) -> Value {
+    let branches: Vec<Value> = (0..open.len())
+        .map(|i| {
+            let properties: Map<String, Value> = open[i..].iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            serde_json::json!({"type": "object", "properties": properties, "required": [open[i].0], "additionalProperties": false})
+        })
+        .collect();
+    serde_json::json!({
+        "type": "object",
+        "properties": {"answers": {"anyOf": branches}},
+        "required": ["answers"],
+        "additionalProperties": false
+    })
+}
+
+fn response_schema_with(
+    strategy: Strategy,
+    excluded: &[&str],
+    cohort_params: Option<Value>,
+    state: Option<&SchemaState>,
+) -> Value {
     let actions: Vec<Value> = docs(strategy)
         .iter()
         .filter(|d| !excluded.contains(&d.name))
-        .map(|d| {
-            let params: Value = match (&cohort_params, d.name) {
-                (Some(p), "build_cohort") => p.clone(),
+        .filter_map(|d| {
+            let stats = StatsTool::ALL.iter().any(|t| t.name() == d.name);
+            let params: Value = match (&cohort_params, d.name, state) {
+                (Some(p), "build_cohort", _) => p.clone(),
+                (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
+                (_, "submit_answers", Some(s)) => submit_params(&s.open_answers),
+                (_, _, Some(s)) if stats => {
+                    let mut on_tables: Vec<Value> = s.tables.iter().filter_map(|t| tool_params_on(d, t)).collect();
+                    match on_tables.len() {
+                        0 => return None,
+                        1 => on_tables.remove(0),
+                        _ => serde_json::json!({"anyOf": on_tables}),
+                    }
+                }
                 _ => serde_json::from_str(d.params_schema).expect("action parameter schemas are valid JSON"),
             };
-            serde_json::json!({
+            Some(serde_json::json!({
                 "type": "object",
                 "properties": {"action": {"const": d.name}, "params": params},
                 "required": ["action", "params"],
                 "additionalProperties": false
-            })
+            }))
         })
         .collect();
     serde_json::json!({

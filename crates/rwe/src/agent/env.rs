@@ -12,9 +12,9 @@ use evident_stats::propensity::{iptw_effect, matched_effect, Balance, Estimand, 
 use evident_stats::survival::{coxph, kaplan_meier, logrank, ConfType, Ties};
 use serde_json::{Map, Value};
 
-use super::actions::{Action, StatsTool};
+use super::actions::{self, Action, CsvColumns, SchemaState, StatsTool};
 use crate::analysis::{AnalysisOutput, EffectRow, KmGroup};
-use crate::audit::AUDIT_FILE;
+use crate::audit::{rule_checks, AuditTable, IdColumn, ATTRITION_FILE, AUDIT_FILE};
 use crate::sandbox::{truncate_chars, SandboxConfig, Workspace};
 use crate::sheet::AnswerSheet;
 
@@ -185,6 +185,32 @@ impl StudyEnv {
         note
     }
 
+    /// What Evident's typed schema follows ([`actions::SchemaState`]): the
+    /// audit file's presence, the open answers, and the workspace's CSV
+    /// tables (the cohort audit file first, then the others by name, at most
+    /// [`MAX_SCHEMA_TABLES`]; the attrition table is not an analysis table).
+    pub fn schema_state(&self) -> SchemaState {
+        let root = self.workspace.root();
+        let mut files: Vec<String> = std::fs::read_dir(root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".csv") && n != ATTRITION_FILE)
+            .collect();
+        files.sort_by_key(|n| (n != AUDIT_FILE, n.clone()));
+        let tables =
+            files.iter().take(MAX_SCHEMA_TABLES).filter_map(|f| csv_columns(&root.join(f), f)).collect::<Vec<_>>();
+        SchemaState { audit_present: self.audit_file_present(), open_answers: self.sheet.open_answer_schemas(), tables }
+    }
+
+    /// The typed strategy's answer schema now, without the `excluded`
+    /// actions ([`actions::state_response_schema`]).
+    pub fn response_schema(&self, excluded: &[&str]) -> Value {
+        actions::state_response_schema(self.sheet.task(), excluded, &self.schema_state())
+    }
+
     /// A path of the workspace: relative, without `..`, and (once it
     /// exists) not leading outside through a link.
     fn resolve(&self, relative: &str) -> Result<PathBuf, String> {
@@ -218,16 +244,93 @@ impl StudyEnv {
             text.push_str(&format!("... {} more rows\n", result.rows.len() - 20));
         }
         if let (Some(path), Some(name)) = (target, save_as) {
-            let mut w = csv::Writer::from_path(&path).map_err(|e| format!("{name}: {e}"))?;
+            // The cohort audit file is replaced only by a result that passes
+            // the audit's rule checks; a failing one leaves it as it was.
+            let normal: PathBuf = Path::new(name).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+            if normal == Path::new(AUDIT_FILE) {
+                let table = AuditTable {
+                    columns: result.columns.clone(),
+                    rows: result.rows.iter().map(|r| r.iter().map(|v| cell(v).trim().to_string()).collect()).collect(),
+                    lines: (2..).take(result.rows.len()).collect(),
+                };
+                let report = rule_checks(&table, db).map_err(|e| format!("{AUDIT_FILE} not saved: {e}"))?;
+                if result.truncated || !report.passed() {
+                    let mut failed: Vec<String> = report
+                        .checks
+                        .iter()
+                        .filter(|c| !c.passed)
+                        .map(|c| format!("{} ({})", c.rule, c.detail))
+                        .collect();
+                    if result.truncated {
+                        failed.push("complete (the result was cut at the row limit)".to_string());
+                    }
+                    let kept = if path.is_file() { "the existing file is unchanged" } else { "no file was written" };
+                    let got: Vec<&str> = text.lines().take(2).collect();
+                    return Err(format!(
+                        "{AUDIT_FILE} not saved: the result fails the cohort audit's rule checks: {}; {kept}. The query gave {}",
+                        failed.join("; "),
+                        got.join(", columns ")
+                    ));
+                }
+            }
+            let partial = path.with_extension("csv.partial");
+            let mut w = csv::Writer::from_path(&partial).map_err(|e| format!("{name}: {e}"))?;
             w.write_record(&result.columns).map_err(|e| e.to_string())?;
             for row in &result.rows {
                 w.write_record(row.iter().map(cell)).map_err(|e| e.to_string())?;
             }
             w.flush().map_err(|e| e.to_string())?;
+            drop(w);
+            std::fs::rename(&partial, &path).map_err(|e| format!("{name}: {e}"))?;
             text.push_str(&format!("Saved all {} rows to {name}.", result.rows.len()));
         }
         Ok(text)
     }
+}
+
+/// The most CSV tables the typed schema offers the statistics tools.
+pub const MAX_SCHEMA_TABLES: usize = 6;
+
+/// A CSV table's numeric and 0/1 columns ([`CsvColumns`]), if it reads.
+fn csv_columns(path: &Path, file: &str) -> Option<CsvColumns> {
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path).ok()?;
+    let headers: Vec<String> = reader.headers().ok()?.iter().map(str::to_string).collect();
+    // Per column: any cell filled, all filled cells numbers, all 0/1, a 0
+    // seen, a 1 seen; the least and greatest number.
+    let mut seen = vec![(false, true, true, false, false); headers.len()];
+    let mut range = vec![(f64::INFINITY, f64::NEG_INFINITY); headers.len()];
+    for record in reader.records().flatten() {
+        for ((cell, s), r) in record.iter().zip(seen.iter_mut()).zip(range.iter_mut()) {
+            let cell = cell.trim();
+            if cell.is_empty() || cell.eq_ignore_ascii_case("NA") {
+                continue;
+            }
+            s.0 = true;
+            let x = cell.parse::<f64>().ok().filter(|x| x.is_finite());
+            if let Some(x) = x {
+                *r = (r.0.min(x), r.1.max(x));
+            }
+            match x {
+                None => (s.1, s.2) = (false, false),
+                Some(0.0) => s.3 = true,
+                Some(1.0) => s.4 = true,
+                Some(_) => s.2 = false,
+            }
+        }
+    }
+    let identifiers = IdColumn::ALL.map(IdColumn::name);
+    let mut table = CsvColumns { file: file.to_string(), ..CsvColumns::default() };
+    for ((h, (filled, numeric, zero_one, zero, one)), (low, high)) in headers.iter().zip(seen).zip(range) {
+        // A column with one value carries nothing a tool can use.
+        if !filled || !numeric || low == high || identifiers.contains(&h.to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        table.numeric.push(h.clone());
+        if zero_one && zero && one {
+            table.binary.push(h.clone());
+        }
+    }
+    Some(table)
 }
 
 /// The rows and the header of a CSV file, if it reads.

@@ -12,8 +12,10 @@
 //! answers are still scored). `Strategy::Typed` (Evident's) adds SQL and
 //! typed statistics actions for models that cannot write R, and changes the
 //! answer format: one JSON object `{"thought": ..., "action": {...}}`
-//! decoded under [`actions::response_schema`] (grammar-constrained on the
-//! embedded model), with a compact tool list and no Reflection / Plan /
+//! decoded under the schema of the run's state
+//! ([`actions::state_response_schema`]: only the open questions with their
+//! value types, only the workspace tables' columns; grammar-constrained on
+//! the embedded model, and checked after decoding), with a compact tool list and no Reflection / Plan /
 //! Fact Check sections, so that a 4,096-token model has room to work; an
 //! invalid answer goes back cut at 300 characters.
 //!
@@ -380,7 +382,6 @@ pub fn run_agent(
     // The typed strategy (Evident's) decodes its answer under the action
     // schema; the paper's R strategy answers in Figure 17's free text.
     let typed = config.strategy == Strategy::Typed;
-    let schema = typed.then(|| actions::task_response_schema(env.sheet.task(), &[]));
     let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
@@ -436,11 +437,9 @@ pub fn run_agent(
         let mut invalid = 0u32;
         let mut repeats: Vec<&'static str> = Vec::new();
         let blocked: Vec<&'static str> = if typed { failed_twice(&steps).into_iter().collect() } else { Vec::new() };
-        let mut request_schema = if blocked.is_empty() {
-            schema.clone()
-        } else {
-            Some(actions::task_response_schema(env.sheet.task(), &blocked))
-        };
+        // Evident's typed schema follows the run's state: the protocol's
+        // cohort criteria, the open questions, the workspace's tables.
+        let mut request_schema = typed.then(|| env.response_schema(&blocked));
         let parsed = loop {
             if let Some(problem) = memory_overflow.take() {
                 break Err((String::new(), format!("the memory summary did not fit: {problem}"), true));
@@ -458,7 +457,12 @@ pub fn run_agent(
             completion_tokens += u64::from(response.completion_tokens);
             let parsed = match config.strategy {
                 Strategy::R => parse_action(&response.text, config.strategy),
-                Strategy::Typed => parse_typed_response(&response.text, config.strategy),
+                Strategy::Typed => {
+                    parse_typed_response(&response.text, config.strategy).and_then(|a| match &request_schema {
+                        Some(s) => actions::check_typed_answer(&response.text, s).map(|()| a),
+                        None => Ok(a),
+                    })
+                }
             };
             match parsed {
                 // Evident's loop guard (typed): the previous step's action
@@ -468,7 +472,7 @@ pub fn run_agent(
                     let name = action.name();
                     repeats.push(name);
                     let excluded: Vec<&str> = blocked.iter().chain(&repeats).copied().collect();
-                    request_schema = Some(actions::task_response_schema(env.sheet.task(), &excluded));
+                    request_schema = Some(env.response_schema(&excluded));
                     turn.push(Message::assistant(crate::sandbox::truncate_chars(&response.text, 300)));
                     turn.push(Message::user(format!(
                         "This repeats one of your last actions exactly ({name} with the same parameters), which would give the same result; it was not run. Take a different action; {name} is not available for this answer.\n{}",
