@@ -207,7 +207,7 @@ impl LoadedCorrection {
         if applied.changed {
             let counts: Vec<String> = applied.physicians.iter().map(|(d, n)| format!("{} {n}", d.as_str())).collect();
             assessment.rationale = format!(
-                "[label correction ({}): the model answered {}; on {} {} rows it answered so the physicians said {}] {}",
+                "[label correction ({}): the model answered {}; on the {} fitted {} rows where it answered so, the physicians said {}] {}",
                 self.path,
                 model_decision.as_str(),
                 applied.rows,
