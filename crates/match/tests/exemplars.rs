@@ -206,7 +206,10 @@ fn ican_never_shows_a_patient_its_own_exemplars_and_the_decision_names_those_it_
     assert!(csv.lines().next().unwrap().contains(",failure,exemplars,decided_by,"), "{csv}");
     let p1_row = csv.lines().find(|l| l.contains(",P1,")).unwrap();
     // Then the label correction columns, empty without a table.
-    assert!(p1_row.ends_with(",#2 annotation dev.json#2 (1.000); #3 annotation dev.json#3 (1.000),model,,"), "{p1_row}");
+    assert!(
+        p1_row.ends_with(",#2 annotation dev.json#2 (1.000); #3 annotation dev.json#3 (1.000),model,,"),
+        "{p1_row}"
+    );
     let html = to_html(&all);
     assert!(html.contains("2 worked examples shown"), "{html}");
     assert!(html.contains("<li>#1 annotation dev.json#1 (1.000)</li>"), "{html}");
