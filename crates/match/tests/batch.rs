@@ -250,3 +250,53 @@ fn icin_stores_note_level_results_and_pools_them() {
     let again = run(&store, &model, &config(Strategy::Icin, 2)).unwrap();
     assert_eq!((again.run_id, again.tasks_run), (out.run_id, 0));
 }
+
+/// A label correction table relabels the model's decisions before they are
+/// stored, keeps the model's label in the trace, and names a run of its
+/// own: the uncorrected run's decisions are never reused for it.
+#[test]
+fn a_label_correction_makes_its_own_run_and_keeps_the_models_label() {
+    use evident_match::label_correction::{CorrectionTable, LoadedCorrection};
+    let store = store();
+    let model = Fake { calls: AtomicUsize::new(0), fail_at: None };
+    let plain = run(&store, &model, &config(Strategy::Ican, 1)).unwrap();
+    // The fake answers MET to the insulin exclusion for A and D; a table
+    // fitted for it says such an answer is NOT MET.
+    let table = serde_json::json!({
+        "format": "evident-label-correction", "version": 1, "strategy": "ican", "model": "fake",
+        "exemplars": null, "calibrate": false, "min_rows": 5,
+        "fitted_on": {"source": "test", "annotations": "a.json", "patients": 3, "rows": 6,
+                      "command": "test", "created_at": "2026-11-25T00:00:00Z", "evident": "0"},
+        "cells": [{"criterion_type": "exclusion", "predicted": "MET", "rows": 6,
+                   "physicians": {"MET": 1, "NOT MET": 5}, "corrected": "NOT MET"}],
+    });
+    let table = CorrectionTable::parse(&table.to_string(), "t.json").unwrap();
+    let cfg = BatchConfig {
+        label_correction: Some(std::sync::Arc::new(LoadedCorrection { table, path: "t.json".into() })),
+        ..config(Strategy::Ican, 1)
+    };
+    let corrected = run(&store, &model, &cfg).unwrap();
+    assert_ne!(corrected.run_id, plain.run_id, "a corrected run is a run of its own");
+    assert!(!corrected.resumed);
+    assert_eq!(corrected.tasks_run, 15, "no decision of the uncorrected run is reused");
+
+    let st = store.lock().unwrap();
+    let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
+    let patients: Vec<String> = PATIENTS.iter().map(|(p, _)| p.to_string()).collect();
+    let report = trial_report(&st, &corrected.run_id, &set, &patients).unwrap();
+    let a = report.patients.iter().find(|p| p.patient_id == "A").unwrap();
+    assert_ne!(a.verdict.eligibility, Eligibility::Excluded, "A's insulin MET became NOT MET");
+    let insulin = a.criteria.iter().find(|c| c.criterion.id == "insulin").unwrap();
+    let applied = insulin.label_correction.as_ref().unwrap();
+    assert_eq!((applied.model_decision.as_str(), applied.corrected.as_str()), ("MET", "NOT MET"));
+    assert_eq!(insulin.result.as_ref().unwrap().decision().unwrap().as_str(), "NOT MET");
+    // A criterion whose cell the table lacks keeps the model's label.
+    let t2dm = a.criteria.iter().find(|c| c.criterion.id == "t2dm").unwrap();
+    assert!(!t2dm.label_correction.as_ref().unwrap().changed);
+    assert_eq!(report.label_correction.as_ref().unwrap().relabelled, 2, "A's and D's insulin");
+    // The uncorrected run still says MET.
+    let plain_report = trial_report(&st, &plain.run_id, &set, &patients).unwrap();
+    let a = plain_report.patients.iter().find(|p| p.patient_id == "A").unwrap();
+    assert_eq!(a.verdict.eligibility, Eligibility::Excluded);
+    assert!(plain_report.label_correction.is_none());
+}
