@@ -500,7 +500,7 @@ fn csv_field(text: &str) -> String {
 /// between them), empty when none.
 pub fn to_csv(report: &MatchReport) -> String {
     let mut out = String::from(
-        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,decided_by,model_decision,label_correction\n",
+        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,model_decision,label_correction,decided_by\n",
     );
     for t in &report.trials {
         for p in &t.patients {
@@ -542,9 +542,9 @@ pub fn to_csv(report: &MatchReport) -> String {
                     c.problems.join("; "),
                     failure,
                     c.exemplars.iter().map(exemplar_text).collect::<Vec<_>>().join("; "),
-                    c.decided_by.as_str().to_string(),
                     c.label_correction.as_ref().map(|a| a.model_decision.as_str().to_string()).unwrap_or_default(),
                     c.label_correction.as_ref().map(correction_text).unwrap_or_default(),
+                    c.decided_by.as_str().to_string(),
                 ];
                 let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
                 out.push_str(&row.join(","));
