@@ -364,8 +364,7 @@ fn the_typed_strategy_decodes_one_json_action_under_the_schema() {
     // Every request carries the schema of the run's state: build_cohort's
     // narrowed to the protocol and, before any table exists, no statistics
     // tool and no submit_answers; each scripted action fits its request's.
-    use evident_rwe::agent::actions::{state_response_schema, SchemaState};
-    let start = state_response_schema(&task_and_gold().0, &[], &SchemaState::default());
+    let start = typed_env(tempfile::tempdir().unwrap().path()).response_schema(&[]);
     assert_eq!(requests[0].json_schema.as_ref(), Some(&start));
     let offered = |i: usize| requests[i].json_schema.as_ref().unwrap().to_string();
     assert!(!offered(0).contains("\"logistic_regression\"") && !offered(0).contains("\"submit_answers\""));

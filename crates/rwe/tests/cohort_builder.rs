@@ -11,9 +11,7 @@ use std::path::Path;
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-use evident_rwe::agent::actions::{
-    parse_typed_response, state_response_schema, task_response_schema, Action, SchemaState,
-};
+use evident_rwe::agent::actions::{parse_typed_response, task_response_schema, Action};
 use evident_rwe::agent::cohort::{build_cohort, CohortSpec};
 use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
@@ -177,7 +175,7 @@ fn a_repeated_action_is_asked_again_without_it_and_observations_carry_the_state(
     assert_eq!(run.steps[1].repeats_refused, 1);
     assert_eq!(run.steps[0].repeats_refused, 0);
     let requests = model.requests();
-    let start = state_response_schema(env.sheet.task(), &[], &SchemaState::default());
+    let start = typed_env(tempfile::tempdir().unwrap().path(), "age-baseline-mortality").response_schema(&[]);
     assert_eq!(requests[0].json_schema.as_ref(), Some(&start));
     let second = requests[2].json_schema.as_ref().unwrap().to_string();
     assert!(!second.contains("\"list_files\"") && second.contains("\"build_cohort\""), "{second}");
@@ -537,4 +535,48 @@ fn the_embedded_grammar_holds_the_post_cohort_schema() {
         let at = answer.find(wrong).unwrap();
         assert!(n > at && n < at + wrong.len(), "refused at {wrong}: {n} of {answer}");
     }
+}
+
+/// describe_table names one of the database's tables, read_file one of the
+/// workspace's files, execute_r_script one of its R scripts: the audit
+/// file named as a database table, a misspelt table or a placeholder path
+/// is an invalid output, not run (the 0.5B model sent each of these).
+#[test]
+fn tables_and_files_are_named_from_what_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let describe = |t: &str| {
+        format!(r#"{{"thought": "look", "action": {{"action": "describe_table", "params": {{"table": "{t}"}}}}}}"#)
+    };
+    let read =
+        |p: &str| format!(r#"{{"thought": "read", "action": {{"action": "read_file", "params": {{"path": "{p}"}}}}}}"#);
+    let script = [
+        describe("cohort_audit.csv"),
+        describe("imiciv_hosp.patients"),
+        describe("mimiciv_hosp.patients"),
+        read("/path/to/your/workspace/db_connect.R"),
+        read("db_connect.R"),
+        r#"{"thought": "run", "action": {"action": "execute_r_script", "params": {"path": "/path/to/db_connect.R"}}}"#
+            .into(),
+        r#"{"thought": "stop", "action": {"action": "finish_task", "params": {}}}"#.into(),
+    ];
+    let script: Vec<&str> = script.iter().map(String::as_str).collect();
+    let (run, requests) = run_typed(dir.path(), "age-baseline-mortality", &script);
+    let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["describe_table", "read_file", "finish_task"]);
+    assert_eq!(run.steps.iter().map(|s| s.invalid_outputs).collect::<Vec<_>>(), [2, 1, 1]);
+    assert!(run.steps[0].observation.contains("\"name\": \"patients\""), "{}", run.steps[0].observation);
+    let tables = branch(&requests[0], "describe_table").unwrap()["properties"]["table"]["enum"].clone();
+    let tables: Vec<&str> = tables.as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert!(tables.contains(&"mimiciv_icu.icustays") && tables.contains(&"mimiciv_derived.age"), "{tables:?}");
+    assert!(!tables.contains(&"cohort_audit.csv"));
+    assert_eq!(
+        branch(&requests[3], "read_file").unwrap()["properties"]["path"],
+        serde_json::json!({"enum": ["db_connect.R"]})
+    );
+    assert_eq!(
+        branch(&requests[5], "execute_r_script").unwrap()["properties"]["path"],
+        serde_json::json!({"enum": ["db_connect.R"]})
+    );
+    let retry = requests[1].messages.last().unwrap().content.clone();
+    assert!(retry.contains("describe_table: at /table: \"cohort_audit.csv\""), "{retry}");
 }

@@ -499,6 +499,11 @@ pub struct SchemaState {
     pub open_answers: Vec<(String, Value)>,
     /// The workspace's CSV tables a statistics tool can read.
     pub tables: Vec<CsvColumns>,
+    /// The database's tables (schema.table) `describe_table` can name.
+    pub db_tables: Vec<String>,
+    /// The files at the top of the workspace `read_file` can name (the R
+    /// scripts among them for `execute_r_script`).
+    pub workspace_files: Vec<String>,
 }
 
 /// The typed strategy's schema for one task in one state (Evident's): the
@@ -511,6 +516,9 @@ pub struct SchemaState {
 /// table's columns: numeric ones, and 0/1 ones where the tool needs a 0/1
 /// column (outcome of a logistic model or ROC curve, event, treatment,
 /// Fisher's rows and columns); a tool with no table to act on is left out.
+/// `describe_table` names one of the database's tables, `read_file` one of
+/// the workspace's files and `execute_r_script` one of its R scripts (left
+/// out when there is none).
 pub fn state_response_schema(task: &crate::task::Task, excluded: &[&str], state: &SchemaState) -> Value {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
     response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)), Some(state))
@@ -568,6 +576,16 @@ fn tool_params_on(doc: &ActionDoc, table: &CsvColumns) -> Option<Value> {
     Some(schema)
 }
 
+/// Parameters of one required name out of `names` (a table, a file).
+fn names_param(key: &str, names: Vec<&String>) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {key: {"enum": names}},
+        "required": [key],
+        "additionalProperties": false
+    })
+}
+
 /// `submit_answers`' parameters for the open answers: at least one of them,
 /// nothing else (llguidance keeps the schema's order of properties, so the
 /// branches are "the first answer given is this one").
@@ -601,6 +619,19 @@ fn response_schema_with(
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
                 (_, "submit_answers", Some(s)) => submit_params(&s.open_answers),
+                (_, "describe_table", Some(s)) if !s.db_tables.is_empty() => {
+                    names_param("table", s.db_tables.iter().collect())
+                }
+                (_, "read_file", Some(s)) if !s.workspace_files.is_empty() => {
+                    names_param("path", s.workspace_files.iter().collect())
+                }
+                (_, "execute_r_script", Some(s)) => {
+                    let scripts: Vec<&String> = s.workspace_files.iter().filter(|f| f.ends_with(".R")).collect();
+                    if scripts.is_empty() {
+                        return None;
+                    }
+                    names_param("path", scripts)
+                }
                 (_, _, Some(s)) if stats => {
                     let mut on_tables: Vec<Value> = s.tables.iter().filter_map(|t| tool_params_on(d, t)).collect();
                     match on_tables.len() {

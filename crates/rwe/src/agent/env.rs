@@ -36,6 +36,8 @@ pub struct StudyEnv {
     db: Option<ReadOnlyConnection>,
     /// The structured output of the action being executed, if any.
     analysis: Option<AnalysisOutput>,
+    /// The database's tables (schema.table), read once at the start.
+    db_tables: Vec<String>,
 }
 
 impl StudyEnv {
@@ -43,9 +45,14 @@ impl StudyEnv {
         sheet: AnswerSheet,
         workspace: Workspace,
         sandbox: SandboxConfig,
-        db: Option<ReadOnlyConnection>,
+        mut db: Option<ReadOnlyConnection>,
     ) -> Self {
-        StudyEnv { sheet, workspace, sandbox, db, analysis: None }
+        let db_tables = db
+            .as_mut()
+            .and_then(|d| d.tables().ok())
+            .map(|t| t.iter().map(|t| t.qualified_name()).collect())
+            .unwrap_or_default();
+        StudyEnv { sheet, workspace, sandbox, db, analysis: None, db_tables }
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -191,18 +198,27 @@ impl StudyEnv {
     /// [`MAX_SCHEMA_TABLES`]; the attrition table is not an analysis table).
     pub fn schema_state(&self) -> SchemaState {
         let root = self.workspace.root();
-        let mut files: Vec<String> = std::fs::read_dir(root)
+        let mut workspace_files: Vec<String> = std::fs::read_dir(root)
             .into_iter()
             .flatten()
             .flatten()
             .filter(|e| e.path().is_file())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".csv") && n != ATTRITION_FILE)
+            .filter(|n| !n.ends_with(".partial"))
             .collect();
-        files.sort_by_key(|n| (n != AUDIT_FILE, n.clone()));
+        workspace_files.sort();
+        let mut files: Vec<&String> =
+            workspace_files.iter().filter(|n| n.ends_with(".csv") && *n != ATTRITION_FILE).collect();
+        files.sort_by_key(|n| (*n != AUDIT_FILE, (*n).clone()));
         let tables =
             files.iter().take(MAX_SCHEMA_TABLES).filter_map(|f| csv_columns(&root.join(f), f)).collect::<Vec<_>>();
-        SchemaState { audit_present: self.audit_file_present(), open_answers: self.sheet.open_answer_schemas(), tables }
+        SchemaState {
+            audit_present: self.audit_file_present(),
+            open_answers: self.sheet.open_answer_schemas(),
+            tables,
+            db_tables: self.db_tables.clone(),
+            workspace_files,
+        }
     }
 
     /// The typed strategy's answer schema now, without the `excluded`
