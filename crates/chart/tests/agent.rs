@@ -607,3 +607,34 @@ fn evidents_last_broadening_level_drops_the_kind_filter_and_the_papers_never_doe
     assert!(rounds.iter().all(|r| r.evidence_found == 0), "{rounds:?}");
     assert!(out.context.iter().all(|n| n.document_id() != Some("d3")), "{:?}", out.context);
 }
+
+#[test]
+fn an_r_iss_call_without_cytogenetics_names_every_missing_input_and_keeps_the_labs_it_read() {
+    // The R-ISS's cytogenetic flags are not in stored labs: a call without
+    // them is told all three names at once (serde's error named only the
+    // first), with the lab inputs already read, and the labs stay
+    // citable; the call with the flags gives the stage.
+    let flags = json!({"del_17p": false, "t_4_14": false, "t_14_16": false});
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "calculate", json!({"calculator": "r-iss"}))])),
+        action("call_tool", Some("calculate"), json!({"calculator": "r-iss"})),
+        action("call_tool", Some("calculate"), json!({"calculator": "r-iss", "inputs": flags})),
+        action("finish", None, json!({})),
+        "Answer: I\nReasoning: ISS I, normal LDH and standard-risk FISH give R-ISS I [3].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What is the R-ISS stage?");
+    let first = &out.trace.rounds[0];
+    let note = first.notice.as_deref().unwrap_or_default();
+    for name in ["del_17p (true or false)", "t_4_14", "t_14_16", "ldh_high false", "albumin_g_dl 3.9"] {
+        assert!(note.contains(name), "{name} not in {note:?}");
+    }
+    assert_eq!(first.evidence_found, 3, "{first:?}");
+    let second = &out.trace.rounds[1];
+    assert_eq!(second.evidence_found, 1, "{second:?}");
+    let calc = out.context.iter().find_map(|n| match n {
+        evident_chart::tools::Evidence::Calculation { output, .. } => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(calc.unwrap()["stage"], "I");
+}

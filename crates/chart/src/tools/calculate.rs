@@ -57,6 +57,39 @@ impl RecordView<'_> {
                 note: Some(format!("{} not computable: missing {}", calculator.name(), missing.join("; "))),
             });
         }
+        // Inputs the record cannot give by itself (cytogenetics, findings)
+        // are named all at once, with what was read from the store, so the
+        // next call can give them; serde would name only the first.
+        let schema = calculator.input_schema();
+        let absent: Vec<String> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter(|f| inputs.get(*f).is_none())
+            .map(|f| {
+                let kind = if schema["properties"][f]["type"] == "boolean" { "true or false" } else { "a number" };
+                format!("{f} ({kind})")
+            })
+            .collect();
+        if !absent.is_empty() {
+            let read: Vec<String> = inputs
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, v)| v.is_number() || v.is_boolean())
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            return Ok(ToolOutput {
+                evidence: used,
+                note: Some(format!(
+                    "{} needs the inputs {}, from the record; call it again with them{}",
+                    calculator.name(),
+                    absent.join(", "),
+                    if read.is_empty() { String::new() } else { format!("; already known: {}", read.join(", ")) }
+                )),
+            });
+        }
         let output = calculate(calculator, &inputs).map_err(|e| ToolError(e.to_string()))?;
         Ok(ToolOutput {
             evidence: vec![Evidence::Calculation { calculator: calculator.name().into(), inputs, output, used }],
