@@ -564,7 +564,10 @@ fn tables_and_files_are_named_from_what_exists() {
     let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
     assert_eq!(actions, ["describe_table", "read_file", "finish_task"]);
     assert_eq!(run.steps.iter().map(|s| s.invalid_outputs).collect::<Vec<_>>(), [2, 1, 1]);
-    assert!(run.steps[0].observation.contains("\"name\": \"patients\""), "{}", run.steps[0].observation);
+    // The table's description is one line of JSON (the [State] line follows).
+    let first_line = run.steps[0].observation.lines().next().unwrap();
+    let described: serde_json::Value = serde_json::from_str(first_line).expect(&run.steps[0].observation);
+    assert_eq!(described["name"], "patients");
     let tables = branch(&requests[0], "describe_table").unwrap()["properties"]["table"]["enum"].clone();
     let tables: Vec<&str> = tables.as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
     assert!(tables.contains(&"mimiciv_icu.icustays") && tables.contains(&"mimiciv_derived.age"), "{tables:?}");

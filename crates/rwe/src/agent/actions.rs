@@ -358,17 +358,22 @@ pub fn parse_action(text: &str, strategy: Strategy) -> Result<Action, String> {
     action_from_value(&value, strategy)
 }
 
+/// The text inside one code fence around the whole answer, or the
+/// trimmed answer when it has none.
+fn strip_code_fence(text: &str) -> &str {
+    let body = text.trim();
+    body.strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+        .and_then(|b| b.strip_suffix("```"))
+        .map(str::trim)
+        .unwrap_or(body)
+}
+
 /// The typed strategy's answer: one JSON object `{"thought": ..., "action":
 /// {"action": NAME, "params": {...}}}`, decoded under [`response_schema`]
 /// (a code fence around the whole answer is tolerated, nothing else).
 pub fn parse_typed_response(text: &str, strategy: Strategy) -> Result<Action, String> {
-    let body = text.trim();
-    let body = body
-        .strip_prefix("```json")
-        .or_else(|| body.strip_prefix("```"))
-        .and_then(|b| b.strip_suffix("```"))
-        .map(str::trim)
-        .unwrap_or(body);
+    let body = strip_code_fence(text);
     let value: Value = serde_json::from_str(body).map_err(|e| {
         format!("the answer is not one JSON object ({e}); answer {{\"thought\": \"...\", \"action\": {{\"action\": NAME, \"params\": {{...}}}}}}")
     })?;
@@ -384,13 +389,7 @@ pub fn parse_typed_response(text: &str, strategy: Strategy) -> Result<Action, St
 /// same schema). The error names what is offered: the actions, a tool's
 /// files and columns, the open question ids and their values.
 pub fn check_typed_answer(text: &str, schema: &Value) -> Result<(), String> {
-    let body = text.trim();
-    let body = body
-        .strip_prefix("```json")
-        .or_else(|| body.strip_prefix("```"))
-        .and_then(|b| b.strip_suffix("```"))
-        .map(str::trim)
-        .unwrap_or(body);
+    let body = strip_code_fence(text);
     let value: Value = serde_json::from_str(body).map_err(|e| format!("the answer is not one JSON object ({e})"))?;
     let action = value.get("action").cloned().unwrap_or_default();
     let name = action.get("action").and_then(Value::as_str).unwrap_or_default();

@@ -108,7 +108,11 @@ fn column_name(raw: &str, what: &str) -> Result<String, String> {
     if ok {
         Ok(name)
     } else {
-        Err(format!("{what} {raw:?} is not a usable column name; use letters, digits and _, e.g. \"lactate\""))
+        // No example name here: the 0.5B model copied one ("lactate") into a
+        // drug criterion and built a cohort on the wrong prescriptions.
+        Err(format!(
+            "{what} {raw:?} is not a usable column name; use lower-case letters, digits and _, starting with a letter"
+        ))
     }
 }
 

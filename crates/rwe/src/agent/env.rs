@@ -136,7 +136,10 @@ impl StudyEnv {
             Action::DescribeTable { table } => {
                 let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
                 let info = db.describe(table).map_err(|e| e.to_string())?;
-                done(serde_json::to_string_pretty(&info).unwrap_or_default())
+                // One line: pretty-printed JSON cost the 4,096-token window twice
+                // its tokens, and the characters/4 estimate behind memory
+                // compression undercounts whitespace-heavy text.
+                done(serde_json::to_string(&info).unwrap_or_default())
             }
             Action::BuildCohort { params } => {
                 let spec = super::cohort::CohortSpec::from_params(params)?;
