@@ -35,7 +35,8 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
     let store = store();
     let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
-    let config = AgentConfig::default();
+    // An ablation's or variant's switches; the comparators ignore the config.
+    let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
     let q = Question {
         text: question,
         method,
@@ -564,21 +565,7 @@ fn ct_under_the_wrong_kind(answer: &str) -> Scripted {
 
 #[test]
 fn evidents_last_broadening_level_drops_the_kind_filter_and_the_papers_never_does() {
-    let run_with = |model: &Scripted, method: Method| {
-        let store = store();
-        let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
-        let skills = SkillLibrary::builtin().unwrap();
-        let config = method.agent_config(&AgentConfig::default()).unwrap();
-        let q = Question {
-            text: "Has the patient had a CT of the abdomen?",
-            method,
-            skills: &skills,
-            config: &config,
-            patient: "female, 67 years".into(),
-            embedder: None,
-        };
-        ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
-    };
+    let run_with = |model: &Scripted, method: Method| run(model, method, "Has the patient had a CT of the abdomen?");
 
     // Evident's agent: k doubled after the first empty search; the keyword
     // and date levels would repeat that call (no stopword, no date limit),
