@@ -28,6 +28,8 @@ use crate::models::ModelChoice;
 use crate::progress::{ProgressEvent, ProgressSink};
 use crate::session::{lock, Session};
 
+use super::write_atomically;
+
 /// The Synthea patients with notes, kept for independent evaluation.
 const HELD_OUT: &str = "sample-bulk-fhir-datasets-10-patients";
 
@@ -103,15 +105,6 @@ fn mimic_records(path: &Path) -> Result<(Vec<PatientFacts>, Vec<Vec<evident_mode
     }
     let documents = facts.iter().map(|f| by_patient.remove(f.id.as_str()).unwrap_or_default()).collect();
     Ok((facts, documents))
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| AppError::file(parent, e))?;
-    }
-    let partial = path.with_extension("partial");
-    std::fs::write(&partial, bytes).map_err(|e| AppError::file(&partial, e))?;
-    std::fs::rename(&partial, path).map_err(|e| AppError::file(path, e))
 }
 
 /// Generates the bank.

@@ -12,3 +12,18 @@ mod trialgpt_markdown;
 
 pub use n2c2::{evaluate_n2c2, N2c2Evaluation, N2c2Request};
 pub use trialgpt::{evaluate_trialgpt, TrialgptEvaluation, TrialgptRequest};
+
+use std::path::Path;
+
+use crate::error::{AppError, Result};
+
+/// Writes a whole file or nothing: the bytes go to a `.partial` file beside
+/// it, which is then renamed into place (parent folders are created).
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| AppError::file(parent, e))?;
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, bytes).map_err(|e| AppError::file(&partial, e))?;
+    std::fs::rename(&partial, path).map_err(|e| AppError::file(path, e))
+}

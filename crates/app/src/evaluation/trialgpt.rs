@@ -414,11 +414,6 @@ fn save_correction(
         },
         cells,
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| AppError::file(dir, e))?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&table)? + "\n").map_err(|e| AppError::file(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| AppError::file(path, e))?;
+    super::write_atomically(path, (serde_json::to_string_pretty(&table)? + "\n").as_bytes())?;
     Ok(table)
 }
