@@ -33,4 +33,6 @@ pub use pipeline_failure::{NoPipelineFailureLog, PipelineFailure, PipelineFailur
 pub use price::{Price, PriceTable};
 pub use prompts::{PromptError, Prompts};
 pub use request::{ChatRequest, ChatResponse, FinishReason, Message, Role};
+pub use request::{LogprobRequest, TokenLogprob, TopLogprob, MAX_TOP_LOGPROBS};
 pub use structured::{chat_json, RepairPolicy, SchemaValidator, StructuredAnswer, StructuredModel};
+pub use structured::{chat_json_with_logprobs, StructuredLogprobs};

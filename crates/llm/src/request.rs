@@ -63,7 +63,25 @@ pub struct ChatRequest {
     /// allowed (see [`crate::privacy`]).
     #[serde(default = "default_true")]
     pub contains_patient_text: bool,
+    /// When set, the answer also carries, for each generated token, its
+    /// log-probability and the `top` most likely alternatives
+    /// ([`ChatResponse::logprobs`]). Absent from the JSON when unset, so a
+    /// request without it serialises, and therefore hashes into the
+    /// recorder's cache key, exactly as before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<LogprobRequest>,
 }
+
+/// How many alternatives per generated token a request wants with their
+/// log-probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogprobRequest {
+    /// The most likely tokens kept per position (OpenAI allows 0 to 20).
+    pub top: u32,
+}
+
+/// The most alternatives a provider is asked for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
 
 fn default_true() -> bool {
     true
@@ -81,7 +99,15 @@ impl ChatRequest {
             stop: Vec::new(),
             json_schema: None,
             contains_patient_text: true,
+            logprobs: None,
         }
+    }
+
+    /// Asks for each generated token's log-probability and its `top` most
+    /// likely alternatives (at most [`MAX_TOP_LOGPROBS`]).
+    pub fn with_logprobs(mut self, top: u32) -> Self {
+        self.logprobs = Some(LogprobRequest { top: top.min(MAX_TOP_LOGPROBS) });
+        self
     }
 
     pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
@@ -135,6 +161,40 @@ pub struct ChatResponse {
     /// (embedded model only; 0 elsewhere).
     #[serde(default)]
     pub reused_prompt_tokens: u32,
+    /// One entry per generated token when the request asked for
+    /// log-probabilities and the provider gave them; `None` otherwise
+    /// (also for answers recorded before the field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<TokenLogprob>>,
+}
+
+/// One generated token: its text, its natural-log probability under the
+/// model (before any grammar constraint or sampling), and the most likely
+/// alternatives at that position, most likely first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    #[serde(default)]
+    pub top: Vec<TopLogprob>,
+}
+
+/// One alternative at a position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+}
+
+impl TokenLogprob {
+    /// The log-probability of `token` at this position: the generated
+    /// token's own, else the alternative's of that text, if listed.
+    pub fn logprob_of(&self, token: &str) -> Option<f32> {
+        if self.token == token {
+            return Some(self.logprob);
+        }
+        self.top.iter().find(|t| t.token == token).map(|t| t.logprob)
+    }
 }
 
 impl ChatResponse {
@@ -143,5 +203,34 @@ impl ChatResponse {
     /// context size, which is configuration, not part of the request.
     pub fn is_complete(&self) -> bool {
         self.finish_reason == FinishReason::Stop
+    }
+}
+
+#[cfg(test)]
+mod logprob_tests {
+    use super::*;
+
+    /// A request that does not ask for log-probabilities is written exactly
+    /// as before the field existed (so its cache key is unchanged), and an
+    /// answer recorded before then still reads.
+    #[test]
+    fn requests_without_logprobs_serialise_as_before() {
+        let request = ChatRequest::new(vec![Message::user("q")]);
+        let json = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            json,
+            r#"{"messages":[{"role":"user","content":"q"}],"temperature":0.0,"max_tokens":512,"seed":null,"stop":[],"json_schema":null,"contains_patient_text":true}"#
+        );
+        let asked = request.clone().with_logprobs(50);
+        assert_eq!(asked.logprobs, Some(LogprobRequest { top: MAX_TOP_LOGPROBS }));
+        let back: ChatRequest = serde_json::from_str(&serde_json::to_string(&asked).unwrap()).unwrap();
+        assert_eq!(back, asked);
+        assert_ne!(serde_json::to_string(&asked).unwrap(), json);
+
+        let old =
+            r#"{"text":"1","prompt_tokens":3,"completion_tokens":1,"finish_reason":"stop","model":"m","endpoint":"e"}"#;
+        let response: ChatResponse = serde_json::from_str(old).unwrap();
+        assert!(response.logprobs.is_none());
+        assert!(!serde_json::to_string(&response).unwrap().contains("logprobs"));
     }
 }

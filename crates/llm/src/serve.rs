@@ -246,6 +246,7 @@ mod tests {
                 model: "echo".into(),
                 endpoint: "test".into(),
                 reused_prompt_tokens: 0,
+                logprobs: None,
             })
         }
     }

@@ -147,6 +147,27 @@ pub fn chat_json<'m>(
     policy: RepairPolicy,
     prompts: &Prompts,
 ) -> Result<StructuredAnswer, LlmError> {
+    chat_json_with_logprobs(model, request, schema, policy, prompts).map(|answer| answer.answer)
+}
+
+/// A structured answer and the per-token log-probabilities of the answer
+/// that validated (when the request asked for them and the provider gave
+/// them; a repaired answer's are the repair's, a failure has none).
+#[derive(Debug, Clone)]
+pub struct StructuredLogprobs {
+    pub answer: StructuredAnswer,
+    pub logprobs: Option<Vec<crate::request::TokenLogprob>>,
+}
+
+/// [`chat_json`], also returning the log-probabilities of the valid answer
+/// (ask for them with [`ChatRequest::with_logprobs`]).
+pub fn chat_json_with_logprobs<'m>(
+    model: impl Into<StructuredModel<'m>>,
+    request: &ChatRequest,
+    schema: &Value,
+    policy: RepairPolicy,
+    prompts: &Prompts,
+) -> Result<StructuredLogprobs, LlmError> {
     let model: StructuredModel<'m> = model.into();
     let validator = SchemaValidator::new(schema)?;
     let schema_text = serde_json::to_string_pretty(schema)
@@ -158,7 +179,10 @@ pub fn chat_json<'m>(
         attempts += 1;
         let response = model.chat.chat(&request)?;
         match validator.check(&response.text) {
-            Ok(value) => return Ok(StructuredAnswer::Valid { value, raw_text: response.text, attempts }),
+            Ok(value) => {
+                let answer = StructuredAnswer::Valid { value, raw_text: response.text, attempts };
+                return Ok(StructuredLogprobs { answer, logprobs: response.logprobs });
+            }
             Err(mut errors) => {
                 if !response.is_complete() {
                     let cut = format!(
@@ -177,7 +201,10 @@ pub fn chat_json<'m>(
                         request,
                     };
                     model.failures.record_pipeline_failure(&failure)?;
-                    return Ok(StructuredAnswer::PipelineFailure(failure));
+                    return Ok(StructuredLogprobs {
+                        answer: StructuredAnswer::PipelineFailure(failure),
+                        logprobs: None,
+                    });
                 }
                 let repair = prompts
                     .render("repair.prompt.md", serde_json::json!({"errors": errors, "schema": schema_text}))
@@ -233,6 +260,7 @@ mod tests {
                 model: "scripted".into(),
                 endpoint: "test".into(),
                 reused_prompt_tokens: 0,
+                logprobs: None,
             })
         }
     }

@@ -623,6 +623,7 @@ fn one_matcher_serves_many_threads() {
                 model: "by-task".into(),
                 endpoint: "test".into(),
                 reused_prompt_tokens: 0,
+                logprobs: None,
             })
         }
     }

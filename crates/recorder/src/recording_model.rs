@@ -193,6 +193,13 @@ pub(crate) mod tests {
                 model: "counting".into(),
                 endpoint: "test://".into(),
                 reused_prompt_tokens: 0,
+                logprobs: request.logprobs.map(|_| {
+                    vec![evident_llm::TokenLogprob {
+                        token: "answer".into(),
+                        logprob: -0.5,
+                        top: vec![evident_llm::TopLogprob { token: "reply".into(), logprob: -1.25 }],
+                    }]
+                }),
             })
         }
     }
@@ -241,6 +248,29 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn logprobs_are_recorded_and_replayed_and_never_served_for_a_plain_request() {
+        let (inner, store) = setup();
+        let run = store.lock().unwrap().begin_model_run("r").unwrap();
+        let m = RecordingModel::new(inner.clone(), store.clone(), &run);
+        let plain = ChatRequest::new(vec![Message::user("q")]);
+        let asked = plain.clone().with_logprobs(5);
+        assert!(m.chat(&plain).unwrap().logprobs.is_none());
+        // The plain answer in the cache is not served for the request that
+        // asks for log-probabilities (a different key), nor the other way.
+        let first = m.chat(&asked).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
+        let tokens = first.logprobs.clone().expect("the model gave logprobs");
+        assert_eq!(tokens[0].logprob_of("reply"), Some(-1.25));
+        let replayed = m.chat(&asked).unwrap();
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2, "served from the cache");
+        assert_eq!(replayed, first, "the replay carries the same log-probabilities");
+        assert!(m.chat(&plain).unwrap().logprobs.is_none());
+        assert_eq!(inner.0.load(Ordering::SeqCst), 2);
+        let calls = store.lock().unwrap().model_calls(&run).unwrap();
+        assert!(calls[1].response_json.as_deref().unwrap_or_default().contains(r#""logprob":-1.25"#), "recorded");
+    }
+
+    #[test]
     fn answers_cut_off_at_the_token_limit_are_not_reused() {
         let (inner, store) = setup();
         let run = store.lock().unwrap().begin_model_run("r").unwrap();
@@ -258,6 +288,7 @@ pub(crate) mod tests {
             model: "counting".into(),
             endpoint: "test://".into(),
             reused_prompt_tokens: 0,
+            logprobs: None,
         };
         let stale = serde_json::to_string(&stale).unwrap();
         store.lock().unwrap().put_cached_model_response(&key, "counting", &stale).unwrap();

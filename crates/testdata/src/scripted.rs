@@ -79,6 +79,7 @@ impl ChatModel for Scripted {
             model: "scripted".into(),
             endpoint: "test".into(),
             reused_prompt_tokens,
+            logprobs: None,
         })
     }
 }

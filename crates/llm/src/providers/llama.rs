@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::chat::ChatModel;
 use crate::error::LlmError;
 use crate::request::{ChatRequest, ChatResponse, FinishReason, Role};
+use crate::request::{TokenLogprob, TopLogprob};
 
 /// How to run a local GGUF model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -385,11 +386,33 @@ impl Engine<'_> {
         let mut finish = FinishReason::Length;
         let mut generated = 0u32;
         let mut logits_index = batch.n_tokens() - 1;
+        let mut token_logprobs: Vec<TokenLogprob> = Vec::new();
         while generated < budget {
+            // The model's own distribution, read before the sampler chain
+            // (grammar, temperature) sees the logits.
+            let position = request.logprobs.map(|want| {
+                let (log_norm, top) = log_softmax_top(self.ctx.get_logits_ith(logits_index), want.top as usize);
+                (log_norm, top)
+            });
             let sample_started = Instant::now();
             // `sample` also accepts the token in every sampler of the chain.
             let token = sampler.sample(&self.ctx, logits_index);
             timings.sampling_ms += ms(sample_started);
+            if let (Some((log_norm, top)), false) = (position, self.model.vocab().is_eog(token)) {
+                let logits = self.ctx.get_logits_ith(logits_index);
+                let logit = logits.get(token.0 as usize).copied().unwrap_or(f32::NEG_INFINITY);
+                let piece = |t: LlamaToken| {
+                    String::from_utf8_lossy(&self.model.vocab().token_to_piece(t, false, None)).into_owned()
+                };
+                token_logprobs.push(TokenLogprob {
+                    token: piece(token),
+                    logprob: logit - log_norm,
+                    top: top
+                        .into_iter()
+                        .map(|(id, logprob)| TopLogprob { token: piece(LlamaToken::new(id as i32)), logprob })
+                        .collect(),
+                });
+            }
             if self.model.vocab().is_eog(token) {
                 finish = FinishReason::Stop;
                 break;
@@ -423,6 +446,7 @@ impl Engine<'_> {
             model: self.id.clone(),
             endpoint: self.endpoint.clone(),
             reused_prompt_tokens: keep as u32,
+            logprobs: request.logprobs.map(|_| token_logprobs),
         };
         Ok((response, timings))
     }
@@ -430,6 +454,31 @@ impl Engine<'_> {
 
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// The log of the softmax's normaliser over `logits` (log-sum-exp) and the
+/// `k` most likely token ids with their log-probabilities, most likely
+/// first. One pass over the vocabulary plus a k-sized insertion list.
+fn log_softmax_top(logits: &[f32], k: usize) -> (f32, Vec<(usize, f32)>) {
+    let max = logits.iter().copied().filter(|l| l.is_finite()).fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return (f32::INFINITY, Vec::new());
+    }
+    let mut sum = 0.0f64;
+    let mut top: Vec<(usize, f32)> = Vec::with_capacity(k + 1);
+    for (id, &logit) in logits.iter().enumerate() {
+        if !logit.is_finite() {
+            continue;
+        }
+        sum += f64::from(logit - max).exp();
+        if k > 0 && (top.len() < k || logit > top[top.len() - 1].1) {
+            let at = top.partition_point(|&(_, l)| l >= logit);
+            top.insert(at, (id, logit));
+            top.truncate(k);
+        }
+    }
+    let log_norm = max + sum.ln() as f32;
+    (log_norm, top.into_iter().map(|(id, logit)| (id, logit - log_norm)).collect())
 }
 
 /// Where the first stop string begins in `text`, if any.
@@ -479,6 +528,19 @@ mod tests {
         assert_eq!(out["properties"]["b"]["maxLength"], 5);
         assert!(out["properties"]["c"].get("maxLength").is_none());
         assert_eq!(out["properties"]["d"]["items"]["maxLength"], 100);
+    }
+
+    #[test]
+    fn log_softmax_top_keeps_the_k_most_likely_normalised() {
+        let logits = [1.0f32, 3.0, f32::NEG_INFINITY, 2.0, 0.5];
+        let (log_norm, top) = log_softmax_top(&logits, 2);
+        let expected_norm = [1.0f64, 3.0, 2.0, 0.5].iter().map(|l| l.exp()).sum::<f64>().ln() as f32;
+        assert!((log_norm - expected_norm).abs() < 1e-5, "{log_norm} vs {expected_norm}");
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3]);
+        assert!((top[0].1 - (3.0 - expected_norm)).abs() < 1e-5);
+        let total: f32 = logits.iter().filter(|l| l.is_finite()).map(|l| (l - log_norm).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-5, "probabilities sum to {total}");
+        assert!(log_softmax_top(&logits, 0).1.is_empty());
     }
 
     #[test]

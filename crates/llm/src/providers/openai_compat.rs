@@ -17,6 +17,7 @@ use crate::chat::ChatModel;
 use crate::error::LlmError;
 use crate::privacy;
 use crate::request::{ChatRequest, ChatResponse, FinishReason};
+use crate::request::{TokenLogprob, TopLogprob};
 
 /// How to reach an OpenAI-compatible model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,6 +194,10 @@ impl OpenAiChatModel {
         if !request.stop.is_empty() {
             body["stop"] = json!(request.stop);
         }
+        if let Some(want) = request.logprobs {
+            body["logprobs"] = json!(true);
+            body["top_logprobs"] = json!(want.top);
+        }
         if let (Some(schema), true) = (&request.json_schema, self.config.json_schema_response_format) {
             body["response_format"] = json!({
                 "type": "json_schema",
@@ -327,7 +332,36 @@ pub fn parse_completion(text: &str, endpoint: &str) -> Result<ChatResponse, LlmE
         model: value.get("model").and_then(Value::as_str).unwrap_or_default().to_string(),
         endpoint: endpoint.to_string(),
         reused_prompt_tokens: 0,
+        logprobs: parse_logprobs(choice),
     })
+}
+
+/// The per-token log-probabilities of a choice (`logprobs.content`, the
+/// chat-completions layout), if the server gave them. An entry without a
+/// token or a numeric logprob is skipped rather than guessed.
+fn parse_logprobs(choice: &Value) -> Option<Vec<TokenLogprob>> {
+    let content = choice.get("logprobs")?.get("content")?.as_array()?;
+    let pair = |v: &Value| {
+        let token = v.get("token")?.as_str()?.to_string();
+        let logprob = v.get("logprob")?.as_f64()? as f32;
+        Some((token, logprob))
+    };
+    Some(
+        content
+            .iter()
+            .filter_map(|entry| {
+                let (token, logprob) = pair(entry)?;
+                let top = entry
+                    .get("top_logprobs")
+                    .and_then(Value::as_array)
+                    .map(|alts| {
+                        alts.iter().filter_map(pair).map(|(token, logprob)| TopLogprob { token, logprob }).collect()
+                    })
+                    .unwrap_or_default();
+                Some(TokenLogprob { token, logprob, top })
+            })
+            .collect(),
+    )
 }
 
 impl ChatModel for OpenAiChatModel {
@@ -401,6 +435,70 @@ mod tests {
         config.api_key_env = Some("EVIDENT_TEST_SURELY_UNSET_KEY".into());
         let err = OpenAiChatModel::new(config).err().unwrap();
         assert!(err.to_string().contains("EVIDENT_TEST_SURELY_UNSET_KEY"));
+    }
+
+    /// One scripted HTTP exchange on a loopback port: answers `reply` to
+    /// the first request and hands back the JSON body it was sent.
+    fn scripted_endpoint(reply: &'static str) -> (String, std::thread::JoinHandle<Value>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).unwrap();
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            )
+            .unwrap();
+            serde_json::from_slice(&body).unwrap()
+        });
+        (base, handle)
+    }
+
+    #[test]
+    fn logprobs_are_asked_for_and_read_back_over_http() {
+        let reply = r#"{"model":"m","choices":[{"message":{"role":"assistant","content":"1"},"finish_reason":"stop",
+            "logprobs":{"content":[{"token":"1","logprob":-0.25,"bytes":[49],
+            "top_logprobs":[{"token":"1","logprob":-0.25,"bytes":[49]},{"token":"0","logprob":-1.5,"bytes":[48]}]}]}}],
+            "usage":{"prompt_tokens":9,"completion_tokens":1}}"#;
+        let (base, server) = scripted_endpoint(reply);
+        let model = OpenAiChatModel::new(OpenAiConfig::new(base, "m")).unwrap();
+        let answer = model.chat(&crate::ChatRequest::new(vec![crate::Message::user("q")]).with_logprobs(2)).unwrap();
+        let sent = server.join().unwrap();
+        assert_eq!((&sent["logprobs"], &sent["top_logprobs"]), (&json!(true), &json!(2)));
+        let tokens = answer.logprobs.expect("logprobs parsed");
+        assert_eq!(tokens.len(), 1);
+        assert_eq!((tokens[0].token.as_str(), tokens[0].logprob), ("1", -0.25));
+        assert_eq!(tokens[0].logprob_of("0"), Some(-1.5));
+        assert_eq!(tokens[0].logprob_of("2"), None);
+
+        // Not asked: nothing sent, and an answer without logprobs has none.
+        let plain =
+            r#"{"model":"m","choices":[{"message":{"role":"assistant","content":"1"},"finish_reason":"stop"}]}"#;
+        let (base, server) = scripted_endpoint(plain);
+        let model = OpenAiChatModel::new(OpenAiConfig::new(base, "m")).unwrap();
+        let answer = model.chat(&crate::ChatRequest::new(vec![crate::Message::user("q")])).unwrap();
+        let sent = server.join().unwrap();
+        assert!(sent.get("logprobs").is_none() && sent.get("top_logprobs").is_none(), "{sent}");
+        assert!(answer.logprobs.is_none());
     }
 
     #[test]

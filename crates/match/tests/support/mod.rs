@@ -16,6 +16,7 @@ pub fn response(text: String, prompt_tokens: u32, completion_tokens: u32, model:
         model: model.into(),
         endpoint: "test".into(),
         reused_prompt_tokens: 0,
+        logprobs: None,
     }
 }
 
