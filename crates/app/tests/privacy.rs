@@ -121,6 +121,8 @@ fn a_trialgpt_evaluation_is_refused() {
             options: ScreeningOptions { matching, use_cache: false, ..ScreeningOptions::default() },
             label_correction: false,
             save_correction: None,
+            threshold_calibration: false,
+            save_thresholds: None,
         };
         assert_refused("eval trialgpt", evident_app::evaluation::evaluate_trialgpt(&session, &request, &Silent));
     }

@@ -145,6 +145,9 @@ impl ScreenArgs {
             // `match` sets it from its own flag (`eval trialgpt`'s
             // --label-correction is a switch that fits one).
             label_correction: None,
+            // `eval trialgpt --threshold-calibration` and `match --thresholds` set it.
+            probabilities: false,
+            thresholds: None,
         })
     }
 }

@@ -7,13 +7,15 @@
 //! always-NOT-MET and class-prevalence baselines), the GPT-4 reference row computed from the
 //! annotations themselves, and [`run`]: storing the annotated notes and
 //! grouping rows into patient-trial pairs for the batch runner;
-//! [`correction`]: Evident's label correction fitted leave-one-patient-out.
+//! [`correction`]: Evident's label correction fitted leave-one-patient-out;
+//! [`threshold`]: Evident's threshold on P(MET), fitted leave-one-patient-out.
 
 pub mod correction;
 pub mod metrics;
 pub mod n2c2;
 pub mod paper;
 pub mod run;
+pub mod threshold;
 pub mod trialgpt;
 
 pub use metrics::{

@@ -117,6 +117,9 @@ pub struct BatchConfig {
     /// A fitted label correction applied to every model decision before it
     /// is stored ([`crate::label_correction`]); its trace keeps the model's label.
     pub label_correction: Option<std::sync::Arc<LoadedCorrection>>,
+    /// A fitted threshold on P(MET) deciding every model decision that
+    /// carries one ([`crate::threshold`]); its trace keeps the model's label.
+    pub thresholds: Option<std::sync::Arc<crate::threshold::LoadedThresholds>>,
 }
 
 /// The document id under which check decisions are stored (a model's
@@ -289,9 +292,17 @@ pub fn run_definition(
     if config.zero_shot.calibrate {
         definition["calibrate"] = json!(true);
     }
+    // Likewise runs that do not ask for P(MET) (other requests, other answers' traces).
+    if config.makar.probabilities && matches!(config.method, Method::Makar(Variant::PaperZeroShot | Variant::PaperAug))
+    {
+        definition["probabilities"] = json!(true);
+    }
     // The table's content, not its file name, names the run.
     if let Some(c) = &config.label_correction {
         definition["label_correction"] = json!(c.table.fingerprint());
+    }
+    if let Some(t) = &config.thresholds {
+        definition["thresholds"] = json!(t.table.fingerprint());
     }
     Ok(definition)
 }
@@ -714,6 +725,10 @@ fn run_task(
         Some(c) => results.into_iter().map(|(r, trace)| correct(c, r, trace)).collect(),
         None => results,
     };
+    let results: Vec<(CriterionResult, Option<Value>)> = match &config.thresholds {
+        Some(t) => results.into_iter().map(|(r, trace)| threshold(t, r, trace)).collect(),
+        None => results,
+    };
     let rows: Vec<NewMatchResult> = results
         .into_iter()
         .map(|(r, trace)| NewMatchResult {
@@ -745,6 +760,30 @@ fn correct(
         }
         Some(other) => json!({"trace": other, "label_correction": applied}),
         None => json!({"label_correction": applied}),
+    };
+    (result, Some(trace))
+}
+
+/// A model decision through the threshold on its P(MET) (the trace's
+/// `p_met`): the thresholded label in the result, what was done in the
+/// trace's `threshold`. A failed decision stays failed and records nothing.
+fn threshold(
+    thresholds: &crate::threshold::LoadedThresholds,
+    mut result: CriterionResult,
+    trace: Option<Value>,
+) -> (CriterionResult, Option<Value>) {
+    let criterion_type = result.criterion_type;
+    let Determination::Assessed(assessment) = &mut result.outcome else { return (result, trace) };
+    let p_met = trace.as_ref().and_then(|t| t.get("p_met")).and_then(Value::as_f64);
+    let applied =
+        serde_json::to_value(thresholds.apply(criterion_type, p_met, assessment)).expect("thresholds serialise");
+    let trace = match trace {
+        Some(Value::Object(mut map)) => {
+            map.insert("threshold".into(), applied);
+            Value::Object(map)
+        }
+        Some(other) => json!({"trace": other, "threshold": applied}),
+        None => json!({"threshold": applied}),
     };
     (result, Some(trace))
 }

@@ -12,7 +12,8 @@
 //! many patients with every decision stored as it is made (resumable), and
 //! [`report`] turns a stored run into JSON, CSV and HTML;
 //! [`label_correction`] reads a fitted label correction table and applies
-//! it to the model's decisions.
+//! it to the model's decisions; [`threshold`] reads a fitted threshold on
+//! P(MET) and decides the paper's 0/1 answers by it.
 
 pub mod batch;
 pub mod checks;
@@ -25,6 +26,7 @@ pub mod label_correction;
 pub mod makar;
 pub mod plain;
 pub mod report;
+pub mod threshold;
 pub mod zero_shot;
 
 pub use criteria::{CriteriaError, CriteriaSet, Criterion, CriterionType, Pooling, Structured};

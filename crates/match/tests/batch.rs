@@ -121,6 +121,7 @@ fn config(strategy: Strategy, concurrency: usize) -> BatchConfig {
         checks: ChecksMode::Off,
         screening_date: None,
         label_correction: None,
+        thresholds: None,
     }
 }
 

@@ -449,6 +449,7 @@ fn screen_set(
         checks,
         screening_date: None,
         label_correction: None,
+        thresholds: None,
     };
     let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
     let m = StructuredModel::unrecorded(model);

@@ -120,6 +120,7 @@ fn config(method: Method, exemplars: Option<Exemplars>, calibrate: bool) -> Batc
         checks: ChecksMode::Off,
         screening_date: None,
         label_correction: None,
+        thresholds: None,
     }
 }
 

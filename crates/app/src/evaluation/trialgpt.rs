@@ -16,10 +16,14 @@ use evident_eval::correction::{
     correct_leave_one_patient_out, type_majority_leave_one_patient_out, CorrectionSummary, MIN_ROWS,
 };
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
+use evident_eval::threshold::{threshold_leave_one_patient_out, ThresholdSummary};
 use evident_eval::{compare, load_annotations, report_row, Prediction};
 use evident_match::batch::{stored_results, Method, RetrievalSettings};
 use evident_match::label_correction::{CorrectionCell, CorrectionTable, FittedOn, FORMAT, VERSION};
 use evident_match::report::patient_level;
+use evident_match::threshold::{
+    ThresholdTable, TypeThreshold, FORMAT as THRESHOLD_FORMAT, VERSION as THRESHOLD_VERSION,
+};
 use evident_match::{trial_verdict, CriterionType, Decision, Eligibility};
 use serde::Serialize;
 use serde_json::json;
@@ -57,6 +61,17 @@ pub struct TrialgptRequest {
     /// With `label_correction`: write the correction fitted on all the
     /// evaluated rows here, for `evident match --label-correction`.
     pub save_correction: Option<PathBuf>,
+    /// Evident's threshold on P(MET) ([`evident_eval::threshold`]): asks
+    /// the model for log-probabilities at the paper's 0/1 answer
+    /// (`makar-zero-shot`, `makar-aug`) and decides each patient's rows by
+    /// the per-type threshold that maximises accuracy on the other
+    /// patients' rows. Printed beside the model's own answers (the
+    /// baseline), the label correction and the majority-by-type rule on
+    /// the same decisions, each with a paired bootstrap over patients.
+    pub threshold_calibration: bool,
+    /// With `threshold_calibration`: write the thresholds fitted on all the
+    /// evaluated rows here, for `evident match --thresholds`.
+    pub save_thresholds: Option<PathBuf>,
 }
 
 /// What an evaluation found: `eval.json`'s content, and `eval.md`.
@@ -96,6 +111,8 @@ pub(super) struct MethodEval {
     pub run_ids: Vec<String>,
     /// The matching model's id.
     pub model_id: String,
+    /// P(MET) per prediction (same order), where the decision's trace has one.
+    pub p_met: Vec<Option<f64>>,
 }
 
 type Qrels = BTreeMap<(String, String), i64>;
@@ -143,7 +160,34 @@ pub fn evaluate_trialgpt(
     session.with_store(|store| {
         store_notes(store, &rows).map_err(|e| AppError::Input(format!("{}: {e}", request.annotations.display())))
     })?;
-    let mut ours = evaluate(session, &request.options, &all_pairs, qrels.as_ref(), progress)?;
+    if request.threshold_calibration && request.label_correction {
+        input_error!(
+            "--threshold-calibration prints the label correction beside it on the same decisions; give only --threshold-calibration"
+        );
+    }
+    if request.save_thresholds.is_some() && !request.threshold_calibration {
+        input_error!("--save-thresholds needs --threshold-calibration");
+    }
+    let options = ScreeningOptions {
+        probabilities: request.options.probabilities || request.threshold_calibration,
+        ..request.options.clone()
+    };
+    let mut ours = evaluate(session, &options, &all_pairs, qrels.as_ref(), progress)?;
+    // The threshold relabels the stored decisions by their P(MET) (no model
+    // call); the model's own answers are its baseline, and the label
+    // correction and the majority-by-type rule on the same decisions are
+    // printed beside it.
+    let mut thresholded_from = None;
+    let thresholds = request.threshold_calibration.then(|| {
+        let raw = ours.clone();
+        let (decided, summary) = threshold_leave_one_patient_out(&raw.predictions, &raw.p_met);
+        ours.predictions = decided;
+        ours.name.push_str(" + threshold");
+        let (corrected, _) = correct_leave_one_patient_out(&raw.predictions);
+        let majority = type_majority_leave_one_patient_out(&raw.predictions);
+        thresholded_from = Some(raw);
+        (summary, corrected, majority)
+    });
     // The label correction relabels the stored decisions (no model call);
     // the decisions as the model gave them are its baseline.
     let mut uncorrected = None;
@@ -160,10 +204,18 @@ pub fn evaluate_trialgpt(
     // without them unless another is named; a baseline never uses them.
     let levers = request.options.exemplars.is_some() || request.options.calibrate;
     let baseline_method = request.baseline.or(levers.then_some(request.options.method));
+    let uncorrected = uncorrected.or(thresholded_from);
     let baseline = match (request.baseline, uncorrected, baseline_method) {
         (None, Some(uncorrected), _) => Some(uncorrected),
         (_, _, Some(method)) => {
-            let options = ScreeningOptions { method, exemplars: None, calibrate: false, ..request.options.clone() };
+            let options = ScreeningOptions {
+                method,
+                exemplars: None,
+                calibrate: false,
+                probabilities: false,
+                thresholds: None,
+                ..request.options.clone()
+            };
             Some(evaluate(session, &options, &all_pairs, qrels.as_ref(), progress)?)
         }
         (_, _, None) => None,
@@ -211,6 +263,13 @@ pub fn evaluate_trialgpt(
             "type_majority_row": type_majority.as_ref().map(|t| report_row(t)),
             "difference_vs_type_majority": type_majority.as_ref().map(|t| compare(&ours.predictions, t)),
         })),
+        "threshold_calibration": thresholds.as_ref().map(|(summary, corrected, majority)| json!({
+            "summary": summary,
+            "label_correction_row": report_row(corrected),
+            "difference_vs_label_correction": compare(&ours.predictions, corrected),
+            "type_majority_row": report_row(majority),
+            "difference_vs_type_majority": compare(&ours.predictions, majority),
+        })),
         "label_confusion": super::trialgpt_markdown::label_confusion(&ours.predictions),
         "gpt4_row": gpt4_row,
         "papers_metrics": papers,
@@ -244,6 +303,24 @@ pub fn evaluate_trialgpt(
             ));
         }
     }
+    if let Some((summary, corrected, majority)) = &thresholds {
+        md.push_str(&super::trialgpt_markdown::threshold_markdown(
+            &ours,
+            summary,
+            &[
+                (
+                    "label correction (leave one patient out)",
+                    report_row(corrected),
+                    compare(&ours.predictions, corrected),
+                ),
+                (
+                    "majority label by type (leave one patient out)",
+                    report_row(majority),
+                    compare(&ours.predictions, majority),
+                ),
+            ],
+        ));
+    }
     md.push_str(&super::trialgpt_markdown::confusion_markdown(&ours.predictions));
     if let (Some(b), Some(b_row), Some(c)) = (&baseline, &baseline_row, &comparison) {
         md.push_str(&comparison_markdown(&ours, b, b_row, c));
@@ -261,6 +338,21 @@ pub fn evaluate_trialgpt(
             path.display()
         ));
         result["saved_correction"] = json!(path);
+    }
+    if let (Some(path), Some((summary, _, _))) = (&request.save_thresholds, &thresholds) {
+        let table = save_thresholds(path, request, &ours, summary, topics.len())?;
+        let shown: Vec<String> =
+            table.thresholds.iter().map(|t| format!("{} {:.3}", t.criterion_type.as_str(), t.threshold)).collect();
+        md.push_str(&format!(
+            "\nThreshold table (fitted on all {} rows of the {} evaluated patients, not leave one patient out: {}) written to {}, for `evident match --strategy {} --thresholds {}`.\n",
+            table.fitted_on.rows,
+            table.fitted_on.patients,
+            shown.join(", "),
+            path.display(),
+            table.strategy,
+            path.display()
+        ));
+        result["saved_thresholds"] = json!(path);
     }
     let written = write_outputs(&request.out, &result, &md)?;
     Ok(TrialgptEvaluation { result, markdown: md, written })
@@ -309,14 +401,20 @@ fn evaluate(
     let mut predictions_out: Vec<Prediction> = Vec::new();
     let mut trial_items = Vec::new();
     let mut model_runs: Vec<String> = Vec::new();
+    let mut p_met: Vec<Option<f64>> = Vec::new();
     for (pair, run_id) in all_pairs.iter().zip(&run_ids) {
-        let stored: Vec<_> = stored_results(&st, run_id)?
-            .into_iter()
-            .filter(|p| p.patient_id == pair.patient_id)
-            .flat_map(|p| p.stored)
-            .collect();
+        let mut stored = Vec::new();
+        let mut traces = BTreeMap::new();
+        for p in stored_results(&st, run_id)?.into_iter().filter(|p| p.patient_id == pair.patient_id) {
+            stored.extend(p.stored);
+            traces.extend(p.traces);
+        }
         let results = patient_level(&pair.set, screening.method, &stored);
         predictions_out.extend(predictions(pair, &results));
+        p_met.extend(pair.rows.iter().map(|row| {
+            let trace = traces.get(&format!("annotation-{}", row.annotation_id));
+            trace.and_then(|t| t.get("p_met")).and_then(serde_json::Value::as_f64)
+        }));
         if let Some(label) = qrels.and_then(|q| q.get(&(pair.topic.clone(), pair.set.trial_id.clone()))) {
             trial_items.push((trial_verdict(&pair.set, &results).eligibility, *label));
         }
@@ -350,6 +448,7 @@ fn evaluate(
         model_runs,
         run_ids,
         model_id,
+        p_met,
     })
 }
 
@@ -413,6 +512,59 @@ fn save_correction(
             evident: env!("CARGO_PKG_VERSION").to_string(),
         },
         cells,
+    };
+    super::write_atomically(path, (serde_json::to_string_pretty(&table)? + "\n").as_bytes())?;
+    Ok(table)
+}
+
+/// The thresholds fitted on every evaluated row, as a table `evident match
+/// --thresholds` reads, written to `path`.
+fn save_thresholds(
+    path: &Path,
+    request: &TrialgptRequest,
+    ours: &MethodEval,
+    summary: &ThresholdSummary,
+    patients: usize,
+) -> Result<ThresholdTable> {
+    let mut command =
+        format!("evident eval trialgpt --annotations {} --strategy {}", request.annotations.display(), ours.method);
+    if let Some(n) = request.limit_patients {
+        command.push_str(&format!(" --limit-patients {n}"));
+    }
+    if !request.topics.is_empty() {
+        command.push_str(&format!(" --topics {}", request.topics.join(",")));
+    }
+    if let Some(e) = &request.options.exemplars {
+        command.push_str(&format!(" --exemplars {} --exemplars-k {}", e.bank, e.k));
+    }
+    command.push_str(&format!(" --threshold-calibration --save-thresholds {}", path.display()));
+    let table = ThresholdTable {
+        format: THRESHOLD_FORMAT.to_string(),
+        version: THRESHOLD_VERSION,
+        strategy: ours.method.to_string(),
+        model: ours.model_id.clone(),
+        exemplars: request.options.exemplars.as_ref().map(|e| e.bank.clone()),
+        calibrate: request.options.calibrate,
+        fitted_on: FittedOn {
+            source: "physicians' labels of the TrialGPT criterion annotations, every evaluated patient's rows with a P(MET) (not leave one patient out)".to_string(),
+            annotations: request.annotations.display().to_string(),
+            patients,
+            rows: summary.rows_with_probability,
+            command,
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            evident: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        thresholds: summary
+            .fitted_on_all
+            .iter()
+            .map(|t| TypeThreshold {
+                criterion_type: t.criterion_type,
+                threshold: t.threshold,
+                rows: t.rows,
+                correct: t.correct,
+                correct_at_argmax: t.correct_at_argmax,
+            })
+            .collect(),
     };
     super::write_atomically(path, (serde_json::to_string_pretty(&table)? + "\n").as_bytes())?;
     Ok(table)

@@ -259,6 +259,70 @@ pub(super) fn correction_markdown(c: &evident_eval::correction::CorrectionSummar
     md
 }
 
+/// The threshold on P(MET) beside the other arms on the same decisions:
+/// what it changed, the thresholds, and a paired difference against each.
+pub(super) fn threshold_markdown(
+    ours: &MethodEval,
+    s: &evident_eval::threshold::ThresholdSummary,
+    arms: &[(&str, ReportRow, Comparison)],
+) -> String {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\nThreshold on P(MET) (Evident's, not a paper's): P(MET) is the model's probability of \"1\" against \"0\" at its answer's first token; each patient's rows are decided MET when P(MET) reaches the threshold of their criterion type that maximises accuracy on the other patients' rows (leave one patient out; at least {} rows, else 0.5, the model's own answer). Rows with a P(MET): {} of {}. Rows changed: {}{}.",
+        evident_eval::threshold::MIN_ROWS,
+        s.rows_with_probability,
+        ours.predictions.len(),
+        s.changed,
+        if s.changes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", s.changes.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", "))
+        }
+    );
+    for t in &s.fitted_on_all {
+        let range = s.fold_range.get(t.criterion_type.as_str()).copied().unwrap_or((t.threshold, t.threshold));
+        let _ = writeln!(
+            md,
+            "- {}: threshold {:.3} fitted on all {} rows ({} right, {} at 0.5); over the patients' folds {:.3} to {:.3}",
+            t.criterion_type.as_str(),
+            t.threshold,
+            t.rows,
+            t.correct,
+            t.correct_at_argmax,
+            range.0,
+            range.1
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\n| arm (same decisions) | rows | accuracy (95% CI) | kappa (95% CI) | {} minus it: accuracy (95% CI) | kappa (95% CI) |\n| --- | --- | --- | --- | --- | --- |",
+        ours.name
+    );
+    for (name, row, c) in arms {
+        let m = &row.metrics;
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {:.3} ({:.3}-{:.3}) | {:.3} ({:.3}-{:.3}) | {:+.3} ({:+.3} to {:+.3}) | {:+.3} ({:+.3} to {:+.3}) |",
+            m.rows,
+            m.accuracy,
+            row.accuracy.low,
+            row.accuracy.high,
+            m.kappa,
+            row.kappa.low,
+            row.kappa.high,
+            c.accuracy.estimate,
+            c.accuracy.low,
+            c.accuracy.high,
+            c.kappa.estimate,
+            c.kappa.low,
+            c.kappa.high
+        );
+    }
+    md.push_str("\nThe model's own answers (P(MET) >= 0.5) are the baseline table below.\n");
+    md
+}
+
 /// The majority-label-by-type baseline beside a corrected method, and the
 /// paired difference against it.
 pub(super) fn type_majority_markdown(name: &str, row: &ReportRow, c: &Comparison) -> String {

@@ -16,6 +16,7 @@ use evident_llm::{Embedder, StructuredModel};
 use evident_match::batch::{run_batch, BatchConfig, BatchSummary, Method, Models, RetrievalSettings};
 use evident_match::label_correction::{CorrectionTable, LoadedCorrection, Screened};
 use evident_match::makar::{KnowledgeSource, LocalKnowledgeBase, MakarConfig, OnlineSearch, Variant};
+use evident_match::threshold::{LoadedThresholds, ThresholdTable};
 use evident_match::zero_shot::ZeroShotConfig;
 use evident_match::CriteriaSet;
 use evident_recorder::RecordingModel;
@@ -80,6 +81,15 @@ pub struct ScreeningOptions {
     /// --save-correction`) applied to every model decision; refused when
     /// fitted for another strategy, model, or use of exemplars or calibration.
     pub label_correction: Option<PathBuf>,
+    /// Ask the model for P(MET) at the answer (log-probabilities; the
+    /// paper's C-A prompt only: `makar-zero-shot`, `makar-aug`) and keep it
+    /// in each decision's trace.
+    pub probabilities: bool,
+    /// A fitted threshold table on P(MET) (`evident eval trialgpt
+    /// --save-thresholds`) deciding every decision by its P(MET); turns
+    /// `probabilities` on; refused when fitted for another strategy, model,
+    /// or use of exemplars or calibration.
+    pub thresholds: Option<PathBuf>,
 }
 
 /// Which definition of a criterion prompts show: the refined one where the
@@ -132,6 +142,8 @@ impl Default for ScreeningOptions {
             calibrate: false,
             definitions: Definitions::Refined,
             label_correction: None,
+            probabilities: false,
+            thresholds: None,
         }
     }
 }
@@ -203,6 +215,26 @@ fn open_correction(path: &std::path::Path, options: &ScreeningOptions) -> Result
     Ok(LoadedCorrection { table, path: shown })
 }
 
+/// Reads a threshold table and checks it against the screening's strategy
+/// and levers (the model is checked once built).
+fn open_thresholds(path: &std::path::Path, options: &ScreeningOptions) -> Result<LoadedThresholds> {
+    let shown = path.display().to_string();
+    let table = match ThresholdTable::load(path) {
+        Ok(t) => t,
+        Err(e) => input_error!("--thresholds {e}"),
+    };
+    let used = Screened {
+        strategy: options.method.as_str(),
+        model: &table.model,
+        exemplars: options.exemplars.is_some(),
+        calibrate: options.calibrate,
+    };
+    if let Err(e) = table.check_fits(&shown, used) {
+        input_error!("--thresholds {e}");
+    }
+    Ok(LoadedThresholds { table, path: shown })
+}
+
 /// Everything a screening needs, opened once: the models (recording into
 /// one model run for the whole job), the embedder, the knowledge source,
 /// the online search endpoint and the batch settings.
@@ -249,6 +281,16 @@ impl Screening {
                 method.as_str()
             );
         }
+        if options.thresholds.is_some() && options.label_correction.is_some() {
+            input_error!("--thresholds and --label-correction are two levers for the same lean; use one");
+        }
+        let probabilities = options.probabilities || options.thresholds.is_some();
+        if probabilities && !matches!(method, Method::Makar(Variant::PaperZeroShot | Variant::PaperAug)) {
+            input_error!(
+                "P(MET) from log-probabilities is read at the paper's 0/1 zero-shot answer (makar-zero-shot, makar-aug), not by {}",
+                method.as_str()
+            );
+        }
         if options.exemplars.is_some() && matches!(method, Method::Makar(Variant::Full | Variant::Reason)) {
             input_error!(
                 "exemplars are shown by the zero-shot strategies and the paper's MAKAR matching agent (acan, acin, ican, icin, makar, makar-aug, makar-reason, makar-zero-shot, makar-evident-aug), not by {}",
@@ -258,6 +300,7 @@ impl Screening {
         // A table for another strategy or levers is refused before any
         // model is loaded; its model is checked once the model is built.
         let correction = options.label_correction.as_deref().map(|p| open_correction(p, options)).transpose()?;
+        let thresholds = options.thresholds.as_deref().map(|p| open_thresholds(p, options)).transpose()?;
         let exemplars = options.exemplars.as_ref().map(|o| open_bank(session, o, &options.embedder)).transpose()?;
         let store = session.store()?;
         let embedder = match retrieval.mode {
@@ -287,6 +330,18 @@ impl Screening {
                 input_error!("--label-correction {e}");
             }
         }
+        if let Some(t) = &thresholds {
+            let used = Screened {
+                strategy: method.as_str(),
+                model: evident_llm::ChatModel::model_id(&matching),
+                exemplars: options.exemplars.is_some(),
+                calibrate: options.calibrate,
+            };
+            if let Err(e) = t.table.check_fits(&t.path, used) {
+                lock(&store).finish_model_run(&model_run_id)?;
+                input_error!("--thresholds {e}");
+            }
+        }
         let augmenting = match &options.augmenting {
             // Criteria only: augmentation requests carry no patient text.
             Some(choice) if method.augments() => {
@@ -313,12 +368,14 @@ impl Screening {
                 repair,
                 max_critic_rounds: options.max_critic_rounds,
                 exemplars,
+                probabilities,
                 ..MakarConfig::default()
             },
             run_name: None,
             checks: ChecksMode::Off,
             screening_date: options.screening_date,
             label_correction: correction.map(std::sync::Arc::new),
+            thresholds: thresholds.map(std::sync::Arc::new),
         };
         Ok(Screening {
             store,

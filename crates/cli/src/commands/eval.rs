@@ -176,6 +176,18 @@ struct TrialgptArgs {
     /// --label-correction FILE`.
     #[arg(long, value_name = "FILE", requires = "label_correction")]
     save_correction: Option<PathBuf>,
+    /// Evident's threshold on P(MET) (not a paper's; makar-zero-shot,
+    /// makar-aug): ask the model for log-probabilities at its 0/1 answer
+    /// and decide each patient's rows by the per-type threshold that
+    /// maximises accuracy on the other patients' rows; printed beside the
+    /// model's own answers, the label correction and the majority-by-type
+    /// rule, each with a paired bootstrap over patients.
+    #[arg(long, conflicts_with = "label_correction")]
+    threshold_calibration: bool,
+    /// Write the thresholds fitted on all the evaluated patients' rows (not
+    /// leave one patient out) to FILE (JSON), for `evident match --thresholds FILE`.
+    #[arg(long, value_name = "FILE", requires = "threshold_calibration")]
+    save_thresholds: Option<PathBuf>,
     #[command(flatten)]
     screen: ScreenArgs,
 }
@@ -239,6 +251,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 options: a.screen.options()?,
                 label_correction: a.label_correction,
                 save_correction: a.save_correction.clone(),
+                threshold_calibration: a.threshold_calibration,
+                save_thresholds: a.save_thresholds.clone(),
             };
             ctx.print(&evident_app::evaluation::evaluate_trialgpt(&ctx.session, &request, &ctx.bars())?)?;
         }

@@ -54,6 +54,15 @@ pub struct Args {
     /// both labels. Refused when fitted for another strategy or model.
     #[arg(long, value_name = "FILE")]
     pub label_correction: Option<PathBuf>,
+    /// A fitted threshold table on P(MET) (Evident's, not a paper's;
+    /// written by `evident eval trialgpt --threshold-calibration
+    /// --save-thresholds FILE`; makar-zero-shot, makar-aug): the model is
+    /// asked for log-probabilities at its 0/1 answer and each decision is
+    /// MET when P(MET) reaches its criterion type's threshold; the trace
+    /// keeps P(MET) and the model's label. Refused when fitted for another
+    /// strategy, model or levers.
+    #[arg(long, value_name = "FILE", conflicts_with = "label_correction")]
+    pub thresholds: Option<PathBuf>,
     #[command(flatten)]
     pub screen: ScreenArgs,
 }
@@ -69,6 +78,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--screening-date: {e}"))?;
     options.label_correction = args.label_correction.clone();
+    options.thresholds = args.thresholds.clone();
     let stdin = if args.trials.iter().any(|t| t.as_os_str() == "-") { Some(read_stdin()?) } else { None };
     let request = TrialsRequest {
         trials: args.trials.clone(),

@@ -155,6 +155,11 @@ pub struct MakarConfig {
     /// prompt (C-A); `None`: none. Only [`MakarMatcher::match_criterion_for`]
     /// knows the patient, so only it shows them.
     pub exemplars: Option<crate::exemplars::Exemplars>,
+    /// Ask the model for log-probabilities at the 0/1 answer of the paper's
+    /// zero-shot prompt and record P(MET) in the trace (Evident's lever,
+    /// not the paper's; [`crate::threshold`]). Changes the requests, so it
+    /// is part of a run's definition.
+    pub probabilities: bool,
 }
 
 impl Default for MakarConfig {
@@ -172,6 +177,7 @@ impl Default for MakarConfig {
             max_tokens_matching: 512,
             max_tokens_supervision: 400,
             exemplars: None,
+            probabilities: false,
         }
     }
 }

@@ -41,6 +41,7 @@
 //! JSON string.
 
 use evident_llm::{chat_json, ChatRequest, Message, StructuredAnswer};
+use evident_llm::{chat_json_with_logprobs, StructuredLogprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 use serde_json::{json, Value};
 
 use super::augment::{Augmentation, CriticRound, RoundJudge, Route};
@@ -291,8 +292,15 @@ impl MakarMatcher<'_> {
         let mut ctx = json!({"notes": shown, "criterion": criterion_text, "exemplars": exemplars, "binary": true});
 
         if matches!(variant, Variant::PaperAug | Variant::PaperZeroShot) {
-            let request = self.render_paper("zero_shot", &ctx, self.config.max_tokens_matching)?;
-            return Ok(match self.ask_paper_patient(&request, &binary_schema(), notes, &mut calls)? {
+            let mut request = self.render_paper("zero_shot", &ctx, self.config.max_tokens_matching)?;
+            if self.config.probabilities {
+                request = request.with_logprobs(MAX_TOP_LOGPROBS);
+            }
+            let answer = self.ask_paper_patient_logprobs(&request, &binary_schema(), notes, &mut calls)?;
+            if let (StructuredAnswer::Valid { .. }, Some(tokens)) = (&answer.answer, &answer.logprobs) {
+                trace.p_met = p_met_of_binary(tokens);
+            }
+            return Ok(match answer.answer {
                 StructuredAnswer::Valid { value, .. } => {
                     let a = assessment(decision_of(value.as_i64().unwrap_or(0)), String::new());
                     trace.matching = Some(a.clone());
@@ -356,15 +364,44 @@ impl MakarMatcher<'_> {
         notes: &[&NoteText],
         calls: &mut u32,
     ) -> Result<StructuredAnswer, MatchError> {
-        let outcome =
-            chat_json(self.match_model, request, schema, self.config.repair, &self.prompts).map_err(|source| {
+        self.ask_paper_patient_logprobs(request, schema, notes, calls).map(|a| a.answer)
+    }
+
+    fn ask_paper_patient_logprobs(
+        &self,
+        request: &ChatRequest,
+        schema: &Value,
+        notes: &[&NoteText],
+        calls: &mut u32,
+    ) -> Result<StructuredLogprobs, MatchError> {
+        let outcome = chat_json_with_logprobs(self.match_model, request, schema, self.config.repair, &self.prompts)
+            .map_err(|source| {
                 let subject = match notes.first() {
                     Some(n) => format!("the record of document {}", n.document_id),
                     None => "an empty record".to_string(),
                 };
                 MatchError::Llm { subject, source }
             })?;
-        *calls += attempts(&outcome);
+        *calls += attempts(&outcome.answer);
         Ok(outcome)
     }
+}
+
+/// P(MET) of a 0/1 answer: at the answer's first token, the model's
+/// probability of "1" renormalised over "0" and "1" (the two answers the
+/// prompt allows; the JSON grammar makes the first token the digit). A
+/// digit missing from the listed alternatives is given the lowest listed
+/// log-probability, an upper bound on its own. `None` when the first
+/// token lists neither digit.
+pub fn p_met_of_binary(tokens: &[TokenLogprob]) -> Option<f64> {
+    let first = tokens.first()?;
+    let (one, zero) = (first.logprob_of("1"), first.logprob_of("0"));
+    if one.is_none() && zero.is_none() {
+        return None;
+    }
+    let floor = first.top.iter().map(|t| t.logprob).chain([first.logprob]).fold(f32::INFINITY, f32::min);
+    let (one, zero) = (f64::from(one.unwrap_or(floor)), f64::from(zero.unwrap_or(floor)));
+    let max = one.max(zero);
+    let (e1, e0) = ((one - max).exp(), (zero - max).exp());
+    Some(e1 / (e1 + e0))
 }

@@ -76,6 +76,12 @@ pub struct MakarTrace {
     /// The worked examples the matching agent was shown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exemplars: Vec<crate::exemplars::ShownExemplar>,
+    /// The model's probability of MET at its 0/1 answer (the paper's C-A
+    /// zero-shot prompt: `makar-zero-shot`, `makar-aug`), from the
+    /// log-probabilities of the answer's first token, when asked for
+    /// ([`super::MakarConfig::probabilities`]); see [`crate::threshold`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_met: Option<f64>,
 }
 
 /// The result for one criterion of one patient, with its trace.
@@ -224,6 +230,7 @@ impl MakarMatcher<'_> {
             matching: None,
             supervision: None,
             exemplars: Vec::new(),
+            p_met: None,
         };
         if variant.paper() {
             if let (Some(bank), Some(patient)) = (&self.config.exemplars, patient_id) {
