@@ -18,6 +18,7 @@ pub mod database;
 pub mod gold;
 pub mod leak;
 pub mod metrics;
+pub mod provenance;
 pub mod report;
 pub mod sandbox;
 pub mod sheet;

@@ -250,7 +250,7 @@ questions:
     }
 
     fn answers(pairs: &[(&str, AnswerValue)]) -> BTreeMap<String, RecordedAnswer> {
-        pairs.iter().map(|(k, v)| (k.to_string(), RecordedAnswer { value: v.clone(), step: 1 })).collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), RecordedAnswer { value: v.clone(), step: 1, basis: None })).collect()
     }
     use AnswerValue::{Choice as C, Number as N};
 

@@ -12,6 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::gold::Gold;
+use crate::provenance::AnswerBasis;
 use crate::task::{FieldKind, Question, Task};
 
 /// An answer as the agent gave it: an option letter or a number.
@@ -22,11 +23,17 @@ pub enum AnswerValue {
     Choice(String),
 }
 
-/// An accepted answer and the agent step that submitted it.
+/// An accepted answer, the agent step that submitted it and (typed
+/// strategy) where its value comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordedAnswer {
     pub value: AnswerValue,
     pub step: u32,
+    /// The result it was resolved from, the tool output it matches, or
+    /// `unsupported` ([`crate::provenance`]); `None` where not assessed
+    /// (the R strategy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<AnswerBasis>,
 }
 
 /// What happened to one submitted item.
@@ -194,6 +201,13 @@ impl AnswerSheet {
         out
     }
 
+    /// Records where an accepted answer comes from (Evident's typed strategy).
+    pub fn set_basis(&mut self, id: &str, basis: AnswerBasis) {
+        if let Some(a) = self.answers.get_mut(id) {
+            a.basis = Some(basis);
+        }
+    }
+
     /// Every visible question is answered (RWE-bench's completion).
     pub fn is_complete(&self) -> bool {
         self.remaining().is_empty()
@@ -219,7 +233,10 @@ impl AnswerSheet {
             } else if let Some(q) = self.task.question(id).filter(|q| q.choice.is_some()) {
                 match parse_choice(q, raw) {
                     Ok(letter) => {
-                        self.answers.insert(id.clone(), RecordedAnswer { value: AnswerValue::Choice(letter), step });
+                        self.answers.insert(
+                            id.clone(),
+                            RecordedAnswer { value: AnswerValue::Choice(letter), step, basis: None },
+                        );
                         SubmitOutcome::Accepted
                     }
                     Err(reason) => SubmitOutcome::Invalid { reason },
@@ -230,7 +247,10 @@ impl AnswerSheet {
                 } else {
                     match parse_number(field, raw) {
                         Ok(x) => {
-                            self.answers.insert(id.clone(), RecordedAnswer { value: AnswerValue::Number(x), step });
+                            self.answers.insert(
+                                id.clone(),
+                                RecordedAnswer { value: AnswerValue::Number(x), step, basis: None },
+                            );
                             SubmitOutcome::Accepted
                         }
                         Err(reason) => SubmitOutcome::Invalid { reason },
@@ -381,7 +401,7 @@ mod tests {
         let r = s.submit(4, true, &items(&[("or_lactate", json!(1.4)), ("p_lactate", json!("=0.02"))])).unwrap();
         assert_eq!(r.items[0].outcome, SubmitOutcome::Accepted);
         assert_eq!(r.items[1].outcome, SubmitOutcome::Accepted);
-        assert_eq!(s.answers()["p_lactate"], RecordedAnswer { value: AnswerValue::Number(0.02), step: 4 });
+        assert_eq!(s.answers()["p_lactate"], RecordedAnswer { value: AnswerValue::Number(0.02), step: 4, basis: None });
         assert_eq!(s.remaining(), vec!["n_patients", "n_deaths", "or_low", "or_high"]);
     }
 

@@ -341,7 +341,7 @@ fn submit_answers_offers_only_the_open_questions_with_their_types() {
     assert_eq!(actions, ["build_cohort", "submit_answers", "finish_task"]);
     assert_eq!(run.steps[1].invalid_outputs, 3, "three answers refused by the schema, not run");
     assert!(
-        run.steps[1].observation.starts_with("q_age: accepted\nn_patients: accepted"),
+        run.steps[1].observation.starts_with("q_age: accepted (UNSUPPORTED: chosen before any effect or test was computed)\nn_patients: accepted (100, matches 1:stays of step 1)"),
         "{}",
         run.steps[1].observation
     );
@@ -351,7 +351,9 @@ fn submit_answers_offers_only_the_open_questions_with_their_types() {
     let ids: Vec<&str> = open.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(ids, ["n_patients", "n_female", "pct_female", "median_age", "n_older", "n_deaths", "q_age"]);
     assert_eq!(open["q_age"], serde_json::json!({"type": "string", "enum": ["A", "B", "C"]}));
-    assert_eq!(open["n_patients"], serde_json::json!({"type": "integer", "minimum": 0}));
+    // A count takes a whole number, or build_cohort's count of stays by reference.
+    assert_eq!(open["n_patients"]["anyOf"][0], serde_json::json!({"type": "integer", "minimum": 0}));
+    assert_eq!(open["n_patients"]["anyOf"][1]["properties"]["from_result"]["enum"], serde_json::json!(["1:stays"]));
     assert_eq!(open["pct_female"], serde_json::json!({"type": "number", "minimum": 0, "maximum": 100}));
     let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
     for refused in [made_up, no_option, fraction] {
@@ -510,6 +512,7 @@ fn the_embedded_grammar_holds_the_post_cohort_schema() {
     let ok = [
         r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"hospital_expire_flag","predictors":["lactate","age"]}}}"#,
         r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":74,"q_lactate":"A"}}}}"#,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"1:stays"},"q_lactate":"A"}}}}"#,
     ];
     for answer in ok {
         let (n, all) = accepted(answer);
@@ -520,6 +523,10 @@ fn the_embedded_grammar_holds_the_post_cohort_schema() {
         (
             r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"q_lactate":"E"}}}}"#,
             r#""E""#,
+        ),
+        (
+            r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"9:made_up"}}}}}"#,
+            r#""9:made_up""#,
         ),
         (
             r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"died","predictors":["lactate"]}}}"#,
@@ -582,4 +589,139 @@ fn tables_and_files_are_named_from_what_exists() {
     );
     let retry = requests[1].messages.last().unwrap().content.clone();
     assert!(retry.contains("describe_table: at /table: \"cohort_audit.csv\""), "{retry}");
+}
+
+/// Answers computed, not guessed (Evident's typed strategy): each
+/// statistics tool's numbers are kept under keys `"STEP:NAME"`, listed
+/// after its text; a field can then be submitted as `{"from_result": KEY}`
+/// (only the keys of results that can fill that field's type are offered),
+/// and Evident fills in the number from the stored result. Every accepted
+/// answer records its basis; a typed number no tool produced is accepted,
+/// scored and flagged unsupported, in the trace and in the stored answers;
+/// a resumed run keeps the results citable.
+#[test]
+fn answers_cite_the_results_they_come_from_and_guesses_are_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let act = |action: &str, params: &str| {
+        format!(r#"{{"thought": "t", "action": {{"action": "{action}", "params": {params}}}}}"#)
+    };
+    let script = [
+        act("build_cohort", r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate", "hospital_expire_flag"]}"#),
+        act(
+            "logistic_regression",
+            r#"{"file": "cohort_audit.csv", "outcome": "hospital_expire_flag", "predictors": ["lactate", "age", "female"]}"#,
+        ),
+        act(
+            "submit_answers",
+            r#"{"answers": {"q_lactate": "A", "n_patients": {"from_result": "2:rows"}, "n_deaths": {"from_result": "2:hospital_expire_flag"}, "median_lactate": {"from_result": "2:lactate"}}}"#,
+        ),
+        // The age term is not the exposure, but it is a result that can fill
+        // a ratio: the model's choice, recorded as such.
+        act(
+            "submit_answers",
+            r#"{"answers": {"or_lactate": {"from_result": "3:lactate"}, "or_lactate_low": {"from_result": "3:lactate"}, "or_lactate_high": {"from_result": "3:lactate"}, "p_lactate": 0.5}}"#,
+        ),
+    ];
+    let script: Vec<&str> = script.iter().map(String::as_str).collect();
+    let (run, requests) = run_typed(dir.path(), "lactate-hospital-mortality", &script);
+    assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
+    let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["build_cohort", "describe", "logistic_regression", "submit_answers", "submit_answers"]);
+    // Each tool's observation lists its results first.
+    let describe = &run.steps[1].observation;
+    assert!(
+        describe.starts_with("lactate: n 74") && describe.contains("\nResults you can submit by reference"),
+        "{describe}"
+    );
+    assert!(describe.contains("- 2:rows: 74 (count)"), "{describe}");
+    assert!(describe.contains("- 2:hospital_expire_flag: 11 of 74 are 1"), "{describe}");
+    assert!(
+        run.steps[2].observation.contains("- 3:lactate: odds ratio 1.360 (95% CI 1.035-1.785)"),
+        "{}",
+        run.steps[2].observation
+    );
+    // The schema after the regression: a field takes its own value or a
+    // result that can fill its type, nothing else.
+    let open =
+        branch(&requests[3], "submit_answers").unwrap()["properties"]["answers"]["anyOf"][0]["properties"].clone();
+    assert_eq!(
+        open["n_patients"]["anyOf"][1]["properties"]["from_result"]["enum"],
+        serde_json::json!(["1:stays", "2:rows", "2:hospital_expire_flag"])
+    );
+    assert_eq!(
+        open["median_lactate"]["anyOf"][1]["properties"]["from_result"]["enum"],
+        serde_json::json!(["2:lactate"])
+    );
+    assert_eq!(open["q_lactate"], serde_json::json!({"type": "string", "enum": ["A", "B", "C"]}));
+    let validator = evident_llm::SchemaValidator::new(requests[3].json_schema.as_ref().unwrap()).unwrap();
+    assert!(validator.check(script[3]).is_ok());
+    let wrong_type = act("submit_answers", r#"{"answers": {"n_patients": {"from_result": "2:lactate"}}}"#);
+    assert!(validator.check(&wrong_type).is_err(), "a continuous column cannot fill a count");
+    let ratio = branch(&requests[4], "submit_answers").unwrap()["properties"]["answers"]["anyOf"][0]["properties"]
+        ["or_lactate"]
+        .clone();
+    assert_eq!(
+        ratio["anyOf"][1]["properties"]["from_result"]["enum"],
+        serde_json::json!(["3:lactate", "3:age", "3:female"])
+    );
+    // Resolved from the tools' numbers: the reference analysis's values.
+    let answers = &run.steps[4].answers;
+    let number = |id: &str| match &answers[id].value {
+        evident_rwe::AnswerValue::Number(x) => *x,
+        other => panic!("{id}: {other:?}"),
+    };
+    assert_eq!(number("n_patients"), 74.0);
+    assert_eq!(number("n_deaths"), 11.0);
+    assert!((number("median_lactate") - 2.65).abs() < 1e-9);
+    assert!((number("or_lactate") - 1.35954266204054).abs() < 1e-6, "{}", number("or_lactate"));
+    assert!((number("or_lactate_low") - 1.0353942321175).abs() < 1e-6);
+    assert!((number("or_lactate_high") - 1.78517147630635).abs() < 1e-6);
+    use evident_rwe::provenance::AnswerBasis;
+    assert_eq!(
+        answers["or_lactate"].basis,
+        Some(AnswerBasis::FromResult { key: "3:lactate".into(), step: 3, tool: "logistic_regression".into() })
+    );
+    assert_eq!(
+        answers["q_lactate"].basis,
+        Some(AnswerBasis::AfterAnalysis { keys: vec!["3:lactate".into(), "3:age".into(), "3:female".into()] })
+    );
+    assert!(
+        matches!(&answers["p_lactate"].basis, Some(AnswerBasis::Unsupported { reason }) if reason.contains("0.5 matches no number"))
+    );
+    let trace = &run.steps[4].observation;
+    assert!(trace.contains("or_lactate: accepted (1.35954"), "{trace}");
+    assert!(trace.contains("from result 3:lactate)"), "{trace}");
+    assert!(trace.contains("p_lactate: accepted (0.5, UNSUPPORTED: 0.5 matches no number a tool produced)"), "{trace}");
+    // Stored with the step, so a resumed run (and the bundle) keeps them.
+    let stored = StepStore::new(dir.path()).load().unwrap();
+    assert_eq!(stored[4].answers, *answers);
+    assert_eq!(stored[2].results.len(), 3);
+    let mut resumed = typed_env(dir.path(), "lactate-hospital-mortality");
+    resumed.replay(&stored);
+    assert_eq!(resumed.results().len(), stored.iter().map(|s| s.results.len()).sum::<usize>());
+}
+
+/// A typed number that matches, at its precision, what a tool printed is
+/// recorded as matching that result; a reference to a result that cannot
+/// fill the field is refused with the reason and not recorded.
+#[test]
+fn typed_numbers_are_traced_to_tool_output_and_bad_references_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = typed_env(dir.path(), "lactate-hospital-mortality");
+    let params = |j: &str| serde_json::from_str::<serde_json::Value>(j).unwrap().as_object().unwrap().clone();
+    env.execute(1, &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#) });
+    let describe = Action::Statistics {
+        tool: evident_rwe::agent::actions::StatsTool::Describe,
+        params: params(r#"{"file": "cohort_audit.csv", "columns": ["lactate"]}"#),
+    };
+    env.execute(2, &describe);
+    let submit = |answers: &str| Action::SubmitAnswers { answers: params(answers).into_iter().collect() };
+    let obs = env.execute(3, &submit(r#"{"median_lactate": 2.6, "n_patients": {"from_result": "2:lactate"}, "n_deaths": {"from_result": "9:nothing"}}"#));
+    assert!(obs.text.contains("median_lactate: accepted (2.6, matches 2:lactate of step 2)"), "{}", obs.text);
+    assert!(obs.text.contains("n_patients: not recorded: result 2:lactate"), "{}", obs.text);
+    assert!(obs.text.contains("n_deaths: not recorded: no result 9:nothing"), "{}", obs.text);
+    assert_eq!(env.sheet.answers().keys().collect::<Vec<_>>(), ["median_lactate"]);
+    let obs = env.execute(4, &submit(r#"{"n_patients": 74}"#));
+    assert!(obs.text.contains("n_patients: accepted (74, matches 1:stays of step 1)"), "{}", obs.text);
 }

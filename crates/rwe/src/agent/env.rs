@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use super::actions::{self, Action, CsvColumns, SchemaState, StatsTool};
 use crate::analysis::{AnalysisOutput, EffectRow, KmGroup};
 use crate::audit::{rule_checks, AuditTable, IdColumn, ATTRITION_FILE, AUDIT_FILE};
+use crate::provenance::{self, AnswerBasis, ResultNumber, ResultValue};
 use crate::sandbox::{truncate_chars, SandboxConfig, Workspace};
 use crate::sheet::AnswerSheet;
 
@@ -25,6 +26,9 @@ pub struct Observation {
     pub finished: bool,
     /// What a typed statistics tool computed, as data for the report.
     pub analysis: Option<AnalysisOutput>,
+    /// The numbers this step computed, citable by key in `submit_answers`
+    /// (typed strategy, [`crate::provenance`]).
+    pub results: Vec<ResultNumber>,
 }
 
 /// A study run's world: the answer sheet, the workspace and its sandbox,
@@ -38,6 +42,13 @@ pub struct StudyEnv {
     analysis: Option<AnalysisOutput>,
     /// The database's tables (schema.table), read once at the start.
     db_tables: Vec<String>,
+    /// Every number a typed tool computed so far, by key (typed strategy).
+    results: Vec<ResultNumber>,
+    /// The text of each executed action but answers, for matching a typed
+    /// answer to a number a tool produced (typed strategy).
+    observations: Vec<(u32, String)>,
+    /// The results of the action being executed.
+    new_results: Vec<(String, ResultValue)>,
 }
 
 impl StudyEnv {
@@ -52,7 +63,17 @@ impl StudyEnv {
             .and_then(|d| d.tables().ok())
             .map(|t| t.iter().map(|t| t.qualified_name()).collect())
             .unwrap_or_default();
-        StudyEnv { sheet, workspace, sandbox, db, analysis: None, db_tables }
+        StudyEnv {
+            sheet,
+            workspace,
+            sandbox,
+            db,
+            analysis: None,
+            db_tables,
+            results: Vec::new(),
+            observations: Vec::new(),
+            new_results: Vec::new(),
+        }
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -63,16 +84,65 @@ impl StudyEnv {
         self.workspace.root().join(AUDIT_FILE).is_file()
     }
 
+    /// Whether answers are traced to the numbers tools produced: the typed
+    /// strategy (the one with a database connection); `--strategy r` is the
+    /// paper's and is left as it is.
+    fn traces_answers(&self) -> bool {
+        self.db.is_some()
+    }
+
+    /// The numbers typed tools computed so far, citable by key.
+    pub fn results(&self) -> &[ResultNumber] {
+        &self.results
+    }
+
+    /// Takes back what stored steps computed and showed (a resumed run), so
+    /// their results stay citable and their numbers matchable.
+    pub fn replay(&mut self, steps: &[super::StepRecord]) {
+        for s in steps {
+            self.results.extend(s.results.iter().cloned());
+            if self.traces_answers() && s.action != "submit_answers" {
+                self.observations.push((s.step, s.observation.clone()));
+            }
+        }
+    }
+
     /// Executes `action` as step `step`; the observation is cut at the
-    /// sandbox's observation limit.
+    /// sandbox's observation limit. In the typed strategy the numbers a tool
+    /// computed are kept under keys `"STEP:NAME"` and listed after its text.
     pub fn execute(&mut self, step: u32, action: &Action) -> Observation {
         let limit = self.sandbox.max_observation_chars;
         self.analysis = None;
-        let (text, finished) = match self.dispatch(step, action) {
+        self.new_results.clear();
+        let (mut text, finished) = match self.dispatch(step, action) {
             Ok(done) => done,
             Err(message) => (format!("The action failed: {message}"), false),
         };
-        Observation { text: truncate_chars(&text, limit), finished, analysis: self.analysis.take() }
+        let mut results = Vec::new();
+        if self.traces_answers() {
+            results = std::mem::take(&mut self.new_results)
+                .into_iter()
+                .filter(|(_, v)| v.is_finite())
+                .map(|(name, value)| ResultNumber {
+                    key: format!("{step}:{name}"),
+                    step,
+                    tool: action.name().to_string(),
+                    value,
+                })
+                .collect();
+            if !matches!(action, Action::SubmitAnswers { .. }) {
+                self.observations.push((step, text.clone()));
+            }
+            self.results.extend(results.iter().cloned());
+            let note = provenance::results_note(&results);
+            if !note.is_empty() {
+                // After the tool's text, which is cut first so that the cut at
+                // the limit never hides the list.
+                let room = limit.saturating_sub(note.chars().count() + 1);
+                text = format!("{}\n{}", truncate_chars(text.trim_end(), room), note.trim_end());
+            }
+        }
+        Observation { text: truncate_chars(&text, limit), finished, analysis: self.analysis.take(), results }
     }
 
     fn dispatch(&mut self, step: u32, action: &Action) -> Result<(String, bool), String> {
@@ -145,26 +215,103 @@ impl StudyEnv {
                 let spec = super::cohort::CohortSpec::from_params(params)?;
                 let root = self.workspace.root().to_path_buf();
                 let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
-                done(super::cohort::build_cohort(db, &root, &spec)?)
+                let text = super::cohort::build_cohort(db, &root, &spec)?;
+                if let Some((rows, _)) = audit_summary(&root.join(AUDIT_FILE)) {
+                    self.new_results.push(("stays".into(), ResultValue::Count { n: rows as u64 }));
+                }
+                done(text)
             }
             Action::RunSql { sql, save_as } => self.run_sql(sql, save_as.as_deref()).map(|t| (t, false)),
             Action::Statistics { tool, params } => {
-                let (text, analysis) = statistics(*tool, params, |p| self.resolve(p))?;
+                let (text, analysis, results) = statistics(*tool, params, |p| self.resolve(p))?;
                 self.analysis = analysis;
+                self.new_results = results;
                 done(text)
             }
-            Action::SubmitAnswers { answers } => {
-                let present = self.audit_file_present();
-                match self.sheet.submit(step, present, answers) {
-                    Ok(report) => {
-                        let finished = self.sheet.is_complete();
-                        Ok((report.to_string(), finished))
-                    }
-                    Err(refused) => Err(refused.to_string()),
-                }
-            }
+            Action::SubmitAnswers { answers } => self.submit(step, answers),
             Action::FinishTask => Ok(("The task is finished.".into(), true)),
         }
+    }
+
+    /// `submit_answers`. In the typed strategy a field's `{"from_result":
+    /// KEY}` is resolved from the stored result, and every accepted answer
+    /// gets its basis (the result, the tool output it matches, or
+    /// unsupported), shown after "accepted".
+    fn submit(&mut self, step: u32, answers: &[(String, Value)]) -> Result<(String, bool), String> {
+        let present = self.audit_file_present();
+        if !self.traces_answers() {
+            let report = self.sheet.submit(step, present, answers).map_err(|e| e.to_string())?;
+            return Ok((report.to_string(), self.sheet.is_complete()));
+        }
+        let mut items = Vec::new();
+        let mut bases: Vec<(String, AnswerBasis)> = Vec::new();
+        let mut refused = Vec::new();
+        for (id, raw) in answers {
+            let Some(key) = provenance::reference(raw) else {
+                items.push((id.clone(), raw.clone()));
+                let written = match raw {
+                    Value::Number(n) => Some(n.to_string()),
+                    Value::String(t) => Some(t.trim().trim_start_matches(['<', '=', '>']).trim().to_string()),
+                    _ => None,
+                };
+                let basis = written.and_then(|w| {
+                    let x = w.parse::<f64>().ok()?;
+                    Some(provenance::literal_basis(x, &w, &self.results, &self.observations))
+                });
+                let basis = match (self.sheet.task().question(id).is_some_and(|q| q.choice.is_some()), basis) {
+                    (true, _) => Some(provenance::choice_basis(&self.results)),
+                    (false, b) => b,
+                };
+                bases.extend(basis.map(|b| (id.clone(), b)));
+                continue;
+            };
+            let result = self.results.iter().find(|r| r.key == key);
+            let resolved = match (self.sheet.task().field(id), result) {
+                (Some((_, field)), Some(r)) => provenance::resolve(self.sheet.task(), field, &r.value)
+                    .ok_or(format!("result {key} ({}) cannot fill {id}", r.value.describe())),
+                (None, _) => Err(format!("{id} takes an option letter or a number, not a result")),
+                (_, None) => Err(format!("no result {key}")),
+            };
+            match (resolved, result) {
+                (Ok(x), Some(r)) => {
+                    items.push((id.clone(), serde_json::json!(x)));
+                    bases.push((
+                        id.clone(),
+                        AnswerBasis::FromResult { key: key.to_string(), step: r.step, tool: r.tool.clone() },
+                    ));
+                }
+                (Err(e), _) => refused.push(format!("{id}: not recorded: {e}")),
+                (Ok(_), None) => unreachable!("a resolved reference has its result"),
+            }
+        }
+        let report = self.sheet.submit(step, present, &items).map_err(|e| e.to_string())?;
+        let mut notes = std::collections::BTreeMap::new();
+        for item in &report.items {
+            if item.outcome != crate::sheet::SubmitOutcome::Accepted {
+                continue;
+            }
+            if let Some((_, basis)) = bases.iter().find(|(id, _)| id == &item.id) {
+                let value = match &self.sheet.answers()[&item.id].value {
+                    crate::sheet::AnswerValue::Number(x) => format!("{x}, "),
+                    crate::sheet::AnswerValue::Choice(_) => String::new(),
+                };
+                notes.insert(item.id.clone(), format!("{value}{}", basis.note()));
+                self.sheet.set_basis(&item.id, basis.clone());
+            }
+        }
+        let mut text = String::new();
+        for line in report.to_string().lines() {
+            let note = line.strip_suffix(": accepted").and_then(|id| notes.get(id));
+            match note {
+                Some(note) => text.push_str(&format!("{line} ({note})\n")),
+                None => text.push_str(&format!("{line}\n")),
+            }
+        }
+        for r in &refused {
+            text.push_str(r);
+            text.push('\n');
+        }
+        Ok((text.trim_end().to_string(), self.sheet.is_complete()))
     }
 
     /// Evident's compact workspace state for the typed strategy, appended
@@ -182,8 +329,22 @@ impl StudyEnv {
             }
             Some((rows, columns)) => {
                 note.push_str(&format!("{AUDIT_FILE}: {rows} rows; columns {columns}. "));
+                let fillable: Vec<String> = remaining
+                    .iter()
+                    .filter_map(|id| {
+                        let (_, f) = self.sheet.task().field(id)?;
+                        let keys = provenance::candidates(self.sheet.task(), f, &self.results);
+                        (!keys.is_empty()).then(|| format!("{id} ({})", keys.join(", ")))
+                    })
+                    .collect();
                 if remaining.is_empty() {
                     note.push_str("Every visible question is answered. Next: finish_task.");
+                } else if !fillable.is_empty() {
+                    note.push_str(&format!(
+                        "Unanswered: {}. Results can fill: {}. Next: submit_answers, a field as {{\"from_result\": KEY}} with one of its results, or compute the others with a statistics tool.",
+                        remaining.join(", "),
+                        truncate_chars(&fillable.join("; "), 700)
+                    ));
                 } else {
                     note.push_str(&format!(
                         "Unanswered: {}. Next: compute what they ask on {AUDIT_FILE} with a statistics tool (describe, fisher_test, logistic_regression, cox_regression, kaplan_meier_logrank, roc_auc, propensity_matching), then submit_answers.",
@@ -215,9 +376,22 @@ impl StudyEnv {
         files.sort_by_key(|n| (*n != AUDIT_FILE, (*n).clone()));
         let tables =
             files.iter().take(MAX_SCHEMA_TABLES).filter_map(|f| csv_columns(&root.join(f), f)).collect::<Vec<_>>();
+        // A field that a stored result can fill also takes {"from_result": KEY}.
+        let task = self.sheet.task();
+        let open_answers = self
+            .sheet
+            .open_answer_schemas()
+            .into_iter()
+            .map(|(id, schema)| {
+                let keys =
+                    task.field(&id).map(|(_, f)| provenance::candidates(task, f, &self.results)).unwrap_or_default();
+                let schema = provenance::with_reference(schema, &keys);
+                (id, schema)
+            })
+            .collect();
         SchemaState {
             audit_present: self.audit_file_present(),
-            open_answers: self.sheet.open_answer_schemas(),
+            open_answers,
             tables,
             db_tables: self.db_tables.clone(),
             workspace_files,
@@ -306,6 +480,10 @@ impl StudyEnv {
         Ok(text)
     }
 }
+
+/// A statistics tool's text for the agent, its numbers as data for the
+/// report, and its citable results (name, value).
+type ToolOutput = (String, Option<AnalysisOutput>, Vec<(String, ResultValue)>);
 
 /// The most CSV tables the typed schema offers the statistics tools.
 pub const MAX_SCHEMA_TABLES: usize = 6;
@@ -409,7 +587,7 @@ fn statistics(
     tool: StatsTool,
     params: &Map<String, Value>,
     resolve: impl Fn(&str) -> Result<PathBuf, String>,
-) -> Result<(String, Option<AnalysisOutput>), String> {
+) -> Result<ToolOutput, String> {
     let file = name(params, "file")?;
     let path = resolve(&file)?;
     let err = |e: evident_stats::StatsError| e.to_string();
@@ -423,6 +601,8 @@ fn statistics(
             let cols = names(params, "columns")?;
             let mut out = String::new();
             let mut described = 0;
+            let rows = csv::Reader::from_path(&path).map_err(|e| e.to_string())?.records().flatten().count();
+            let mut results = vec![("rows".to_string(), ResultValue::Count { n: rows as u64 })];
             for c in &cols {
                 let summary = read_columns(&path, std::slice::from_ref(c)).and_then(|(v, dropped)| {
                     if v[0].is_empty() {
@@ -433,6 +613,17 @@ fn statistics(
                 match summary {
                     Ok((s, dropped)) => {
                         described += 1;
+                        let values = read_columns(&path, std::slice::from_ref(c)).map(|(v, _)| v).unwrap_or_default();
+                        let ones = values[0].iter().filter(|x| **x == 1.0).count() as u64;
+                        let zero_one = values[0].iter().all(|x| *x == 0.0 || *x == 1.0);
+                        results.push((
+                            c.clone(),
+                            if zero_one {
+                                ResultValue::Binary { ones, n: s.n as u64 }
+                            } else {
+                                ResultValue::Continuous { n: s.n as u64, median: s.median, mean: s.mean }
+                            },
+                        ));
                         out.push_str(&format!(
                             "{c}: n {} (missing {dropped}), mean {:.4}, sd {:.4}, median {:.4}, q1 {:.4}, q3 {:.4}, min {:.4}, max {:.4}\n",
                             s.n, s.mean, s.sd, s.median, s.q1, s.q3, s.min, s.max
@@ -444,7 +635,7 @@ fn statistics(
             if described == 0 {
                 return Err(out.trim_end().to_string());
             }
-            Ok((out, None))
+            Ok((out, None, results))
         }
         StatsTool::LinearRegression => {
             let predictors = names(params, "predictors")?;
@@ -468,7 +659,7 @@ fn statistics(
                     c.term, c.estimate, c.conf_low, c.conf_high, c.p_value
                 ));
             }
-            Ok((out, None))
+            Ok((out, None, Vec::new()))
         }
         StatsTool::PropensityMatching | StatsTool::Iptw => propensity_tool(tool, params, &file, &path),
         StatsTool::LogisticRegression | StatsTool::PoissonRegression | StatsTool::CoxRegression => {
@@ -487,12 +678,12 @@ fn statistics(
             let (cols, dropped) = read_columns(&path, &all)?;
             let x: Vec<Predictor> =
                 predictors.iter().zip(&cols[lead.len()..]).map(|(n, v)| Predictor { name: n, values: v }).collect();
-            let (coefficients, header, n) = match tool {
+            let (coefficients, header, n, effect) = match tool {
                 StatsTool::LogisticRegression => {
                     let fit =
                         glm(&cols[0], &x, Family::Binomial, &GlmConfig { conf_level: 0.95, ..GlmConfig::default() })
                             .map_err(err)?;
-                    (fit.coefficients, "odds ratio", fit.n)
+                    (fit.coefficients, "odds ratio", fit.n, "odds_ratio")
                 }
                 StatsTool::PoissonRegression => {
                     let config = GlmConfig {
@@ -501,11 +692,11 @@ fn statistics(
                         ..GlmConfig::default()
                     };
                     let fit = glm(&cols[0], &x, Family::Poisson, &config).map_err(err)?;
-                    (fit.coefficients, "rate ratio", fit.n)
+                    (fit.coefficients, "rate ratio", fit.n, "rate_ratio")
                 }
                 _ => {
                     let fit = coxph(&cols[0], &cols[1], &x, None, Ties::Efron, 0.95).map_err(err)?;
-                    (fit.coefficients, "hazard ratio (Efron ties)", fit.n)
+                    (fit.coefficients, "hazard ratio (Efron ties)", fit.n, "hazard_ratio")
                 }
             };
             let mut out = format!("n = {n}{}\nterm, {header}, 95% CI (Wald), p-value\n", dropped_note(dropped));
@@ -521,6 +712,19 @@ fn statistics(
                     p_value: c.p_value,
                 });
             }
+            let results = terms
+                .iter()
+                .map(|t| {
+                    let value = ResultValue::Effect {
+                        effect: effect.to_string(),
+                        ratio: t.ratio,
+                        conf_low: t.conf_low,
+                        conf_high: t.conf_high,
+                        p_value: t.p_value,
+                    };
+                    (t.term.clone(), value)
+                })
+                .collect();
             let analysis = AnalysisOutput::Regression {
                 tool: tool.name().to_string(),
                 effect: header.to_string(),
@@ -528,7 +732,7 @@ fn statistics(
                 n,
                 terms,
             };
-            Ok((out, Some(analysis)))
+            Ok((out, Some(analysis), results))
         }
         StatsTool::KaplanMeierLogrank => {
             let cols_wanted = vec![name(params, "time")?, name(params, "event")?, name(params, "group")?];
@@ -536,10 +740,20 @@ fn statistics(
             let test = logrank(&cols[0], &cols[1], &cols[2], None).map_err(err)?;
             let mut out =
                 format!("n = {}{}\ngroup, n, observed events, expected events\n", cols[0].len(), dropped_note(dropped));
+            let mut results = Vec::new();
             for (i, g) in test.groups.iter().enumerate() {
                 let n = cols[2].iter().filter(|v| *v == g).count();
                 out.push_str(&format!("{g}, {n}, {}, {:.4}\n", test.observed[i], test.expected[i]));
+                let group = &cols_wanted[2];
+                results.push((format!("{group}={g}"), ResultValue::Count { n: n as u64 }));
+                results.push((format!("{group}={g} events"), ResultValue::Count { n: test.observed[i] as u64 }));
             }
+            let events: f64 = test.observed.iter().sum();
+            results.push(("events".to_string(), ResultValue::Count { n: events as u64 }));
+            results.push((
+                "log-rank".to_string(),
+                ResultValue::Test { test: "log-rank".into(), p_value: test.test.p_value },
+            ));
             out.push_str(&format!(
                 "log-rank chi-square {:.4} on {} df, p-value {:.6e}\n",
                 test.test.statistic, test.test.df, test.test.p_value
@@ -557,7 +771,7 @@ fn statistics(
                 df: test.test.df as usize,
                 p_value: test.test.p_value,
             };
-            Ok((out, Some(analysis)))
+            Ok((out, Some(analysis), results))
         }
         StatsTool::RocAuc => {
             let (outcome, predictor) = (name(params, "outcome")?, name(params, "predictor")?);
@@ -583,14 +797,33 @@ fn statistics(
                 if auc.cases_higher { "indicate" } else { "do not indicate" },
                 dropped_note(dropped)
             );
-            Ok((text, Some(analysis)))
+            Ok((text, Some(analysis), vec![("auc".to_string(), ResultValue::Auc { auc: auc.auc })]))
         }
         StatsTool::FisherTest => {
-            let (cols, dropped) = read_columns(&path, &[name(params, "row")?, name(params, "column")?])?;
+            let (row, column) = (name(params, "row")?, name(params, "column")?);
+            let (cols, dropped) = read_columns(&path, &[row.clone(), column.clone()])?;
             let count =
                 |r: f64, c: f64| cols[0].iter().zip(&cols[1]).filter(|(a, b)| **a == r && **b == c).count() as u64;
             let (a, b, c, d) = (count(1.0, 1.0), count(1.0, 0.0), count(0.0, 1.0), count(0.0, 0.0));
             let f = evident_stats::htest::fisher_test(a, b, c, d, 0.95).map_err(err)?;
+            // The table's shares both ways, and the test as an odds ratio.
+            let share = |ones: u64, n: u64| ResultValue::Binary { ones, n };
+            let results = vec![
+                (
+                    "fisher".to_string(),
+                    ResultValue::Effect {
+                        effect: "odds_ratio".into(),
+                        ratio: f.odds_ratio,
+                        conf_low: f.conf_low,
+                        conf_high: f.conf_high,
+                        p_value: f.p_value,
+                    },
+                ),
+                (format!("{column}=1 if {row}=1"), share(a, a + b)),
+                (format!("{column}=1 if {row}=0"), share(c, c + d)),
+                (format!("{row}=1 if {column}=1"), share(a, a + c)),
+                (format!("{row}=1 if {column}=0"), share(b, b + d)),
+            ];
             Ok((
                 format!(
                 "table [[{a}, {b}], [{c}, {d}]] (row 1/0 by column 1/0); p-value {:.6e}; odds ratio {:.6} (95% CI {:.6}-{:.6}){}\n",
@@ -601,6 +834,7 @@ fn statistics(
                 dropped_note(dropped)
             ),
                 None,
+                results,
             ))
         }
     }
@@ -620,7 +854,7 @@ fn propensity_tool(
     params: &Map<String, Value>,
     file: &str,
     path: &Path,
-) -> Result<(String, Option<AnalysisOutput>), String> {
+) -> Result<ToolOutput, String> {
     let err = |e: evident_stats::StatsError| e.to_string();
     let treatment = name(params, "treatment")?;
     let outcome = name(params, "outcome")?;
@@ -637,6 +871,7 @@ fn propensity_tool(
         out.push_str(&format!(" ({dropped} rows with a missing value dropped)"));
     }
     out.push('\n');
+    let mut results = Vec::new();
     let (effect, what) = match tool {
         StatsTool::PropensityMatching => {
             let caliper = match params.get("caliper") {
@@ -646,6 +881,10 @@ fn propensity_tool(
             let config = MatchConfig { caliper_sd: Some(caliper), ..MatchConfig::default() };
             let m = matched_effect(&cols[0], &cols[1], &x, &config, model, 0.95).map_err(err)?;
             let treated = cols[1].iter().filter(|t| **t == 1.0).count();
+            let count = |n: usize| ResultValue::Count { n: n as u64 };
+            results.push((format!("{treatment}=1"), count(treated)));
+            results.push((format!("{treatment}=0"), count(cols[1].len() - treated)));
+            results.push(("matched pairs".to_string(), count(m.matching.n_treated_matched)));
             out.push_str(&format!(
                 "1:1 nearest-neighbour matching on the logit of the propensity score, caliper {caliper} SD ({:.4}), without replacement: {} of {treated} treated matched to {} controls ({} units)\n",
                 m.matching.caliper.unwrap_or(f64::NAN),
@@ -663,6 +902,7 @@ fn propensity_tool(
             let wald = match model {
                 OutcomeModel::Logistic => {
                     out.push_str(&format!("outcome events in the matched sample: {}\n", y.iter().sum::<f64>()));
+                    results.push(("matched events".to_string(), count(y.iter().sum::<f64>() as usize)));
                     glm(&y, &tx, Family::Binomial, &GlmConfig { weights: Some(&w), ..GlmConfig::default() })
                         .ok()
                         .map(|f| f.coefficients[1].clone())
@@ -673,6 +913,16 @@ fn propensity_tool(
                     .map(|f| f.coefficients[1].clone())
                     .map(|c| (c.estimate, c.conf_low, c.conf_high, c.p_value)),
             };
+            if let (Some((est, lo, hi, p)), OutcomeModel::Logistic) = (wald, model) {
+                let value = ResultValue::Effect {
+                    effect: "odds_ratio".into(),
+                    ratio: est,
+                    conf_low: lo,
+                    conf_high: hi,
+                    p_value: p,
+                };
+                results.push((format!("{treatment} wald"), value));
+            }
             if let Some((est, lo, hi, p)) = wald {
                 out.push_str(&format!(
                     "model-based (Wald) on the matched sample: estimate {est:.6}, 95% CI {lo:.6} to {hi:.6}, p-value {p:.6e}\n"
@@ -703,6 +953,14 @@ fn propensity_tool(
     let analysis = match model {
         OutcomeModel::Logistic => {
             let (ratio, lo, hi) = (effect.estimate.exp(), effect.conf_low.exp(), effect.conf_high.exp());
+            let value = ResultValue::Effect {
+                effect: "odds_ratio".into(),
+                ratio,
+                conf_low: lo,
+                conf_high: hi,
+                p_value: effect.p_value,
+            };
+            results.insert(0, (treatment.clone(), value));
             out.push_str(&format!(
                 "{treatment} on {outcome}: odds ratio {ratio:.6}, 95% CI {lo:.6}-{hi:.6}, p-value {:.6e} ({what})\n",
                 effect.p_value
@@ -729,5 +987,5 @@ fn propensity_tool(
             None
         }
     };
-    Ok((out, analysis))
+    Ok((out, analysis, results))
 }

@@ -177,6 +177,10 @@ pub struct StepRecord {
     /// What a typed statistics tool computed in this step, as data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisOutput>,
+    /// The numbers this step computed, citable in `submit_answers` as
+    /// `{"from_result": KEY}` (typed strategy, [`crate::provenance`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<crate::provenance::ResultNumber>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -398,6 +402,7 @@ pub fn run_agent(
     if let Some(last) = steps.last() {
         env.sheet = env.sheet.with_answers(last.answers.clone());
     }
+    env.replay(&steps);
     let totals = |steps: &[StepRecord]| {
         (steps.iter().map(|s| s.prompt_tokens).sum(), steps.iter().map(|s| s.completion_tokens).sum())
     };
@@ -502,7 +507,7 @@ pub fn run_agent(
                 }
             }
         };
-        let (output, action_name, observation, termination, analysis) = match parsed {
+        let (output, action_name, observation, termination, analysis, results) = match parsed {
             Ok((output, action)) => {
                 let mut obs = env.execute(step, &action);
                 if typed && !obs.finished && !matches!(action, actions::Action::FinishTask) {
@@ -525,7 +530,7 @@ pub fn run_agent(
                 } else {
                     None
                 };
-                (output, action.name().to_string(), obs.text, termination, obs.analysis)
+                (output, action.name().to_string(), obs.text, termination, obs.analysis, obs.results)
             }
             Err((output, problem, false)) => (
                 output,
@@ -533,6 +538,7 @@ pub fn run_agent(
                 format!("Invalid response: {problem}"),
                 Some(Termination::InvalidOutputs),
                 None,
+                Vec::new(),
             ),
             Err((output, problem, true)) => (
                 output,
@@ -540,6 +546,7 @@ pub fn run_agent(
                 format!("The run ends: {problem}"),
                 Some(Termination::ContextFull),
                 None,
+                Vec::new(),
             ),
         };
         let record = StepRecord {
@@ -556,6 +563,7 @@ pub fn run_agent(
             elapsed_ms: step_start.elapsed().as_millis() as u64,
             termination,
             analysis,
+            results,
         };
         store.append(&record)?;
         messages.push(Message::assistant(record.output.clone()));

@@ -1,0 +1,414 @@
+//! Where an answer comes from (Evident's typed strategy; `--strategy r`,
+//! the paper's RWEAgent, is untouched).
+//!
+//! Each typed statistics tool (and `build_cohort`) leaves, beside its text,
+//! the numbers it computed as [`ResultNumber`]s, each under a key the agent
+//! can cite: `"STEP:NAME"`, e.g. `"6:anion_gap"` for a regression term,
+//! `"5:female"` for a 0/1 column described, `"5:rows"`. `submit_answers`
+//! takes a field's value either as a number or as `{"from_result": KEY}`,
+//! resolved here, deterministically, from the stored result by the field's
+//! type (a count takes a count or a 0/1 column's ones, a proportion that
+//! share times its base, a ratio, its CI bounds and its p-value the effect's
+//! numbers, an AUC the curve's area, a median the column's median), so a
+//! small model copies no digits. Every accepted answer gets an
+//! [`AnswerBasis`]: the result it was resolved from, the tool output a typed
+//! number matches at its precision, or `unsupported` (a number no tool
+//! produced, a choice made before any effect or test was computed). An
+//! unsupported answer is recorded and scored like any other, and flagged in
+//! the trace and in `bundle.json` for a reviewer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::task::{FieldKind, Task};
+
+/// One number set a tool computed, citable by `key`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultNumber {
+    /// `"STEP:NAME"`, what the agent writes in `{"from_result": KEY}`.
+    pub key: String,
+    /// The step whose action computed it.
+    pub step: u32,
+    /// The action (`describe`, `logistic_regression`, `build_cohort`, ...).
+    pub tool: String,
+    #[serde(flatten)]
+    pub value: ResultValue,
+}
+
+/// What a result holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ResultValue {
+    /// A number of rows, patients, pairs or events.
+    Count { n: u64 },
+    /// A 0/1 column (or a 2x2 table's cell): `ones` of `n`. Fills a count
+    /// (ones) or a proportion (ones / n times the field's base).
+    Binary { ones: u64, n: u64 },
+    /// A continuous column: fills a numeric field (its median, or its mean
+    /// where the field's role is "mean").
+    Continuous { n: u64, median: f64, mean: f64 },
+    /// A ratio with its 95% CI and p-value (`effect`: odds_ratio,
+    /// hazard_ratio or rate_ratio).
+    Effect { effect: String, ratio: f64, conf_low: f64, conf_high: f64, p_value: f64 },
+    /// A test's p-value (log-rank, Fisher's exact).
+    Test { test: String, p_value: f64 },
+    /// An area under the ROC curve.
+    Auc { auc: f64 },
+}
+
+impl ResultValue {
+    /// Every number it holds, for matching a typed answer.
+    fn numbers(&self) -> Vec<f64> {
+        match self {
+            ResultValue::Count { n } => vec![*n as f64],
+            ResultValue::Binary { ones, n } => {
+                let share = *ones as f64 / (*n).max(1) as f64;
+                vec![*ones as f64, *n as f64, share, share * 100.0]
+            }
+            ResultValue::Continuous { n, median, mean } => vec![*n as f64, *median, *mean],
+            ResultValue::Effect { ratio, conf_low, conf_high, p_value, .. } => {
+                vec![*ratio, *conf_low, *conf_high, *p_value]
+            }
+            ResultValue::Test { p_value, .. } => vec![*p_value],
+            ResultValue::Auc { auc } => vec![*auc],
+        }
+    }
+
+    /// Whether it holds every number it claims (a degenerate fit's NaN is
+    /// not offered).
+    pub fn is_finite(&self) -> bool {
+        self.numbers().iter().all(|x| x.is_finite())
+    }
+
+    /// One line for the agent: what it is and its numbers.
+    pub fn describe(&self) -> String {
+        let g = |x: f64| format_number(x);
+        match self {
+            ResultValue::Count { n } => format!("{n} (count)"),
+            ResultValue::Binary { ones, n } => {
+                format!("{ones} of {n} are 1 ({}%) (count or proportion)", g(*ones as f64 * 100.0 / (*n).max(1) as f64))
+            }
+            ResultValue::Continuous { median, mean, n } => {
+                format!("median {}, mean {} (n {n}) (numeric)", g(*median), g(*mean))
+            }
+            ResultValue::Effect { effect, ratio, conf_low, conf_high, p_value } => {
+                let direction = if *conf_low > 1.0 {
+                    "above 1, significant at 0.05: higher values, higher risk"
+                } else if *conf_high < 1.0 {
+                    "below 1, significant at 0.05: higher values, lower risk"
+                } else {
+                    "CI includes 1: not significant at 0.05"
+                };
+                format!(
+                    "{} {} (95% CI {}-{}), p {} ({direction}) (ratio, its CI bounds, p-value)",
+                    effect.replace('_', " "),
+                    g(*ratio),
+                    g(*conf_low),
+                    g(*conf_high),
+                    g(*p_value)
+                )
+            }
+            ResultValue::Test { test, p_value } => {
+                let sig = if *p_value < 0.05 { "significant at 0.05" } else { "not significant at 0.05" };
+                format!("{test} p {} ({sig}) (p-value)", g(*p_value))
+            }
+            ResultValue::Auc { auc } => format!("AUC {} (auc)", g(*auc)),
+        }
+    }
+}
+
+/// Four significant digits, as the agent reads them.
+fn format_number(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    if x.abs() < 1e-3 {
+        return format!("{x:.3e}");
+    }
+    let digits = (3 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}
+
+/// The value a result gives `field` of `task`, if it can fill it.
+pub fn resolve(task: &Task, field: &FieldKind, result: &ResultValue) -> Option<f64> {
+    let share = |ones: u64, n: u64| ones as f64 / n.max(1) as f64;
+    let x = match (field, result) {
+        (FieldKind::Count { .. }, ResultValue::Count { n }) => *n as f64,
+        (FieldKind::Count { .. }, ResultValue::Binary { ones, .. }) => *ones as f64,
+        (FieldKind::Proportion { base, .. }, ResultValue::Binary { ones, n }) => share(*ones, *n) * f64::from(*base),
+        (FieldKind::Numeric { role, .. }, ResultValue::Continuous { median, mean, .. }) => {
+            if role.as_deref() == Some("mean") {
+                *mean
+            } else {
+                *median
+            }
+        }
+        (FieldKind::Ratio { role, .. }, ResultValue::Effect { effect, ratio, .. }) => {
+            role_fits(role.as_deref(), effect).then_some(*ratio)?
+        }
+        (FieldKind::Ci { name }, ResultValue::Effect { effect, conf_low, conf_high, .. }) => {
+            let (ratio_role, low) = task.questions.iter().flat_map(|q| &q.fields).find_map(|f| match f {
+                FieldKind::Ratio { ci_low, ci_high, role, .. } if ci_low == name || ci_high == name => {
+                    Some((role.clone(), ci_low == name))
+                }
+                _ => None,
+            })?;
+            if !role_fits(ratio_role.as_deref(), effect) {
+                return None;
+            }
+            if low {
+                *conf_low
+            } else {
+                *conf_high
+            }
+        }
+        (FieldKind::Pvalue { .. }, ResultValue::Effect { p_value, .. } | ResultValue::Test { p_value, .. }) => *p_value,
+        (FieldKind::Auc { .. }, ResultValue::Auc { auc }) => *auc,
+        _ => return None,
+    };
+    x.is_finite().then_some(x)
+}
+
+/// A ratio field's role (odds_ratio, hazard_ratio, ...) takes an effect of
+/// that kind; a field without a role takes any.
+fn role_fits(role: Option<&str>, effect: &str) -> bool {
+    role.is_none_or(|r| r == effect)
+}
+
+/// The keys of the results that can fill `field`, oldest first.
+pub fn candidates<'a>(task: &Task, field: &FieldKind, results: &'a [ResultNumber]) -> Vec<&'a str> {
+    results.iter().filter(|r| resolve(task, field, &r.value).is_some()).map(|r| r.key.as_str()).collect()
+}
+
+/// The JSON Schema of a field's answer once results can fill it: its own
+/// value schema, or `{"from_result": KEY}` with KEY one of `keys`.
+pub fn with_reference(value_schema: Value, keys: &[&str]) -> Value {
+    if keys.is_empty() {
+        return value_schema;
+    }
+    json!({"anyOf": [
+        value_schema,
+        {
+            "type": "object",
+            "properties": {"from_result": {"enum": keys}},
+            "required": ["from_result"],
+            "additionalProperties": false
+        }
+    ]})
+}
+
+/// The key of `{"from_result": KEY}`, if the answer is one.
+pub fn reference(raw: &Value) -> Option<&str> {
+    raw.as_object().filter(|o| o.len() == 1)?.get("from_result")?.as_str()
+}
+
+/// Where an accepted answer comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AnswerBasis {
+    /// Submitted as `{"from_result": key}` and resolved from that result.
+    FromResult { key: String, step: u32, tool: String },
+    /// A typed number equal, at its precision, to one a tool produced
+    /// (`source`: a result's key, or "observation" for a number in a tool's
+    /// text, e.g. a SQL result).
+    Matches { step: u32, source: String },
+    /// A choice made after a tool computed these effects or tests.
+    AfterAnalysis { keys: Vec<String> },
+    /// A number no tool produced, or a choice made before any effect or
+    /// test was computed: recorded and scored, flagged for a reviewer.
+    Unsupported { reason: String },
+}
+
+impl AnswerBasis {
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, AnswerBasis::Unsupported { .. })
+    }
+
+    /// A short note for the trace.
+    pub fn note(&self) -> String {
+        match self {
+            AnswerBasis::FromResult { key, .. } => format!("from result {key}"),
+            AnswerBasis::Matches { step, source } => format!("matches {source} of step {step}"),
+            AnswerBasis::AfterAnalysis { keys } => format!("after {}", keys.join(", ")),
+            AnswerBasis::Unsupported { reason } => format!("UNSUPPORTED: {reason}"),
+        }
+    }
+}
+
+/// Whether a typed answer `x`, written `text`, equals `v` at the precision
+/// it was written with (half a unit of its last digit) and within 5% of it.
+fn same_at_precision(x: f64, text: &str, v: f64) -> bool {
+    if !v.is_finite() {
+        return false;
+    }
+    if x == v {
+        return true;
+    }
+    let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+    let exponent: i32 = text.split(['e', 'E']).nth(1).and_then(|e| e.parse().ok()).unwrap_or(0);
+    let decimals = mantissa.split('.').nth(1).map_or(0, |d| d.len()) as i32 - exponent;
+    let half_unit = 0.5 * 10f64.powi(-decimals);
+    (x - v).abs() <= half_unit * (1.0 + 1e-9) && (x - v).abs() <= 0.05 * v.abs()
+}
+
+/// The numbers written in a tool's text (integers, decimals, exponents).
+pub fn numbers_in(text: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts =
+            bytes[i].is_ascii_digit() && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let begin = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        if i + 1 < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
+            let mut j = i + 1;
+            if j < bytes.len() && (bytes[j] == b'-' || bytes[j] == b'+') {
+                j += 1;
+            }
+            if j < bytes.len() && bytes[j].is_ascii_digit() {
+                while j < bytes.len() && bytes[j].is_ascii_digit() {
+                    j += 1;
+                }
+                i = j;
+            }
+        }
+        let token = text[begin..i].trim_end_matches('.');
+        if let Ok(x) = token.parse::<f64>() {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The basis of a typed number `x` (written `text`): the first result, or
+/// else the first tool text (`(step, text)`), holding it at its precision.
+pub fn literal_basis(x: f64, text: &str, results: &[ResultNumber], observations: &[(u32, String)]) -> AnswerBasis {
+    if let Some(r) = results.iter().find(|r| r.value.numbers().iter().any(|v| same_at_precision(x, text, *v))) {
+        return AnswerBasis::Matches { step: r.step, source: r.key.clone() };
+    }
+    if let Some((step, _)) =
+        observations.iter().find(|(_, t)| numbers_in(t).iter().any(|v| same_at_precision(x, text, *v)))
+    {
+        return AnswerBasis::Matches { step: *step, source: "observation".into() };
+    }
+    AnswerBasis::Unsupported { reason: format!("{text} matches no number a tool produced") }
+}
+
+/// The basis of a choice: the effects and tests computed before it, or
+/// unsupported when there are none.
+pub fn choice_basis(results: &[ResultNumber]) -> AnswerBasis {
+    let keys: Vec<String> = results
+        .iter()
+        .filter(|r| matches!(r.value, ResultValue::Effect { .. } | ResultValue::Test { .. } | ResultValue::Auc { .. }))
+        .map(|r| r.key.clone())
+        .collect();
+    if keys.is_empty() {
+        AnswerBasis::Unsupported { reason: "chosen before any effect or test was computed".into() }
+    } else {
+        AnswerBasis::AfterAnalysis { keys }
+    }
+}
+
+/// The lines an observation adds for the results a step produced.
+pub fn results_note(results: &[ResultNumber]) -> String {
+    if results.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "Results you can submit by reference (submit_answers with {\"FIELD\": {\"from_result\": \"KEY\"}}; Evident fills in the number):\n",
+    );
+    for r in results {
+        out.push_str(&format!("- {}: {}\n", r.key, r.value.describe()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::tests::GOOD;
+
+    fn task() -> Task {
+        Task::from_yaml_str(GOOD, "t.yaml").unwrap()
+    }
+
+    fn field<'a>(t: &'a Task, name: &str) -> &'a FieldKind {
+        t.field(name).unwrap().1
+    }
+
+    #[test]
+    fn a_result_fills_the_fields_of_its_type() {
+        let t = task();
+        let effect = ResultValue::Effect {
+            effect: "odds_ratio".into(),
+            ratio: 1.5,
+            conf_low: 1.1,
+            conf_high: 2.0,
+            p_value: 0.01,
+        };
+        assert_eq!(resolve(&t, field(&t, "or_lactate"), &effect), Some(1.5));
+        assert_eq!(resolve(&t, field(&t, "or_low"), &effect), Some(1.1));
+        assert_eq!(resolve(&t, field(&t, "or_high"), &effect), Some(2.0));
+        assert_eq!(resolve(&t, field(&t, "p_lactate"), &effect), Some(0.01));
+        assert_eq!(resolve(&t, field(&t, "n_patients"), &effect), None);
+        let hazard = ResultValue::Effect {
+            effect: "hazard_ratio".into(),
+            ratio: 1.5,
+            conf_low: 1.1,
+            conf_high: 2.0,
+            p_value: 0.01,
+        };
+        assert_eq!(resolve(&t, field(&t, "or_lactate"), &hazard), None, "an odds-ratio field takes no hazard ratio");
+        let binary = ResultValue::Binary { ones: 11, n: 74 };
+        assert_eq!(resolve(&t, field(&t, "n_deaths"), &binary), Some(11.0));
+        assert_eq!(resolve(&t, field(&t, "or_lactate"), &binary), None);
+        assert_eq!(resolve(&t, field(&t, "n_patients"), &ResultValue::Count { n: 74 }), Some(74.0));
+    }
+
+    #[test]
+    fn typed_numbers_match_at_their_precision() {
+        assert!(same_at_precision(1.14, "1.14", 1.138912));
+        assert!(same_at_precision(1.1, "1.1", 1.138912), "1.14 at one decimal");
+        assert!(!same_at_precision(1.2, "1.2", 1.138912));
+        assert!(same_at_precision(74.0, "74", 74.0));
+        assert!(!same_at_precision(0.001, "0.001", 0.00077), "within half a unit but 30% off");
+        assert!(same_at_precision(0.0077, "0.0077", 0.007712));
+        assert!(same_at_precision(7.7e-3, "7.7e-3", 0.007712));
+        assert!(!same_at_precision(50.0, "50", 14.0));
+        assert_eq!(
+            numbers_in("n = 74 (3 rows dropped); p-value 7.712e-3, x1 1.5-2.0."),
+            vec![74.0, 3.0, 7.712e-3, 1.5, 2.0]
+        );
+        let results = vec![ResultNumber {
+            key: "4:lactate".into(),
+            step: 4,
+            tool: "logistic_regression".into(),
+            value: ResultValue::Effect {
+                effect: "odds_ratio".into(),
+                ratio: 1.4321,
+                conf_low: 1.1,
+                conf_high: 2.0,
+                p_value: 0.01,
+            },
+        }];
+        let obs = vec![(2, "12 rows\ncount\n74\n".to_string())];
+        assert_eq!(
+            literal_basis(1.43, "1.43", &results, &obs),
+            AnswerBasis::Matches { step: 4, source: "4:lactate".into() }
+        );
+        assert_eq!(
+            literal_basis(74.0, "74", &results, &obs),
+            AnswerBasis::Matches { step: 2, source: "observation".into() }
+        );
+        assert!(literal_basis(3.0, "3.0", &results, &obs).is_unsupported());
+        assert!(choice_basis(&[]).is_unsupported());
+        assert_eq!(choice_basis(&results), AnswerBasis::AfterAnalysis { keys: vec!["4:lactate".into()] });
+    }
+}
