@@ -407,6 +407,9 @@ fn results(o: &mut String, b: &Bundle, gold: &Gold) {
                 let mut marks = Vec::new();
                 if given.is_some_and(|g| matches!(&g.value, AnswerValue::Choice(c) if c == letter)) {
                     marks.push(format!("the agent's answer (step {})", given.map_or(0, |g| g.step)));
+                    if let Some(basis) = given.and_then(|g| g.basis.as_ref()) {
+                        marks.push(basis.note());
+                    }
                 }
                 if letter == right {
                     marks.push("reference".to_string());
@@ -424,13 +427,24 @@ fn results(o: &mut String, b: &Bundle, gold: &Gold) {
             }
         }
         let revealed = !q.is_gated() || sheet.choice_correct(&q.id);
-        o.push_str("<table><tr><th>field</th><th>type</th><th>agent</th><th>step</th><th>reference</th></tr>\n");
+        o.push_str(
+            "<table><tr><th>field</th><th>type</th><th>agent</th><th>step</th><th>basis</th><th>reference</th></tr>\n",
+        );
         for f in &q.fields {
             let name = f.name();
             let (agent, step) = match b.answers.get(name) {
                 Some(a) => (escape(&answer_text(&a.value)), a.step.to_string()),
                 None if revealed => ("<span class=\"fail\">not answered</span>".to_string(), String::new()),
                 None => ("<span class=\"fail\">never revealed</span>".to_string(), String::new()),
+            };
+            // Where the answer's number comes from (typed strategy): an
+            // unsupported one is marked for the reviewer.
+            let basis = match b.answers.get(name).and_then(|a| a.basis.as_ref()) {
+                Some(basis) if basis.is_unsupported() => {
+                    format!("<span class=\"fail\">{}</span>", escape(&basis.note()))
+                }
+                Some(basis) => escape(&basis.note()),
+                None => String::new(),
             };
             let mut kind = f.type_name().to_string();
             if let FieldKind::Pvalue { mode, sign, .. } = f {
@@ -443,7 +457,7 @@ fn results(o: &mut String, b: &Bundle, gold: &Gold) {
             let reference = gold.fields.get(name).map_or("–".to_string(), |v| num(*v));
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td class=\"n\">{agent}</td><td class=\"n\">{step}</td><td class=\"n\">{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td class=\"n\">{agent}</td><td class=\"n\">{step}</td><td>{basis}</td><td class=\"n\">{}</td></tr>",
                 escape(name),
                 escape(&kind),
                 escape(&reference)
