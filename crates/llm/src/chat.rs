@@ -4,7 +4,7 @@
 //! [`crate::PipelineFailureLog`].
 
 use crate::error::LlmError;
-use crate::request::{ChatRequest, ChatResponse};
+use crate::request::{ChatRequest, ChatResponse, Message};
 
 /// A chat model. Blocking; callers get concurrency from threads, and each
 /// provider bounds how many requests it runs at once.
@@ -14,6 +14,15 @@ pub trait ChatModel: Send + Sync {
 
     /// Answers one request.
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// How many prompt tokens `messages` take in this model, as its own
+    /// tokenizer counts them (the chat template applied), where the model
+    /// can tell; `None` where it cannot (a remote endpoint, a fake), and a
+    /// caller estimates.
+    fn count_tokens(&self, messages: &[Message]) -> Option<usize> {
+        let _ = messages;
+        None
+    }
 }
 
 impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
@@ -22,5 +31,8 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         (**self).chat(request)
+    }
+    fn count_tokens(&self, messages: &[Message]) -> Option<usize> {
+        (**self).count_tokens(messages)
     }
 }

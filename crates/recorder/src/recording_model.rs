@@ -124,6 +124,11 @@ impl ChatModel for RecordingModel {
         self.inner.model_id()
     }
 
+    /// The wrapped model's count (not recorded: no answer is asked for).
+    fn count_tokens(&self, messages: &[evident_llm::Message]) -> Option<usize> {
+        self.inner.count_tokens(messages)
+    }
+
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let key = cache_key(self.inner.model_id(), request)?;

@@ -565,3 +565,42 @@ fn poisson_linear_psm_and_iptw_tools_report_the_estimators() {
     );
     assert!(bad.starts_with("The action failed:") && bad.contains("atc"), "{bad}");
 }
+
+/// A model that counts its prompt tokens (the embedded model tokenises with
+/// its chat template) decides when memory compression runs; characters / 4
+/// is only the fallback for one that cannot. Here the count is twice the
+/// estimate, as whitespace-heavy JSON tokenises: the same short run is
+/// compressed as soon as the history allows, and never on the estimate.
+#[test]
+fn memory_compression_uses_the_models_token_count_where_it_has_one() {
+    use evident_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message};
+    struct Counting(Scripted, std::sync::Mutex<usize>);
+    impl ChatModel for Counting {
+        fn model_id(&self) -> &str {
+            self.0.model_id()
+        }
+        fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            self.0.chat(request)
+        }
+        fn count_tokens(&self, messages: &[Message]) -> Option<usize> {
+            *self.1.lock().unwrap() += 1;
+            Some(messages.iter().map(|m| m.content.chars().count()).sum::<usize>() / 2)
+        }
+    }
+    let small = AgentConfig { context_tokens: Some(4096), ..AgentConfig::paper(Strategy::R) };
+    let list = answer("look", r#"{"action": "list_files", "params": {}}"#);
+    let finish = answer("stop", r#"{"action": "finish_task", "params": {}}"#);
+    let script = [list.clone(), list.clone(), list, finish];
+    let memory = scripted(&["{\"progress_summary\": \"listed files\"}"; 3]);
+    let compressed_steps = |model: &dyn ChatModel| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StepStore::new(dir.path());
+        let run = run_agent(model, &memory, &mut env(dir.path()), &study_prompts(None), &small, &store, &[]).unwrap();
+        assert_eq!(run.termination, Termination::Finished);
+        run.steps.iter().filter(|s| s.memory.is_some()).map(|s| s.step).collect::<Vec<u32>>()
+    };
+    let counting = Counting(scripted(&script), std::sync::Mutex::new(0));
+    assert_eq!(compressed_steps(&counting), vec![3], "at the first step with a history to compress");
+    assert!(*counting.1.lock().unwrap() >= 1, "the model was asked");
+    assert_eq!(compressed_steps(&scripted(&script)), Vec::<u32>::new(), "characters / 4 stays under 3,072");
+}

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
-use crate::request::{ChatRequest, ChatResponse, FinishReason, Role};
+use crate::request::{ChatRequest, ChatResponse, FinishReason, Message, Role};
 use crate::request::{TokenLogprob, TopLogprob};
 
 /// How to run a local GGUF model.
@@ -95,11 +95,18 @@ pub struct LlamaTimings {
 
 type Reply = mpsc::Sender<Result<(ChatResponse, LlamaTimings), LlmError>>;
 
+/// What the model thread is asked: an answer, or the prompt tokens a
+/// request's messages take (its template applied, tokenised).
+enum Job {
+    Chat(ChatRequest, Reply),
+    CountTokens(ChatRequest, mpsc::Sender<Result<usize, LlmError>>),
+}
+
 /// A chat model run in-process by llama.cpp.
 pub struct LlamaChatModel {
     id: String,
     endpoint: String,
-    jobs: Mutex<mpsc::Sender<(ChatRequest, Reply)>>,
+    jobs: Mutex<mpsc::Sender<Job>>,
     last_timings: Arc<Mutex<LlamaTimings>>,
 }
 
@@ -126,7 +133,7 @@ impl LlamaChatModel {
         }
         let id = model_id_for(&config.model_path);
         let endpoint = format!("local:{}", config.model_path.display());
-        let (jobs_tx, jobs_rx) = mpsc::channel::<(ChatRequest, Reply)>();
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LlmError>>();
         let last_timings = Arc::new(Mutex::new(LlamaTimings::default()));
         let worker_id = id.clone();
@@ -154,7 +161,7 @@ impl LlamaChatModel {
         self.jobs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send((request.clone(), reply_tx))
+            .send(Job::Chat(request.clone(), reply_tx))
             .map_err(|_| LlmError::Backend("the model thread has stopped".into()))?;
         let result =
             reply_rx.recv().map_err(|_| LlmError::Backend("the model thread stopped during a request".into()))?;
@@ -171,6 +178,14 @@ impl ChatModel for LlamaChatModel {
     }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.chat_with_timings(request).map(|(response, _)| response)
+    }
+    /// The prompt tokens of `messages` as a request would send them: the
+    /// GGUF's chat template with the assistant's turn opened, tokenised.
+    fn count_tokens(&self, messages: &[Message]) -> Option<usize> {
+        let (reply_tx, reply_rx) = mpsc::channel();
+        let request = ChatRequest::new(messages.to_vec());
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(Job::CountTokens(request, reply_tx)).ok()?;
+        reply_rx.recv().ok()?.ok()
     }
 }
 
@@ -189,7 +204,7 @@ fn worker(
     config: LlamaConfig,
     id: String,
     endpoint: String,
-    jobs: mpsc::Receiver<(ChatRequest, Reply)>,
+    jobs: mpsc::Receiver<Job>,
     ready: mpsc::Sender<Result<(), LlmError>>,
 ) {
     let setup = (|| {
@@ -235,7 +250,17 @@ fn worker(
         endpoint,
     };
     let _ = ready.send(Ok(()));
-    for (request, reply) in jobs {
+    for job in jobs {
+        let (request, reply) = match job {
+            Job::Chat(request, reply) => (request, reply),
+            Job::CountTokens(request, reply) => {
+                let count = engine
+                    .render_prompt(&request)
+                    .map(|prompt| engine.model.vocab().tokenize(prompt.as_bytes(), false, true).len());
+                let _ = reply.send(count);
+                continue;
+            }
+        };
         let result = engine.run(&request);
         if result.is_err() {
             // A failed request may leave the KV cache half-written.

@@ -321,8 +321,13 @@ pub fn task_message(
         .map_err(|e| AgentError::Prompt(e.to_string()))
 }
 
-fn estimate_tokens(messages: &[Message]) -> usize {
-    messages.iter().map(|m| m.content.chars().count()).sum::<usize>() / 4
+/// The history's size in tokens: the model's own count (its tokenizer and
+/// chat template, the embedded model) where it gives one, else characters
+/// / 4 (which undercounts whitespace-heavy text such as pretty JSON).
+fn history_tokens(model: &dyn ChatModel, messages: &[Message]) -> usize {
+    model
+        .count_tokens(messages)
+        .unwrap_or_else(|| messages.iter().map(|m| m.content.chars().count()).sum::<usize>() / 4)
 }
 
 /// Replaces the history from the first input to the penultimate agent
@@ -425,7 +430,7 @@ pub fn run_agent(
         let (mut prompt_tokens, mut completion_tokens) = (0u64, 0u64);
         let mut memory = None;
         let mut memory_overflow = None;
-        if estimate_tokens(&messages) > config.memory_threshold() && messages.len() >= 6 {
+        if messages.len() >= 6 && history_tokens(model, &messages) > config.memory_threshold() {
             match summarise(memory_model, prompts, &messages) {
                 Ok((summary, p, c)) => {
                     prompt_tokens += p;
