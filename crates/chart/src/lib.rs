@@ -86,6 +86,10 @@ pub enum Method {
     /// The agent with the paper's broadening only (k, keywords, date
     /// limit): Evident's last level, no kind filter, switched off.
     AgentPaperBroadening,
+    /// The agent with the paper's plan schema: one argument object shared
+    /// by every tool and no calculator rewrite (Evident's typed plan,
+    /// [`AgentConfig::typed_plan`], switched off).
+    AgentPaperPlan,
     /// The LLM baseline: no record at all.
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
@@ -102,7 +106,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 13] = [
+    pub const ALL: [Method; 14] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -111,6 +115,7 @@ impl Method {
         Method::AgentNoMemory,
         Method::AgentReactive,
         Method::AgentPaperBroadening,
+        Method::AgentPaperPlan,
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
@@ -128,6 +133,7 @@ impl Method {
             Method::AgentNoMemory => "agent-no-memory",
             Method::AgentReactive => "agent-reactive",
             Method::AgentPaperBroadening => "agent-paper-broadening",
+            Method::AgentPaperPlan => "agent-paper-plan",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
@@ -152,6 +158,7 @@ impl Method {
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
             Method::AgentPaperBroadening => c.broaden_kind = false,
+            Method::AgentPaperPlan => c.typed_plan = false,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
                 return None
             }

@@ -337,14 +337,61 @@ impl SkillLibrary {
     /// The instructions of the selected skills of the given categories, in
     /// id order, each under its id.
     pub fn render(&self, selection: &Selection, categories: &[SkillCategory]) -> String {
+        self.render_fitted(selection, categories, &BTreeSet::new())
+    }
+
+    /// As [`SkillLibrary::render`], but the skills in `summarised` show
+    /// their one-line summary instead of their instructions (how a prompt
+    /// too long for the model's context is shortened).
+    pub fn render_fitted(
+        &self,
+        selection: &Selection,
+        categories: &[SkillCategory],
+        summarised: &BTreeSet<String>,
+    ) -> String {
         let mut out = String::new();
         for id in &selection.ids {
             let Some(skill) = self.skills.get(id) else { continue };
             if categories.contains(&skill.category) {
-                out.push_str(&format!("### {} ({:?})\n{}\n\n", skill.id, skill.category, skill.body));
+                if summarised.contains(id) {
+                    out.push_str(&format!(
+                        "### {} ({:?}, summary only)\n{}\n\n",
+                        skill.id, skill.category, skill.summary
+                    ));
+                } else {
+                    out.push_str(&format!("### {} ({:?})\n{}\n\n", skill.id, skill.category, skill.body));
+                }
             }
         }
         out.trim_end().to_string()
+    }
+
+    /// The selected skills of the given categories from the highest
+    /// priority to the lowest: first those the model chose (in its order),
+    /// then the rest with more of their trigger keywords in the question
+    /// first, then by id. A prompt too long for the model's context shows
+    /// the lowest-priority ones by their summaries first.
+    pub fn by_priority(
+        &self,
+        selection: &Selection,
+        categories: &[SkillCategory],
+        question: &str,
+        chosen: &[String],
+    ) -> Vec<String> {
+        let question = format!(" {} ", question.to_lowercase());
+        let mut ids: Vec<(usize, std::cmp::Reverse<usize>, &String)> = selection
+            .ids
+            .iter()
+            .filter(|id| self.skills.get(*id).is_some_and(|s| categories.contains(&s.category)))
+            .map(|id| {
+                let rank = chosen.iter().position(|c| c.trim() == id).unwrap_or(usize::MAX);
+                let hits =
+                    self.skills[id].keywords.iter().filter(|k| contains_phrase(&question, &k.to_lowercase())).count();
+                (rank, std::cmp::Reverse(hits), id)
+            })
+            .collect();
+        ids.sort();
+        ids.into_iter().map(|(_, _, id)| id.clone()).collect()
     }
 }
 

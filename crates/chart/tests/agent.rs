@@ -240,6 +240,9 @@ fn an_empty_search_repeated_by_the_plan_is_run_broadened_skipping_a_level_that_a
 fn an_action_missing_a_required_argument_takes_it_from_the_plan_step() {
     // The model's action names the step's tool but leaves out "record"
     // (and carries another tool's argument): the planned record is used.
+    // The paper's plan schema (one argument object for every tool): under
+    // Evident's typed plan a calculator in the arguments is a calculate
+    // step (`a_calculator_named_in_retrieval_arguments_is_run_as_...`).
     let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "query_records", json!({"record": "conditions", "calculator": "iss"}))])),
@@ -247,7 +250,8 @@ fn an_action_missing_a_required_argument_takes_it_from_the_plan_step() {
         action("finish", None, json!({})),
         "Answer: Yes\nReasoning: Diabetes [1].".to_string(),
     ]);
-    let out = run(&model, Method::Agent, "Has the patient been diagnosed with diabetes?");
+    let out = run(&model, Method::AgentPaperPlan, "Has the patient been diagnosed with diabetes?");
+    assert!(out.trace.plan_rewrites.is_empty(), "{:?}", out.trace.plan_rewrites);
     let r = &out.trace.rounds[0];
     assert_eq!(r.arguments.as_ref().unwrap(), &json!({"record": "conditions", "query": "diabetes"}), "{r:?}");
     assert!(r.adjustments.iter().any(|a| a.contains("record taken from the plan step")), "{r:?}");
@@ -257,6 +261,8 @@ fn an_action_missing_a_required_argument_takes_it_from_the_plan_step() {
 
 #[test]
 fn the_kind_filter_offers_all_first_and_the_plan_is_kept_compact() {
+    // The paper's plan schema, whose one argument object lets a small
+    // model fill every tool's arguments into every step.
     let model = scripted(&[
         ASSESS.to_string(),
         plan(json!([step(
@@ -268,7 +274,7 @@ fn the_kind_filter_offers_all_first_and_the_plan_is_kept_compact() {
         action("finish", None, json!({})),
         "Answer: Yes\nReasoning: Started [1].".to_string(),
     ]);
-    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    let out = run(&model, Method::AgentPaperPlan, "Is the patient receiving metformin?");
     let requests = model.requests();
     let kinds = &requests[1].json_schema.as_ref().unwrap()["properties"]["steps"]["items"]["properties"]["arguments"]
         ["properties"]["kind"]["enum"];
@@ -338,7 +344,7 @@ fn on_a_small_context_older_rounds_leave_the_prompt_and_retrieval_goes_on() {
     // A context with room for the prefix and about two rounds, not five.
     let limit = prefix + 584 + (full - prefix) / 2;
     let narrow = script();
-    let config = AgentConfig { model_context_tokens: Some(limit), ..AgentConfig::default() };
+    let config = AgentConfig { model_context_tokens: Some(limit), plan_tokens: 200, ..AgentConfig::default() };
     let out = ask_with(&narrow, &config);
     assert!(narrow.exhausted(), "all four searches ran: {:?}", out.trace.stopped_because);
     assert!(out.trace.prompt_rounds_dropped >= 1, "{:?}", out.trace);
@@ -538,7 +544,8 @@ fn a_result_too_long_for_a_small_context_is_shown_in_part_and_kept_whole() {
     assert!(step_request > 240, "{step_request}");
     let limit = prefix + 384 + step_request - 40;
     let narrow = script();
-    let config = AgentConfig { model_context_tokens: Some(limit), ..AgentConfig::default() };
+    // (The plan needs little room here: the scripted plan is one step.)
+    let config = AgentConfig { model_context_tokens: Some(limit), plan_tokens: 200, ..AgentConfig::default() };
     let out = ask_with(&narrow, &config);
     assert!(narrow.exhausted(), "retrieval went on: {}", out.trace.stopped_because);
     assert!(out.trace.prompt_items_hidden >= 1, "{:?}", out.trace);
@@ -624,4 +631,200 @@ fn an_r_iss_call_without_cytogenetics_names_every_missing_input_and_keeps_the_la
         _ => None,
     });
     assert_eq!(calc.unwrap()["stage"], "I");
+}
+
+#[test]
+fn the_typed_plan_gives_each_tool_its_own_arguments_and_calculators_as_an_enum() {
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    run(&model, Method::Agent, "Is the patient receiving metformin?");
+    let schema = model.requests()[1].json_schema.clone().unwrap();
+    let branches = schema["properties"]["steps"]["items"]["anyOf"].as_array().unwrap().clone();
+    let branch = |tool: &str| {
+        branches.iter().find(|b| b["properties"]["tool"]["const"] == tool).unwrap_or_else(|| panic!("{tool}")).clone()
+    };
+    for tool in ["search_reports", "query_labs", "query_records"] {
+        let args = &branch(tool)["properties"]["arguments"];
+        assert_eq!(args["additionalProperties"], false, "{tool}: {args}");
+        assert!(args["properties"].get("calculator").is_none(), "{tool} must not take a calculator: {args}");
+        assert!(args["properties"].get("inputs").is_none(), "{tool}: {args}");
+    }
+    let labs = branch("query_labs")["properties"]["arguments"]["properties"]["concepts"]["items"]["enum"].clone();
+    assert!(labs.as_array().unwrap().iter().any(|c| c == "Albumin"), "{labs}");
+    assert_eq!(branch("search_reports")["properties"]["arguments"]["properties"]["kind"]["enum"][0], "all");
+    // A calculate step names one of the loaded calculators, with only its own inputs.
+    let calculators = branch("calculate")["properties"]["arguments"]["anyOf"].as_array().unwrap().clone();
+    let ids: Vec<&str> = calculators.iter().filter_map(|c| c["properties"]["calculator"]["const"].as_str()).collect();
+    let loaded: Vec<&str> = evident_chart::calculators::Calculator::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(ids, loaded);
+    let r_iss = calculators.iter().find(|c| c["properties"]["calculator"]["const"] == "r-iss").unwrap();
+    assert!(r_iss["properties"]["inputs"]["properties"].get("del_17p").is_some(), "{r_iss}");
+    assert_eq!(r_iss["properties"]["inputs"]["additionalProperties"], false);
+    // The paper's plan: one argument object for every tool.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    run(&model, Method::AgentPaperPlan, "Is the patient receiving metformin?");
+    let schema = model.requests()[1].json_schema.clone().unwrap();
+    assert!(schema["properties"]["steps"]["items"]["properties"]["arguments"]["properties"]
+        .get("calculator")
+        .is_some());
+}
+
+#[test]
+fn a_calculator_named_in_retrieval_arguments_is_run_as_the_calculator() {
+    // What the embedded model did on the example myeloma records: the plan
+    // step's tool is a retrieval tool and its arguments name the calculator.
+    let script = || {
+        scripted(&[
+            ASSESS.to_string(),
+            plan(json!([step(
+                1,
+                "query_labs",
+                json!({"concepts": ["Albumin"], "calculator": "iss", "inputs": {"last_available": 20231231}})
+            )])),
+            // The action takes the step's tool and arguments.
+            action("call_tool", None, json!({})),
+            // A round's action names a calculator for a retrieval tool too.
+            action(
+                "call_tool",
+                Some("query_records"),
+                json!({"record": "conditions", "calculator": "r-iss",
+                       "inputs": {"del_17p": false, "t_4_14": false, "t_14_16": false, "bogus": 1}}),
+            ),
+            action("finish", None, json!({})),
+            "Answer: II\nReasoning: ISS II [1].".to_string(),
+        ])
+    };
+    let model = script();
+    let out = run(&model, Method::Agent, "What is the ISS stage?");
+    assert!(model.exhausted());
+    let plan = out.trace.plan.as_ref().unwrap();
+    assert_eq!(plan.steps[0].tool, "calculate", "{plan:?}");
+    assert_eq!(plan.steps[0].arguments, json!({"calculator": "iss"}), "{plan:?}");
+    assert_eq!(out.trace.plan_rewrites.len(), 1, "{:?}", out.trace.plan_rewrites);
+    assert!(out.trace.plan_rewrites[0].contains("query_labs arguments named the calculator iss"));
+    let rounds: Vec<_> = out.trace.rounds.iter().filter(|r| r.action == "call_tool").collect();
+    assert_eq!(rounds[0].tool.as_deref(), Some("calculate"), "{:?}", rounds[0]);
+    assert_eq!(rounds[1].tool.as_deref(), Some("calculate"), "{:?}", rounds[1]);
+    assert_eq!(
+        rounds[1].arguments.as_ref().unwrap(),
+        &json!({"calculator": "r-iss", "inputs": {"del_17p": false, "t_4_14": false, "t_14_16": false}})
+    );
+    assert!(rounds[1].adjustments.iter().any(|a| a.contains("query_records arguments named the calculator r-iss")));
+    let calculations: Vec<String> = out
+        .context
+        .iter()
+        .filter_map(|n| match n {
+            evident_chart::Evidence::Calculation { calculator, output, .. } => Some(format!("{calculator} {output}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calculations.len(), 2, "{calculations:?}");
+    assert!(calculations[0].starts_with("iss") && calculations[1].starts_with("r-iss"), "{calculations:?}");
+
+    // The paper's plan keeps the retrieval tool and drops the calculator.
+    let model = script();
+    let out = run(&model, Method::AgentPaperPlan, "What is the ISS stage?");
+    assert_eq!(out.trace.plan.as_ref().unwrap().steps[0].tool, "query_labs");
+    assert!(out.trace.plan_rewrites.is_empty());
+    assert!(out.trace.rounds.iter().all(|r| r.tool.as_deref() != Some("calculate")), "{:?}", out.trace.rounds);
+}
+
+/// The agent with every skill selected (the unfiltered ablation) on a
+/// context of `limit` tokens.
+fn all_skills_with_context(model: &Scripted, limit: Option<usize>) -> ChartAnswer {
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = Method::AgentAllSkills
+        .agent_config(&AgentConfig { model_context_tokens: limit, ..AgentConfig::default() })
+        .unwrap();
+    let q = Question {
+        text: "Is the patient receiving metformin?",
+        method: Method::AgentAllSkills,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+        embedder: None,
+    };
+    ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+}
+
+#[test]
+fn plan_requests_and_repairs_are_shortened_to_fit_a_small_context() {
+    // A plan that is JSON but invalid (search_reports without its query), then a valid one.
+    let invalid = plan(json!([step(1, "search_reports", json!({"k": 5}))]));
+    let script = || {
+        scripted(&[
+            ASSESS.to_string(),
+            invalid.clone(),
+            plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+            action("call_tool", Some("search_reports"), json!({"query": "metformin"})),
+            action("finish", None, json!({})),
+            "Answer: Yes\nReasoning: Started [1].".to_string(),
+        ])
+    };
+    // Unlimited: every skill's instructions, the repair after the invalid plan.
+    let wide = script();
+    let out = all_skills_with_context(&wide, None);
+    assert!(wide.exhausted());
+    assert!(out.trace.prompt_shortened.is_empty());
+    let full_plan_request = estimate(&wide.requests()[1].messages);
+    let repair = &wide.requests()[2];
+    assert_eq!(repair.messages.len(), 4, "plan request, invalid plan, repair");
+    let errors = &repair.messages[3].content;
+    assert!(errors.contains("query"), "the repair names the error: {errors}");
+    assert!(!errors.contains("\"properties\""), "no second copy of the schema: {errors}");
+
+    // Too small for every skill's instructions and a 1,024-token plan.
+    let limit = full_plan_request + 1024 - 150;
+    let narrow = script();
+    let out = all_skills_with_context(&narrow, Some(limit));
+    assert!(narrow.exhausted(), "{}", out.trace.stopped_because);
+    assert_eq!(out.status, "answered");
+    let requests = narrow.requests();
+    for r in &requests[1..3] {
+        assert!(estimate(&r.messages) + 1024 <= limit, "{} + 1024 of {limit}", estimate(&r.messages));
+    }
+    let shortened = &out.trace.prompt_shortened;
+    assert!(
+        shortened[0].starts_with("plan request: skill ") && shortened[0].contains("shown by its summary"),
+        "{shortened:?}"
+    );
+    assert!(requests[1].messages[0].content.contains("summary only"));
+    // The repair: first its copy of the invalid plan leaves, the errors stay.
+    assert!(shortened.iter().any(|s| s.starts_with("plan repair 1: the invalid plan left out")), "{shortened:?}");
+    assert!(requests[2].messages.iter().all(|m| m.role != evident_llm::Role::Assistant));
+    assert!(requests[2].messages.last().unwrap().content.contains("That plan is not valid"));
+    // The lowest-priority skills go first: not one the model chose.
+    let first = shortened[0].trim_start_matches("plan request: skill ").split(' ').next().unwrap();
+    assert!(first != "current-medication-status" && first != "drug-synonyms", "{first}");
+    // Phase III keeps the shortened system prompt as its prefix.
+    assert_eq!(requests[3].messages[0], requests[2].messages[0]);
+}
+
+#[test]
+fn a_plan_request_that_cannot_fit_is_a_pipeline_failure_before_the_model_is_called() {
+    let model = scripted(&[ASSESS]);
+    let out = all_skills_with_context(&model, Some(1500));
+    assert!(model.exhausted());
+    assert_eq!(model.requests().len(), 1, "only the assessment was sent");
+    assert_eq!(out.status, "pipeline_failure");
+    let failures = model.failures();
+    assert_eq!(failures.len(), 1);
+    assert_eq!(failures[0].attempts, 0);
+    assert!(failures[0].errors[0].contains("does not fit the model's context"), "{:?}", failures[0].errors);
+    assert!(failures[0].errors[0].contains("every skill shown by its summary"), "{:?}", failures[0].errors);
+    assert!(out.trace.stopped_because.contains("the model was not called"), "{}", out.trace.stopped_because);
+    assert!(!out.trace.prompt_shortened.is_empty());
 }

@@ -64,6 +64,31 @@ fn agent_prompts() {
 }
 
 #[test]
+fn agent_plan_repair_prompt() {
+    let assess = json!({"intent": "current metformin status", "hypotheses": [], "required_information": [],
+        "missing_information": [], "complexity": "low", "skills": []})
+    .to_string();
+    let plan = |args: serde_json::Value| {
+        json!({"steps": [{"step": 1, "objective": "find metformin", "tool": "search_reports", "arguments": args,
+               "evidence_requirements": [], "stop_rule": "found"}], "stop_conditions": []})
+        .to_string()
+    };
+    let answers = vec![
+        assess,
+        plan(json!({"k": 5})),
+        plan(json!({"query": "metformin"})),
+        json!({"action": "finish", "reason": "found"}).to_string(),
+        json!({"action": "finish", "reason": "found"}).to_string(),
+        "Answer: Not documented\nReasoning: Nothing found.".to_string(),
+    ];
+    let rendered = run(Method::Agent, &answers);
+    // Only the repair request's last turn: the rest is pinned above.
+    let repair = rendered.split("=== request 3").nth(1).unwrap().split("=== request 4").next().unwrap();
+    let turn = repair.rsplit("--- user\n").next().unwrap();
+    insta::assert_snapshot!(turn);
+}
+
+#[test]
 fn llm_baseline_prompt() {
     insta::assert_snapshot!(run(Method::Baseline, &["Answer: Not documented\nReasoning: No record.".to_string()]));
 }

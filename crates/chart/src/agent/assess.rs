@@ -45,11 +45,19 @@ pub(crate) fn assess(ctx: &Ctx<'_>) -> Result<Assessment, ChartError> {
     Ok(a)
 }
 
-pub(super) fn workflow_block(ctx: &Ctx<'_>, selection: &Selection) -> String {
+/// The categories shown at tool execution (Phases II and III).
+pub(super) const EXECUTION_SKILLS: [SkillCategory; 2] = [SkillCategory::Workflow, SkillCategory::Parsing];
+
+/// The workflow and parsing skills, those in `summarised` by their summary.
+pub(super) fn workflow_block(
+    ctx: &Ctx<'_>,
+    selection: &Selection,
+    summarised: &std::collections::BTreeSet<String>,
+) -> String {
     if !ctx.config.use_skills {
         return String::new();
     }
-    ctx.skills.render(selection, &[SkillCategory::Workflow, SkillCategory::Parsing])
+    ctx.skills.render_fitted(selection, &EXECUTION_SKILLS, summarised)
 }
 
 pub(crate) fn style_block(ctx: &Ctx<'_>, selection: &Selection) -> String {

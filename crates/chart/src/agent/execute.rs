@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
-use super::plan::{arguments_for, arguments_schema, Vocabulary};
+use super::plan::{arguments_for, arguments_schema, calculator_named, Vocabulary};
 use super::*;
 use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
@@ -358,7 +358,7 @@ pub(crate) fn execute(
                     }
                     t
                 });
-                let Some(tool) = tool_name.as_deref().and_then(ToolName::parse) else {
+                let Some(mut tool) = tool_name.as_deref().and_then(ToolName::parse) else {
                     let n = format!(
                         "\"call_tool\" needs a \"tool\", one of {}",
                         ctx.allowed_tools().iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
@@ -380,7 +380,22 @@ pub(crate) fn execute(
                     notice = Some(n);
                     continue;
                 };
-                let args = call_arguments(ctx, tool, action.get("arguments"), step, &state, &mut adjustments);
+                // Evident's typed plan: a retrieval call whose arguments
+                // name a calculator is that calculator's call.
+                let mut given = action.get("arguments").cloned();
+                if ctx.config.typed_plan && ctx.config.use_calculators {
+                    if let Some((calculator, call)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
+                        adjustments.push(format!(
+                            "{} arguments named the calculator {}: run as a calculate call (Evident's rewrite, not \
+                             the paper's)",
+                            tool.as_str(),
+                            calculator.name()
+                        ));
+                        tool = ToolName::Calculate;
+                        given = Some(call);
+                    }
+                }
+                let args = call_arguments(ctx, tool, given.as_ref(), step, &state, &mut adjustments);
                 let identity = identity_of(tool, &args);
                 if state.seen_calls.contains(&identity) || state.negative.contains(&identity) {
                     let n = if state.negative.contains(&identity) {

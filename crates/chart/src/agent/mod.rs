@@ -59,6 +59,7 @@ pub const CHART_PROMPTS: &[(&str, &str)] = &[
     ("chart_assess.prompt.md", include_str!("../../prompts/chart_assess.prompt.md")),
     ("chart_agent_system.prompt.md", include_str!("../../prompts/chart_agent_system.prompt.md")),
     ("chart_plan.prompt.md", include_str!("../../prompts/chart_plan.prompt.md")),
+    ("chart_plan_repair.prompt.md", include_str!("../../prompts/chart_plan_repair.prompt.md")),
     ("chart_step.prompt.md", include_str!("../../prompts/chart_step.prompt.md")),
     ("chart_step_reactive.prompt.md", include_str!("../../prompts/chart_step_reactive.prompt.md")),
     ("chart_synthesis.prompt.md", include_str!("../../prompts/chart_synthesis.prompt.md")),
@@ -78,6 +79,11 @@ pub fn prompts(override_dir: Option<&std::path::Path>) -> Prompts {
 pub struct AgentConfig {
     pub max_rounds: usize,
     pub max_plan_steps: usize,
+    /// The plan's token limit; on a model whose context is known, every
+    /// plan request (and repair) leaves this much room for the plan or is
+    /// shortened until it does. The default, 1,024, holds four steps of
+    /// the typed plan, whose every string and input name is bounded.
+    pub plan_tokens: u32,
     /// Tokens of context nodes after which retrieval ends.
     pub context_budget_tokens: usize,
     /// The model's own context in tokens, when known (the embedded
@@ -105,6 +111,14 @@ pub struct AgentConfig {
     /// The paper never drops the kind filter; off
     /// (`--method agent-paper-broadening`), its three levels only.
     pub broaden_kind: bool,
+    /// Evident's typed plan, not the paper's: each plan step's schema is
+    /// its tool's (`tool` one of the tools, `arguments` only that tool's,
+    /// a calculator id one of the loaded calculators, with only its own
+    /// inputs), and a retrieval call whose arguments name a calculator
+    /// (in the plan or in a round's action) is run as that calculator's
+    /// call, said in the trace. Off (`--method agent-paper-plan`), one
+    /// argument object shared by every tool, as before, and no rewrite.
+    pub typed_plan: bool,
 }
 
 impl Default for AgentConfig {
@@ -112,6 +126,7 @@ impl Default for AgentConfig {
         AgentConfig {
             max_rounds: 8,
             max_plan_steps: 4,
+            plan_tokens: 1024,
             context_budget_tokens: 120_000,
             model_context_tokens: None,
             use_skills: true,
@@ -124,6 +139,7 @@ impl Default for AgentConfig {
             seed: None,
             constrained_answer: false,
             broaden_kind: true,
+            typed_plan: true,
         }
     }
 }
@@ -271,6 +287,13 @@ pub struct Trace {
     /// Times a round's request was fitted to the model's context by
     /// showing fewer result items or memory lines (all stay context nodes).
     pub prompt_items_hidden: usize,
+    /// How Phase II's requests were shortened to fit the model's context
+    /// (a repair without its copy of the invalid plan, skills shown by
+    /// their summaries), one line each, in order.
+    pub prompt_shortened: Vec<String>,
+    /// Plan steps rewritten by Evident's typed plan (a retrieval step
+    /// whose arguments named a calculator, made that calculator's step).
+    pub plan_rewrites: Vec<String>,
     pub context_tokens: usize,
     pub policy: Option<Resolution>,
     pub synthesis_attempts: u32,
@@ -399,15 +422,15 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     trace.skills = if ctx.config.use_skills { assessment.selection.ids.clone() } else { vec![] };
     trace.assessment = Some(assessment.clone());
     let (plan, conversation) = if ctx.config.use_plan {
-        match plan(ctx, &assessment)? {
+        match plan(ctx, &assessment, &mut trace)? {
             Ok(p) => p,
             Err(failure) => {
-                trace.stopped_because = "the plan never validated in three attempts (pipeline failure)".into();
+                // `plan` says why in `stopped_because`.
                 return Ok(Produced { nodes: vec![], outcome: Err(failure), trace });
             }
         }
     } else {
-        let system = agent_system(ctx, &assessment.selection)?;
+        let system = agent_system(ctx, &assessment.selection, &Default::default())?;
         let task = format!("Question: {}\nReference date: {}\nPatient: {}", ctx.question, ctx.as_of(), ctx.patient);
         (Plan::default(), vec![Message::system(system), Message::user(task), Message::assistant("Ready.")])
     };
