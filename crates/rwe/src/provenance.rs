@@ -3,8 +3,11 @@
 //!
 //! Each typed statistics tool (and `build_cohort`) leaves, beside its text,
 //! the numbers it computed as [`ResultNumber`]s, each under a key the agent
-//! can cite: `"STEP:NAME"`, e.g. `"6:anion_gap"` for a regression term,
-//! `"5:female"` for a 0/1 column described, `"5:rows"`. `submit_answers`
+//! can cite, named for what it is (`"OR anion_gap"` for a logistic
+//! regression term, `"female"` for a 0/1 column described, `"rows"`,
+//! `"stays"`, `"log-rank p"`, `"AUC anion_gap"`; `_2`, `_3` when a later
+//! step computes a result of the same name; no step number, which a small
+//! model copied as a value). `submit_answers`
 //! takes a field's value either as a number or as `{"from_result": KEY}`,
 //! resolved here, deterministically, from the stored result by the field's
 //! type (a count takes a count or a 0/1 column's ones, a proportion that
@@ -20,12 +23,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::task::{FieldKind, Task};
+use crate::task::{FieldKind, Question, Task};
 
 /// One number set a tool computed, citable by `key`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultNumber {
-    /// `"STEP:NAME"`, what the agent writes in `{"from_result": KEY}`.
+    /// What the agent writes in `{"from_result": KEY}`: the result's name,
+    /// unique in the run.
     pub key: String,
     /// The step whose action computed it.
     pub step: u32,
@@ -127,6 +131,48 @@ fn format_number(x: f64) -> String {
     }
     let digits = (3 - x.abs().log10().floor() as i32).max(0) as usize;
     format!("{x:.digits$}")
+}
+
+/// The typed statistics tools whose results answer `question`, from the
+/// types of its fields (shown or still hidden behind its choice) and the
+/// methods the protocol names: an odds ratio from a logistic regression (a
+/// propensity-score match where the protocol matches), a hazard ratio from
+/// a Cox model, a rate ratio from a Poisson model, a lone p-value from a
+/// log-rank or Fisher's test, an AUC from a ROC curve, counts, shares and
+/// medians from `describe` (Fisher's table for a tested question's shares).
+pub fn tools_for(task: &Task, question: &Question) -> Vec<&'static str> {
+    let methods = task.protocol.methods.to_lowercase();
+    let ratio_tool = |role: Option<&str>| match role {
+        Some("hazard_ratio") => "cox_regression",
+        Some("rate_ratio") => "poisson_regression",
+        _ if methods.contains("propensity") => "propensity_matching",
+        _ => "logistic_regression",
+    };
+    let ratio = question.fields.iter().find_map(|f| match f {
+        FieldKind::Ratio { role, .. } => Some(ratio_tool(role.as_deref())),
+        _ => None,
+    });
+    let test = if methods.contains("log-rank") {
+        Some("kaplan_meier_logrank")
+    } else if methods.contains("fisher") {
+        Some("fisher_test")
+    } else {
+        None
+    };
+    let mut tools: Vec<&'static str> = Vec::new();
+    for f in &question.fields {
+        let tool = match f {
+            FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,
+            FieldKind::Pvalue { .. } => ratio.or(test),
+            FieldKind::Auc { .. } => Some("roc_auc"),
+            FieldKind::Proportion { .. } if question.is_gated() && test == Some("fisher_test") => test,
+            FieldKind::Count { .. } | FieldKind::Proportion { .. } | FieldKind::Numeric { .. } => Some("describe"),
+        };
+        if let Some(t) = tool.filter(|t| !tools.contains(t)) {
+            tools.push(t);
+        }
+    }
+    tools
 }
 
 /// The value a result gives `field` of `task`, if it can fill it.
@@ -387,7 +433,7 @@ mod tests {
             vec![74.0, 3.0, 7.712e-3, 1.5, 2.0]
         );
         let results = vec![ResultNumber {
-            key: "4:lactate".into(),
+            key: "OR lactate".into(),
             step: 4,
             tool: "logistic_regression".into(),
             value: ResultValue::Effect {
@@ -401,7 +447,7 @@ mod tests {
         let obs = vec![(2, "12 rows\ncount\n74\n".to_string())];
         assert_eq!(
             literal_basis(1.43, "1.43", &results, &obs),
-            AnswerBasis::Matches { step: 4, source: "4:lactate".into() }
+            AnswerBasis::Matches { step: 4, source: "OR lactate".into() }
         );
         assert_eq!(
             literal_basis(74.0, "74", &results, &obs),
@@ -409,6 +455,6 @@ mod tests {
         );
         assert!(literal_basis(3.0, "3.0", &results, &obs).is_unsupported());
         assert!(choice_basis(&[]).is_unsupported());
-        assert_eq!(choice_basis(&results), AnswerBasis::AfterAnalysis { keys: vec!["4:lactate".into()] });
+        assert_eq!(choice_basis(&results), AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into()] });
     }
 }

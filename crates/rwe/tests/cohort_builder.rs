@@ -341,7 +341,7 @@ fn submit_answers_offers_only_the_open_questions_with_their_types() {
     assert_eq!(actions, ["build_cohort", "submit_answers", "finish_task"]);
     assert_eq!(run.steps[1].invalid_outputs, 3, "three answers refused by the schema, not run");
     assert!(
-        run.steps[1].observation.starts_with("q_age: accepted (UNSUPPORTED: chosen before any effect or test was computed)\nn_patients: accepted (100, matches 1:stays of step 1)"),
+        run.steps[1].observation.starts_with("q_age: accepted (UNSUPPORTED: chosen before any effect or test was computed)\nn_patients: accepted (100, matches stays of step 1)"),
         "{}",
         run.steps[1].observation
     );
@@ -353,7 +353,7 @@ fn submit_answers_offers_only_the_open_questions_with_their_types() {
     assert_eq!(open["q_age"], serde_json::json!({"type": "string", "enum": ["A", "B", "C"]}));
     // A count takes a whole number, or build_cohort's count of stays by reference.
     assert_eq!(open["n_patients"]["anyOf"][0], serde_json::json!({"type": "integer", "minimum": 0}));
-    assert_eq!(open["n_patients"]["anyOf"][1]["properties"]["from_result"]["enum"], serde_json::json!(["1:stays"]));
+    assert_eq!(open["n_patients"]["anyOf"][1]["properties"]["from_result"]["enum"], serde_json::json!(["stays"]));
     assert_eq!(open["pct_female"], serde_json::json!({"type": "number", "minimum": 0, "maximum": 100}));
     let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
     for refused in [made_up, no_option, fraction] {
@@ -512,7 +512,7 @@ fn the_embedded_grammar_holds_the_post_cohort_schema() {
     let ok = [
         r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"hospital_expire_flag","predictors":["lactate","age"]}}}"#,
         r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":74,"q_lactate":"A"}}}}"#,
-        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"1:stays"},"q_lactate":"A"}}}}"#,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"stays"},"q_lactate":"A"}}}}"#,
     ];
     for answer in ok {
         let (n, all) = accepted(answer);
@@ -525,8 +525,8 @@ fn the_embedded_grammar_holds_the_post_cohort_schema() {
             r#""E""#,
         ),
         (
-            r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"9:made_up"}}}}}"#,
-            r#""9:made_up""#,
+            r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"made_up"}}}}}"#,
+            r#""made_up""#,
         ),
         (
             r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"died","predictors":["lactate"]}}}"#,
@@ -614,13 +614,13 @@ fn answers_cite_the_results_they_come_from_and_guesses_are_flagged() {
         ),
         act(
             "submit_answers",
-            r#"{"answers": {"q_lactate": "A", "n_patients": {"from_result": "2:rows"}, "n_deaths": {"from_result": "2:hospital_expire_flag"}, "median_lactate": {"from_result": "2:lactate"}}}"#,
+            r#"{"answers": {"q_lactate": "A", "n_patients": {"from_result": "rows"}, "n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}}"#,
         ),
         // The age term is not the exposure, but it is a result that can fill
         // a ratio: the model's choice, recorded as such.
         act(
             "submit_answers",
-            r#"{"answers": {"or_lactate": {"from_result": "3:lactate"}, "or_lactate_low": {"from_result": "3:lactate"}, "or_lactate_high": {"from_result": "3:lactate"}, "p_lactate": 0.5}}"#,
+            r#"{"answers": {"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": 0.5}}"#,
         ),
     ];
     let script: Vec<&str> = script.iter().map(String::as_str).collect();
@@ -628,16 +628,29 @@ fn answers_cite_the_results_they_come_from_and_guesses_are_flagged() {
     assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
     let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
     assert_eq!(actions, ["build_cohort", "describe", "logistic_regression", "submit_answers", "submit_answers"]);
-    // Each tool's observation lists its results first.
+    // The state names, for what no result fills yet, the tool that computes it.
+    let state = run.steps[0].observation.split("[State]").nth(1).unwrap();
+    assert!(state.contains("Results can fill: n_patients (stays); n_deaths (stays)."), "{state}");
+    assert!(
+        state
+            .contains("Compute on cohort_audit.csv: median_lactate with describe; q_lactate with logistic_regression."),
+        "{state}"
+    );
+    // Once the cohort exists, the tables and files are named by the schema
+    // (describe_table, read_file): listing them is not offered.
+    assert!(branch(&requests[0], "list_tables").is_some() && branch(&requests[0], "list_files").is_some());
+    assert!(branch(&requests[1], "list_tables").is_none() && branch(&requests[1], "list_files").is_none());
+    assert!(branch(&requests[1], "describe_table").is_some() && branch(&requests[1], "read_file").is_some());
+    // Each tool's observation lists its results after its text.
     let describe = &run.steps[1].observation;
     assert!(
         describe.starts_with("lactate: n 74") && describe.contains("\nResults you can submit by reference"),
         "{describe}"
     );
-    assert!(describe.contains("- 2:rows: 74 (count)"), "{describe}");
-    assert!(describe.contains("- 2:hospital_expire_flag: 11 of 74 are 1"), "{describe}");
+    assert!(describe.contains("- rows: 74 (count)"), "{describe}");
+    assert!(describe.contains("- hospital_expire_flag: 11 of 74 are 1"), "{describe}");
     assert!(
-        run.steps[2].observation.contains("- 3:lactate: odds ratio 1.360 (95% CI 1.035-1.785)"),
+        run.steps[2].observation.contains("- OR lactate: odds ratio 1.360 (95% CI 1.035-1.785)"),
         "{}",
         run.steps[2].observation
     );
@@ -647,23 +660,20 @@ fn answers_cite_the_results_they_come_from_and_guesses_are_flagged() {
         branch(&requests[3], "submit_answers").unwrap()["properties"]["answers"]["anyOf"][0]["properties"].clone();
     assert_eq!(
         open["n_patients"]["anyOf"][1]["properties"]["from_result"]["enum"],
-        serde_json::json!(["1:stays", "2:rows", "2:hospital_expire_flag"])
+        serde_json::json!(["stays", "rows", "hospital_expire_flag"])
     );
-    assert_eq!(
-        open["median_lactate"]["anyOf"][1]["properties"]["from_result"]["enum"],
-        serde_json::json!(["2:lactate"])
-    );
+    assert_eq!(open["median_lactate"]["anyOf"][1]["properties"]["from_result"]["enum"], serde_json::json!(["lactate"]));
     assert_eq!(open["q_lactate"], serde_json::json!({"type": "string", "enum": ["A", "B", "C"]}));
     let validator = evident_llm::SchemaValidator::new(requests[3].json_schema.as_ref().unwrap()).unwrap();
     assert!(validator.check(script[3]).is_ok());
-    let wrong_type = act("submit_answers", r#"{"answers": {"n_patients": {"from_result": "2:lactate"}}}"#);
+    let wrong_type = act("submit_answers", r#"{"answers": {"n_patients": {"from_result": "lactate"}}}"#);
     assert!(validator.check(&wrong_type).is_err(), "a continuous column cannot fill a count");
     let ratio = branch(&requests[4], "submit_answers").unwrap()["properties"]["answers"]["anyOf"][0]["properties"]
         ["or_lactate"]
         .clone();
     assert_eq!(
         ratio["anyOf"][1]["properties"]["from_result"]["enum"],
-        serde_json::json!(["3:lactate", "3:age", "3:female"])
+        serde_json::json!(["OR lactate", "OR age", "OR female"])
     );
     // Resolved from the tools' numbers: the reference analysis's values.
     let answers = &run.steps[4].answers;
@@ -680,18 +690,18 @@ fn answers_cite_the_results_they_come_from_and_guesses_are_flagged() {
     use evident_rwe::provenance::AnswerBasis;
     assert_eq!(
         answers["or_lactate"].basis,
-        Some(AnswerBasis::FromResult { key: "3:lactate".into(), step: 3, tool: "logistic_regression".into() })
+        Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 3, tool: "logistic_regression".into() })
     );
     assert_eq!(
         answers["q_lactate"].basis,
-        Some(AnswerBasis::AfterAnalysis { keys: vec!["3:lactate".into(), "3:age".into(), "3:female".into()] })
+        Some(AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into(), "OR age".into(), "OR female".into()] })
     );
     assert!(
         matches!(&answers["p_lactate"].basis, Some(AnswerBasis::Unsupported { reason }) if reason.contains("0.5 matches no number"))
     );
     let trace = &run.steps[4].observation;
     assert!(trace.contains("or_lactate: accepted (1.35954"), "{trace}");
-    assert!(trace.contains("from result 3:lactate)"), "{trace}");
+    assert!(trace.contains("from result OR lactate)"), "{trace}");
     assert!(trace.contains("p_lactate: accepted (0.5, UNSUPPORTED: 0.5 matches no number a tool produced)"), "{trace}");
     // Stored with the step, so a resumed run (and the bundle) keeps them.
     let stored = StepStore::new(dir.path()).load().unwrap();
@@ -717,11 +727,11 @@ fn typed_numbers_are_traced_to_tool_output_and_bad_references_refused() {
     };
     env.execute(2, &describe);
     let submit = |answers: &str| Action::SubmitAnswers { answers: params(answers).into_iter().collect() };
-    let obs = env.execute(3, &submit(r#"{"median_lactate": 2.6, "n_patients": {"from_result": "2:lactate"}, "n_deaths": {"from_result": "9:nothing"}}"#));
-    assert!(obs.text.contains("median_lactate: accepted (2.6, matches 2:lactate of step 2)"), "{}", obs.text);
-    assert!(obs.text.contains("n_patients: not recorded: result 2:lactate"), "{}", obs.text);
-    assert!(obs.text.contains("n_deaths: not recorded: no result 9:nothing"), "{}", obs.text);
+    let obs = env.execute(3, &submit(r#"{"median_lactate": 2.6, "n_patients": {"from_result": "lactate"}, "n_deaths": {"from_result": "nothing"}}"#));
+    assert!(obs.text.contains("median_lactate: accepted (2.6, matches lactate of step 2)"), "{}", obs.text);
+    assert!(obs.text.contains("n_patients: not recorded: result lactate"), "{}", obs.text);
+    assert!(obs.text.contains("n_deaths: not recorded: no result nothing"), "{}", obs.text);
     assert_eq!(env.sheet.answers().keys().collect::<Vec<_>>(), ["median_lactate"]);
     let obs = env.execute(4, &submit(r#"{"n_patients": 74}"#));
-    assert!(obs.text.contains("n_patients: accepted (74, matches 1:stays of step 1)"), "{}", obs.text);
+    assert!(obs.text.contains("n_patients: accepted (74, matches stays of step 1)"), "{}", obs.text);
 }

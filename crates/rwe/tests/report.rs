@@ -166,10 +166,10 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
     // wrongly, so its fields were never revealed.
     // Each answer with its basis: the choice came after the log-rank test
     // and the Cox fit, the p-value typed matches the log-rank result.
-    assert!(html.contains("C. survival did not differ significantly between the groups — <em>the agent&#39;s answer (step 5), after 3:log-rank, 4:high_rdw, 4:age, 4:female, reference</em>"), "{html}");
+    assert!(html.contains("C. survival did not differ significantly between the groups — <em>the agent&#39;s answer (step 5), after log-rank p, HR high_rdw, HR age, HR female, reference</em>"), "{html}");
     assert!(
         html.contains(
-            "<tr><td>p_logrank</td><td>pvalue (exact, =)</td><td class=\"n\">0.0912</td><td class=\"n\">6</td><td>matches 3:log-rank of step 3</td>"
+            "<tr><td>p_logrank</td><td>pvalue (exact, =)</td><td class=\"n\">0.0912</td><td class=\"n\">6</td><td>matches log-rank p of step 3</td>"
         ),
         "{html}"
     );

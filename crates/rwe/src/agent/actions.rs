@@ -617,6 +617,10 @@ fn response_schema_with(
             let params: Value = match (&cohort_params, d.name, state) {
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
+                // Once the cohort exists the schema already names every table
+                // (describe_table) and workspace file (read_file): listing
+                // them again is not offered (the 0.5B model looped on both).
+                (_, "list_tables" | "list_files", Some(s)) if s.audit_present => return None,
                 (_, "submit_answers", Some(s)) => submit_params(&s.open_answers),
                 (_, "describe_table", Some(s)) if !s.db_tables.is_empty() => {
                     names_param("table", s.db_tables.iter().collect())

@@ -120,16 +120,23 @@ impl StudyEnv {
         };
         let mut results = Vec::new();
         if self.traces_answers() {
-            results = std::mem::take(&mut self.new_results)
-                .into_iter()
-                .filter(|(_, v)| v.is_finite())
-                .map(|(name, value)| ResultNumber {
-                    key: format!("{step}:{name}"),
-                    step,
-                    tool: action.name().to_string(),
-                    value,
-                })
-                .collect();
+            results = std::mem::take(&mut self.new_results).into_iter().filter(|(_, v)| v.is_finite()).fold(
+                Vec::<ResultNumber>::new(),
+                |mut out, (name, value)| {
+                    // A key is the result's name, with _2, _3, ... when an
+                    // earlier result took it: no step number for a small
+                    // model to copy as a value.
+                    let taken = |k: &str| self.results.iter().chain(&out).any(|r| r.key == k);
+                    let mut key = name.clone();
+                    let mut n = 2;
+                    while taken(&key) {
+                        key = format!("{name}_{n}");
+                        n += 1;
+                    }
+                    out.push(ResultNumber { key, step, tool: action.name().to_string(), value });
+                    out
+                },
+            );
             if !matches!(action, Action::SubmitAnswers { .. }) {
                 self.observations.push((step, text.clone()));
             }
@@ -337,19 +344,43 @@ impl StudyEnv {
                         (!keys.is_empty()).then(|| format!("{id} ({})", keys.join(", ")))
                     })
                     .collect();
+                // The open questions no result fills yet, by question, with
+                // the tools that compute them.
+                let task = self.sheet.task();
+                let mut to_compute: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+                for id in &remaining {
+                    let filled = fillable.iter().any(|f| f.starts_with(&format!("{id} (")));
+                    let question = task.question(id).or_else(|| task.field(id).map(|(q, _)| q));
+                    let Some(q) = question.filter(|_| !filled) else { continue };
+                    let tools = provenance::tools_for(task, q);
+                    match to_compute.iter_mut().find(|(_, t)| *t == tools) {
+                        Some((ids, _)) => ids.push(id),
+                        None => to_compute.push((vec![id], tools)),
+                    }
+                }
+                let compute: Vec<String> = to_compute
+                    .iter()
+                    .filter(|(_, tools)| !tools.is_empty())
+                    .map(|(ids, tools)| format!("{} with {}", ids.join(", "), tools.join(" or ")))
+                    .collect();
                 if remaining.is_empty() {
                     note.push_str("Every visible question is answered. Next: finish_task.");
-                } else if !fillable.is_empty() {
-                    note.push_str(&format!(
-                        "Unanswered: {}. Results can fill: {}. Next: submit_answers, a field as {{\"from_result\": KEY}} with one of its results, or compute the others with a statistics tool.",
-                        remaining.join(", "),
-                        truncate_chars(&fillable.join("; "), 700)
-                    ));
                 } else {
-                    note.push_str(&format!(
-                        "Unanswered: {}. Next: compute what they ask on {AUDIT_FILE} with a statistics tool (describe, fisher_test, logistic_regression, cox_regression, kaplan_meier_logrank, roc_auc, propensity_matching), then submit_answers.",
-                        remaining.join(", ")
-                    ));
+                    note.push_str(&format!("Unanswered: {}.", remaining.join(", ")));
+                    if !fillable.is_empty() {
+                        note.push_str(&format!(" Results can fill: {}.", truncate_chars(&fillable.join("; "), 700)));
+                    }
+                    if !compute.is_empty() {
+                        note.push_str(&format!(" Compute on {AUDIT_FILE}: {}.", compute.join("; ")));
+                    }
+                    if !fillable.is_empty() {
+                        note.push_str(
+                            " Next: submit_answers, a field as {\"from_result\": KEY} with one of its results.",
+                        );
+                    } else {
+                        let first = compute.first().map_or("a statistics tool", |c| c.as_str());
+                        note.push_str(&format!(" Next: compute {first}, then submit_answers."));
+                    }
                 }
             }
         }
@@ -722,7 +753,12 @@ fn statistics(
                         conf_high: t.conf_high,
                         p_value: t.p_value,
                     };
-                    (t.term.clone(), value)
+                    let short = match effect {
+                        "odds_ratio" => "OR",
+                        "hazard_ratio" => "HR",
+                        _ => "RR",
+                    };
+                    (format!("{short} {}", t.term), value)
                 })
                 .collect();
             let analysis = AnalysisOutput::Regression {
@@ -745,13 +781,13 @@ fn statistics(
                 let n = cols[2].iter().filter(|v| *v == g).count();
                 out.push_str(&format!("{g}, {n}, {}, {:.4}\n", test.observed[i], test.expected[i]));
                 let group = &cols_wanted[2];
-                results.push((format!("{group}={g}"), ResultValue::Count { n: n as u64 }));
-                results.push((format!("{group}={g} events"), ResultValue::Count { n: test.observed[i] as u64 }));
+                results.push((format!("n {group}={g}"), ResultValue::Count { n: n as u64 }));
+                results.push((format!("events {group}={g}"), ResultValue::Count { n: test.observed[i] as u64 }));
             }
             let events: f64 = test.observed.iter().sum();
             results.push(("events".to_string(), ResultValue::Count { n: events as u64 }));
             results.push((
-                "log-rank".to_string(),
+                "log-rank p".to_string(),
                 ResultValue::Test { test: "log-rank".into(), p_value: test.test.p_value },
             ));
             out.push_str(&format!(
@@ -776,6 +812,7 @@ fn statistics(
         StatsTool::RocAuc => {
             let (outcome, predictor) = (name(params, "outcome")?, name(params, "predictor")?);
             let (cols, dropped) = read_columns(&path, &[outcome.clone(), predictor.clone()])?;
+            let key = format!("AUC {predictor}");
             let auc = evident_stats::roc::auc_delong(&cols[0], &cols[1], 0.95).map_err(err)?;
             let analysis = AnalysisOutput::RocAuc {
                 file,
@@ -797,7 +834,7 @@ fn statistics(
                 if auc.cases_higher { "indicate" } else { "do not indicate" },
                 dropped_note(dropped)
             );
-            Ok((text, Some(analysis), vec![("auc".to_string(), ResultValue::Auc { auc: auc.auc })]))
+            Ok((text, Some(analysis), vec![(key, ResultValue::Auc { auc: auc.auc })]))
         }
         StatsTool::FisherTest => {
             let (row, column) = (name(params, "row")?, name(params, "column")?);
@@ -810,7 +847,7 @@ fn statistics(
             let share = |ones: u64, n: u64| ResultValue::Binary { ones, n };
             let results = vec![
                 (
-                    "fisher".to_string(),
+                    "Fisher OR".to_string(),
                     ResultValue::Effect {
                         effect: "odds_ratio".into(),
                         ratio: f.odds_ratio,
@@ -921,7 +958,7 @@ fn propensity_tool(
                     conf_high: hi,
                     p_value: p,
                 };
-                results.push((format!("{treatment} wald"), value));
+                results.push((format!("OR {treatment} (matched, Wald)"), value));
             }
             if let Some((est, lo, hi, p)) = wald {
                 out.push_str(&format!(
@@ -960,7 +997,8 @@ fn propensity_tool(
                 conf_high: hi,
                 p_value: effect.p_value,
             };
-            results.insert(0, (treatment.clone(), value));
+            let how = if tool == StatsTool::PropensityMatching { "matched, robust" } else { "IPTW" };
+            results.insert(0, (format!("OR {treatment} ({how})"), value));
             out.push_str(&format!(
                 "{treatment} on {outcome}: odds ratio {ratio:.6}, 95% CI {lo:.6}-{hi:.6}, p-value {:.6e} ({what})\n",
                 effect.p_value
