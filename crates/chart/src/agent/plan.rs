@@ -139,10 +139,11 @@ fn tool_arguments_schema(ctx: &Ctx<'_>, tool: ToolName, properties: &serde_json:
 
 /// A calculate call's arguments for one calculator.
 fn calculator_arguments_schema(calculator: Calculator) -> Value {
+    // No "maxProperties": llguidance takes it only when every listed
+    // property is required; the listed inputs bound the object anyway.
     let mut inputs = calculator.input_schema();
     if let Some(o) = inputs.as_object_mut() {
         o.remove("required");
-        o.insert("maxProperties".into(), json!(6));
     }
     json!({"type": "object", "properties": {"calculator": {"const": calculator.name()}, "inputs": inputs},
            "required": ["calculator"], "additionalProperties": false})

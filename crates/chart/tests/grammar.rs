@@ -1,0 +1,62 @@
+//! Every JSON schema the agent sends is one the embedded model's grammar
+//! compiler (llguidance, as `evident_llm`'s llama provider uses it)
+//! accepts: the assessment, the typed and the paper's plan, and the
+//! round action. (A `maxProperties` beside listed properties passed the
+//! scripted tests and was refused by llguidance on the first real call.)
+
+mod support;
+
+use evident_chart::{ask, prompts, AgentConfig, Method, Question, RecordView, SkillLibrary};
+use evident_llm::StructuredModel;
+use serde_json::json;
+use support::{day, scripted, store, AS_OF};
+
+fn schemas(method: Method) -> Vec<serde_json::Value> {
+    let assess = json!({"intent": "ISS stage", "hypotheses": [], "required_information": [], "missing_information": [],
+                        "complexity": "low", "skills": ["mm-staging"]});
+    let plan = json!({"steps": [{"step": 1, "objective": "stage", "tool": "calculate", "arguments": {"calculator": "iss"},
+                      "evidence_requirements": [], "stop_rule": "done"}], "stop_conditions": []});
+    let finish = json!({"action": "finish", "reason": "done"});
+    // The embedded model's answer step is constrained JSON too.
+    let answer = json!({"answer": "Not documented", "reasoning": "Nothing was found."});
+    let mut answers = vec![assess.to_string()];
+    if method != Method::AgentReactive {
+        answers.push(plan.to_string());
+        // A finish before the planned step ran is sent back once.
+        answers.push(finish.to_string());
+    }
+    answers.push(finish.to_string());
+    answers.push(answer.to_string());
+    let model = scripted(&answers);
+    let store = store();
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let skills = SkillLibrary::builtin().unwrap();
+    // The embedded model's configuration (a known context).
+    let config = method.agent_config(&AgentConfig::default().with_model_context(32_768)).unwrap();
+    let q = Question {
+        text: "What is the ISS stage?",
+        method,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+        embedder: None,
+    };
+    ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
+    model.requests().into_iter().filter_map(|r| r.json_schema).collect()
+}
+
+#[test]
+fn every_schema_the_agent_sends_compiles_for_the_embedded_model() {
+    let env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+    for method in [Method::Agent, Method::AgentPaperPlan, Method::AgentReactive, Method::AgentNoFilters] {
+        let schemas = schemas(method);
+        assert!(schemas.len() >= 3, "{method:?}: {}", schemas.len());
+        for schema in schemas {
+            let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+            if let Err(e) = factory.create_parser(grammar) {
+                panic!("{method:?}: llguidance refuses {schema}: {e}");
+            }
+        }
+    }
+}
