@@ -222,6 +222,57 @@ fn trialgpt_ican_on_one_patient_scores_against_physicians_and_resumes() {
     assert_eq!(fourth["baseline"]["difference"]["accuracy"]["low"], 0.0, "{}", fourth["baseline"]);
 }
 
+/// The embedded model's log-probabilities at the paper's 0/1 answer: every
+/// request asks for them, every decision's trace has a P(MET), and the
+/// model's greedy answer is the side of 0.5 its P(MET) is on (greedy
+/// decoding under the 0/1 grammar picks the likelier digit), so P(MET) is
+/// read at the token that was decided.
+#[test]
+fn trialgpt_threshold_calibration_reads_p_met_from_the_embedded_model() {
+    let sb = Sandbox::new();
+    let annotations = shared_data().join("trialgpt/criterion_annotations_dev.json");
+    let args = [
+        "--json",
+        "eval",
+        "trialgpt",
+        "--annotations",
+        annotations.to_str().unwrap(),
+        "--topics",
+        "sigir-20143",
+        "--strategy",
+        "makar-zero-shot",
+        "--threshold-calibration",
+        "--out",
+        "eval",
+    ];
+    let out = sb.run(&args).ok().json();
+    assert_eq!(out["rows"], 6, "{out}");
+    assert_eq!(out["threshold_calibration"]["summary"]["rows_with_probability"], 6, "{out}");
+    let store = sb.store();
+    let mut decisions = 0;
+    for run in out["runs"].as_array().unwrap() {
+        for r in store.match_results(run.as_str().unwrap()).unwrap() {
+            let trace: Value = serde_json::from_str(r.trace_json.as_deref().unwrap()).unwrap();
+            let p = trace["p_met"].as_f64().unwrap_or_else(|| panic!("no P(MET): {trace}"));
+            assert!(p > 0.0 && p < 1.0, "{p}");
+            let decision = stored_decision(&r.result_json).expect("assessed");
+            assert_eq!(decision == "MET", p >= 0.5, "P(MET) {p} but the model answered {decision}");
+            decisions += 1;
+        }
+    }
+    assert_eq!(decisions, 6);
+    for run in out["model_runs"].as_array().unwrap() {
+        for call in store.model_calls(run.as_str().unwrap()).unwrap() {
+            let request: Value = serde_json::from_str(&call.request_json).unwrap();
+            assert_eq!(request["logprobs"]["top"], 20, "every request asks: {request}");
+            let response: Value = serde_json::from_str(call.response_json.as_deref().unwrap()).unwrap();
+            let first = &response["logprobs"][0];
+            assert_eq!(first["token"], response["text"], "one token, the answer: {response}");
+            assert_eq!(first["top"].as_array().unwrap().len(), 20, "{response}");
+        }
+    }
+}
+
 #[test]
 fn n2c2_metric_from_given_predictions_matches_hand_computation() {
     let sb = Sandbox::new();

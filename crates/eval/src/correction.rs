@@ -60,9 +60,9 @@ pub struct CorrectionSummary {
 }
 
 type Key = (CriterionType, Decision);
-type Counts = BTreeMap<Key, BTreeMap<Decision, usize>>;
+pub(crate) type Counts = BTreeMap<Key, BTreeMap<Decision, usize>>;
 
-fn count<'a>(rows: impl Iterator<Item = &'a Prediction>) -> Counts {
+pub(crate) fn count<'a>(rows: impl Iterator<Item = &'a Prediction>) -> Counts {
     let mut counts = Counts::new();
     for r in rows {
         if let Some(p) = r.predicted {
@@ -73,7 +73,7 @@ fn count<'a>(rows: impl Iterator<Item = &'a Prediction>) -> Counts {
 }
 
 /// The label a (type, predicted) cell becomes under `counts`.
-fn decide(counts: &Counts, key: Key) -> Decision {
+pub(crate) fn decide(counts: &Counts, key: Key) -> Decision {
     let predicted = key.1;
     let Some(cell) = counts.get(&key) else { return predicted };
     if cell.values().sum::<usize>() < MIN_ROWS {

@@ -179,3 +179,58 @@ pub fn threshold_leave_one_patient_out(
     };
     (out, summary)
 }
+
+/// The threshold and then the label correction, nested leave one patient
+/// out: for each patient, the thresholds are fitted on the other patients'
+/// rows, the other patients' rows are thresholded with them and the
+/// correction's counts taken on those, and the patient's rows are
+/// thresholded and then corrected by them. Nothing of the patient's own
+/// labels reaches its decisions. The threshold tells MET answers apart by
+/// P(MET); the correction can then turn a (type, label) cell into NOT
+/// ENOUGH INFORMATION, which no threshold on a 0/1 answer can reach.
+pub fn threshold_then_correct_leave_one_patient_out(
+    predictions: &[Prediction],
+    p_met: &[Option<f64>],
+) -> Vec<Prediction> {
+    assert_eq!(predictions.len(), p_met.len(), "one P(MET) slot per prediction");
+    let threshold_with =
+        |thresholds: &BTreeMap<CriterionType, f64>, row: &Prediction, p: &Option<f64>| match (row.predicted, p) {
+            (Some(_), Some(p)) => {
+                Prediction { predicted: Some(decide(*p, thresholds[&row.criterion_type])), ..row.clone() }
+            }
+            _ => row.clone(),
+        };
+    let mut folds: BTreeMap<&str, crate::correction::Counts> = BTreeMap::new();
+    let mut fold_thresholds: BTreeMap<&str, BTreeMap<CriterionType, f64>> = BTreeMap::new();
+    predictions
+        .iter()
+        .zip(p_met)
+        .map(|(row, p)| {
+            let patient = row.patient_id.as_str();
+            let thresholds = fold_thresholds.entry(patient).or_insert_with(|| {
+                [CriterionType::Inclusion, CriterionType::Exclusion]
+                    .into_iter()
+                    .map(|t| (t, fit(t, &rows_of(predictions, p_met, t, |r| r.patient_id != patient)).threshold))
+                    .collect()
+            });
+            let thresholds = thresholds.clone();
+            let counts = folds.entry(patient).or_insert_with(|| {
+                let others: Vec<Prediction> = predictions
+                    .iter()
+                    .zip(p_met)
+                    .filter(|(r, _)| r.patient_id != patient)
+                    .map(|(r, p)| threshold_with(&thresholds, r, p))
+                    .collect();
+                crate::correction::count(others.iter())
+            });
+            let mine = threshold_with(&thresholds, row, p);
+            match mine.predicted {
+                Some(label) => {
+                    let to = crate::correction::decide(counts, (mine.criterion_type, label));
+                    Prediction { predicted: Some(to), ..mine }
+                }
+                None => mine,
+            }
+        })
+        .collect()
+}

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use evident_eval::threshold::{fit, threshold_leave_one_patient_out, ARGMAX, MIN_ROWS};
+use evident_eval::threshold::{
+    fit, threshold_leave_one_patient_out, threshold_then_correct_leave_one_patient_out, ARGMAX, MIN_ROWS,
+};
 use evident_eval::Prediction;
 use evident_match::{CriterionType, Decision};
 
@@ -111,4 +113,41 @@ fn a_patients_own_labels_never_reach_its_thresholded_decisions() {
         r.gold = flip(r.gold);
     }
     assert_ne!(labels_of(&threshold_leave_one_patient_out(&others_flipped, &p).0), labels_of(&out));
+}
+
+#[test]
+fn threshold_then_correction_reaches_labels_a_threshold_cannot_and_never_sees_the_patients_own_labels() {
+    let (mut rows, p) = leaning();
+    // The inclusion rows without a P(MET) (one per patient, answered MET)
+    // are NOT ENOUGH INFORMATION to the physicians, like most of the
+    // 6 more inclusion rows per patient that the model answers MET with a
+    // P(MET) of 0.6.
+    let mut p = p;
+    for patient in ["a", "b", "c", "d"] {
+        for _ in 0..6 {
+            rows.push(Prediction {
+                predicted: Some(Decision::Met),
+                ..row(patient, CriterionType::Inclusion, Decision::NotEnoughInformation)
+            });
+            p.push(Some(0.6));
+        }
+    }
+    let out = threshold_then_correct_leave_one_patient_out(&rows, &p);
+    let nei = out.iter().filter(|r| r.predicted == Some(Decision::NotEnoughInformation)).count();
+    assert!(nei >= 24, "the correction turns the inclusion cell into NOT ENOUGH INFORMATION: {nei}");
+    let correct = |rs: &[Prediction]| rs.iter().filter(|r| r.predicted == Some(r.gold)).count();
+    assert!(correct(&out) > correct(&threshold_leave_one_patient_out(&rows, &p).0));
+    // A's own labels flipped: A's decisions do not move; the others' flipped: they do.
+    let labels_of =
+        |rs: &[Prediction]| rs.iter().filter(|r| r.patient_id == "a").map(|r| r.predicted).collect::<Vec<_>>();
+    let mut a_changed = rows.clone();
+    for r in a_changed.iter_mut().filter(|r| r.patient_id == "a") {
+        r.gold = if r.gold == Decision::Met { Decision::NotMet } else { Decision::Met };
+    }
+    assert_eq!(labels_of(&threshold_then_correct_leave_one_patient_out(&a_changed, &p)), labels_of(&out));
+    let mut others_changed = rows.clone();
+    for r in others_changed.iter_mut().filter(|r| r.patient_id != "a") {
+        r.gold = if r.gold == Decision::Met { Decision::NotMet } else { Decision::Met };
+    }
+    assert_ne!(labels_of(&threshold_then_correct_leave_one_patient_out(&others_changed, &p)), labels_of(&out));
 }

@@ -16,7 +16,9 @@ use evident_eval::correction::{
     correct_leave_one_patient_out, type_majority_leave_one_patient_out, CorrectionSummary, MIN_ROWS,
 };
 use evident_eval::run::{labelled_results, load_qrels, pairs, predictions, store_notes, trial_level, Pair};
-use evident_eval::threshold::{threshold_leave_one_patient_out, ThresholdSummary};
+use evident_eval::threshold::{
+    threshold_leave_one_patient_out, threshold_then_correct_leave_one_patient_out, ThresholdSummary,
+};
 use evident_eval::{compare, load_annotations, report_row, Prediction};
 use evident_match::batch::{stored_results, Method, RetrievalSettings};
 use evident_match::label_correction::{CorrectionCell, CorrectionTable, FittedOn, FORMAT, VERSION};
@@ -185,8 +187,9 @@ pub fn evaluate_trialgpt(
         ours.name.push_str(" + threshold");
         let (corrected, _) = correct_leave_one_patient_out(&raw.predictions);
         let majority = type_majority_leave_one_patient_out(&raw.predictions);
+        let both = threshold_then_correct_leave_one_patient_out(&raw.predictions, &raw.p_met);
         thresholded_from = Some(raw);
-        (summary, corrected, majority)
+        (summary, corrected, majority, both)
     });
     // The label correction relabels the stored decisions (no model call);
     // the decisions as the model gave them are its baseline.
@@ -263,8 +266,10 @@ pub fn evaluate_trialgpt(
             "type_majority_row": type_majority.as_ref().map(|t| report_row(t)),
             "difference_vs_type_majority": type_majority.as_ref().map(|t| compare(&ours.predictions, t)),
         })),
-        "threshold_calibration": thresholds.as_ref().map(|(summary, corrected, majority)| json!({
+        "threshold_calibration": thresholds.as_ref().map(|(summary, corrected, majority, both)| json!({
             "summary": summary,
+            "threshold_then_correction_row": report_row(both),
+            "difference_vs_threshold_then_correction": compare(&ours.predictions, both),
             "label_correction_row": report_row(corrected),
             "difference_vs_label_correction": compare(&ours.predictions, corrected),
             "type_majority_row": report_row(majority),
@@ -303,7 +308,7 @@ pub fn evaluate_trialgpt(
             ));
         }
     }
-    if let Some((summary, corrected, majority)) = &thresholds {
+    if let Some((summary, corrected, majority, both)) = &thresholds {
         md.push_str(&super::trialgpt_markdown::threshold_markdown(
             &ours,
             summary,
@@ -317,6 +322,11 @@ pub fn evaluate_trialgpt(
                     "majority label by type (leave one patient out)",
                     report_row(majority),
                     compare(&ours.predictions, majority),
+                ),
+                (
+                    "threshold, then label correction (nested leave one patient out)",
+                    report_row(both),
+                    compare(&ours.predictions, both),
                 ),
             ],
         ));
@@ -339,7 +349,7 @@ pub fn evaluate_trialgpt(
         ));
         result["saved_correction"] = json!(path);
     }
-    if let (Some(path), Some((summary, _, _))) = (&request.save_thresholds, &thresholds) {
+    if let (Some(path), Some((summary, _, _, _))) = (&request.save_thresholds, &thresholds) {
         let table = save_thresholds(path, request, &ours, summary, topics.len())?;
         let shown: Vec<String> =
             table.thresholds.iter().map(|t| format!("{} {:.3}", t.criterion_type.as_str(), t.threshold)).collect();
