@@ -269,6 +269,7 @@ pub fn evaluate_trialgpt(
         "threshold_calibration": thresholds.as_ref().map(|(summary, corrected, majority, both)| json!({
             "summary": summary,
             "threshold_then_correction_row": report_row(both),
+            "label_correction_vs_type_majority": compare(corrected, majority),
             "difference_vs_threshold_then_correction": compare(&ours.predictions, both),
             "label_correction_row": report_row(corrected),
             "difference_vs_label_correction": compare(&ours.predictions, corrected),
@@ -329,6 +330,11 @@ pub fn evaluate_trialgpt(
                     compare(&ours.predictions, both),
                 ),
             ],
+        ));
+        let c = compare(corrected, majority);
+        md.push_str(&format!(
+            "Label correction minus majority label by type, same rows, paired bootstrap over patients: accuracy {:+.3} ({:+.3} to {:+.3}), kappa {:+.3} ({:+.3} to {:+.3}).\n",
+            c.accuracy.estimate, c.accuracy.low, c.accuracy.high, c.kappa.estimate, c.kappa.low, c.kappa.high
         ));
     }
     md.push_str(&super::trialgpt_markdown::confusion_markdown(&ours.predictions));
