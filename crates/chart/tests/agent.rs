@@ -828,3 +828,29 @@ fn a_plan_request_that_cannot_fit_is_a_pipeline_failure_before_the_model_is_call
     assert!(out.trace.stopped_because.contains("the model was not called"), "{}", out.trace.stopped_because);
     assert!(!out.trace.prompt_shortened.is_empty());
 }
+
+#[test]
+fn a_calculator_already_called_lets_the_retrieval_call_run() {
+    // The embedded model names the calculator in the action of every
+    // step; once it has run, the step's own retrieval call runs.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([
+            step(1, "calculate", json!({"calculator": "iss"})),
+            step(2, "query_labs", json!({"concepts": ["Albumin"]}))
+        ])),
+        action("call_tool", None, json!({})),
+        action("call_tool", Some("query_labs"), json!({"concepts": ["Albumin"], "calculator": "iss"})),
+        action("finish", None, json!({})),
+        "Answer: II\nReasoning: ISS II [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What is the ISS stage?");
+    assert!(model.exhausted(), "{:?}", out.trace.rounds);
+    let calls: Vec<_> = out.trace.rounds.iter().filter(|r| r.action == "call_tool").collect();
+    assert_eq!(calls.len(), 2, "{:?}", out.trace.rounds);
+    assert_eq!(calls[0].tool.as_deref(), Some("calculate"));
+    assert_eq!(calls[1].tool.as_deref(), Some("query_labs"), "{:?}", calls[1]);
+    assert_eq!(calls[1].arguments.as_ref().unwrap(), &json!({"concepts": ["Albumin"]}));
+    assert!(calls[1].adjustments.iter().any(|a| a.contains("already called")), "{:?}", calls[1]);
+    assert_eq!(calls[1].evidence_found, 2, "{:?}", calls[1]);
+}

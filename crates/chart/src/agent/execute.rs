@@ -381,18 +381,35 @@ pub(crate) fn execute(
                     continue;
                 };
                 // Evident's typed plan: a retrieval call whose arguments
-                // name a calculator is that calculator's call.
+                // name a calculator is that calculator's call, unless that
+                // call was already made: then the retrieval call runs as
+                // asked, without the calculator (the embedded model named
+                // the calculator in every later step's action, and each
+                // rewritten call was blocked as a repeat, so the planned
+                // lab and record queries never ran).
                 let mut given = action.get("arguments").cloned();
                 if ctx.config.typed_plan && ctx.config.use_calculators {
                     if let Some((calculator, call)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
-                        adjustments.push(format!(
-                            "{} arguments named the calculator {}: run as a calculate call (Evident's rewrite, not \
-                             the paper's)",
-                            tool.as_str(),
-                            calculator.name()
-                        ));
-                        tool = ToolName::Calculate;
-                        given = Some(call);
+                        let calc_args =
+                            call_arguments(ctx, ToolName::Calculate, Some(&call), step, &state, &mut vec![]);
+                        if state.seen_calls.contains(&identity_of(ToolName::Calculate, &calc_args)) {
+                            adjustments.push(format!(
+                                "{} arguments named the calculator {}, already called with those inputs: the {} call \
+                                 runs without it",
+                                tool.as_str(),
+                                calculator.name(),
+                                tool.as_str()
+                            ));
+                        } else {
+                            adjustments.push(format!(
+                                "{} arguments named the calculator {}: run as a calculate call (Evident's rewrite, \
+                                 not the paper's)",
+                                tool.as_str(),
+                                calculator.name()
+                            ));
+                            tool = ToolName::Calculate;
+                            given = Some(call);
+                        }
                     }
                 }
                 let args = call_arguments(ctx, tool, given.as_ref(), step, &state, &mut adjustments);
