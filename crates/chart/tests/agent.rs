@@ -762,8 +762,12 @@ fn all_skills_with_context(model: &Scripted, limit: Option<usize>) -> ChartAnswe
 
 #[test]
 fn plan_requests_and_repairs_are_shortened_to_fit_a_small_context() {
-    // A plan that is JSON but invalid (search_reports without its query), then a valid one.
-    let invalid = plan(json!([step(1, "search_reports", json!({"k": 5}))]));
+    // A plan that is JSON but invalid (search_reports without its query,
+    // an objective far over its 80 characters, as a plan cut at its token
+    // limit is long), then a valid one.
+    let mut long = step(1, "search_reports", json!({"k": 5}));
+    long["objective"] = json!("find the metformin documentation ".repeat(70));
+    let invalid = plan(json!([long]));
     let script = || {
         scripted(&[
             ASSESS.to_string(),
@@ -793,9 +797,13 @@ fn plan_requests_and_repairs_are_shortened_to_fit_a_small_context() {
     assert!(narrow.exhausted(), "{}", out.trace.stopped_because);
     assert_eq!(out.status, "answered");
     let requests = narrow.requests();
-    for r in &requests[1..3] {
-        assert!(estimate(&r.messages) + 1024 <= limit, "{} + 1024 of {limit}", estimate(&r.messages));
-    }
+    // The plan request leaves room for the plan and Phase III's first
+    // round (its system prompt and request are Phase III's prefix), a
+    // repair for the plan.
+    let plan_request = estimate(&requests[1].messages);
+    assert!(plan_request + 1024 + 584 <= limit, "{plan_request} + 1024 + 584 of {limit}");
+    assert!(estimate(&requests[2].messages) + 1024 <= limit, "{} + 1024 of {limit}", estimate(&requests[2].messages));
+    assert!(out.trace.rounds.iter().any(|r| r.action == "call_tool"), "{:?}", out.trace);
     let shortened = &out.trace.prompt_shortened;
     assert!(
         shortened[0].starts_with("plan request: skill ") && shortened[0].contains("shown by its summary"),

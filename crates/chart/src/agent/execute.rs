@@ -12,6 +12,11 @@ use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 /// bounded) fits it.
 const ACTION_TOKENS: u32 = 384;
 
+/// The room a round needs beyond the conversation so far before its step
+/// request is written: about 200 tokens of step request and the action.
+/// Phase II leaves it after the plan, so Phase III can make its first call.
+pub(super) const ROUND_ROOM: usize = 200 + ACTION_TOKENS as usize;
+
 fn action_schema(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Value {
     let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
     let actions: Vec<&str> =
@@ -124,8 +129,8 @@ pub(crate) fn execute(
         // The next exchange (prompt and answer) must fit the model's context
         // (the round's own prompt is checked again once written, below).
         if let Some(limit) = ctx.config.model_context_tokens {
-            trace.prompt_rounds_dropped += make_room(&mut conversation, keep, 0, 200 + ACTION_TOKENS as usize, limit);
-            let used = estimate_tokens(&conversation) + 200 + ACTION_TOKENS as usize;
+            trace.prompt_rounds_dropped += make_room(&mut conversation, keep, 0, ROUND_ROOM, limit);
+            let used = estimate_tokens(&conversation) + ROUND_ROOM;
             if used > limit {
                 trace.stopped_because = format!("the model's context ({used} of {limit} tokens estimated)");
                 break;

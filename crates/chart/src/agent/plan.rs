@@ -305,7 +305,10 @@ pub(crate) fn plan(
     const ATTEMPTS: u32 = 3;
     for attempt in 1..=ATTEMPTS {
         let label = if attempt == 1 { "plan request".to_string() } else { format!("plan repair {}", attempt - 1) };
-        let fitted = Fitting { ctx, selection, user: &user, lowest_first: &lowest_first, label: &label };
+        // The plan request's system prompt and request stay Phase III's
+        // prefix: it leaves room for the plan and a first round too.
+        let extra = if attempt == 1 { super::execute::ROUND_ROOM } else { 0 };
+        let fitted = Fitting { ctx, selection, user: &user, lowest_first: &lowest_first, label: &label, extra };
         let messages = match fitted.fit(last.as_ref(), &mut summarised, &mut trace.prompt_shortened)? {
             Ok(m) => m,
             Err((why, messages)) => {
@@ -488,6 +491,8 @@ struct Fitting<'a> {
     user: &'a str,
     lowest_first: &'a [String],
     label: &'a str,
+    /// Room beyond the plan's (the plan request's: Phase III's first round).
+    extra: usize,
 }
 
 impl Fitting<'_> {
@@ -544,11 +549,18 @@ impl Fitting<'_> {
             };
             let Some(limit) = ctx.config.model_context_tokens else { return Ok(Ok(messages)) };
             let room = ctx.config.plan_tokens;
-            let needed = estimate_tokens(&messages) + room as usize;
+            let needed = estimate_tokens(&messages) + room as usize + self.extra;
             if needed <= limit {
                 return Ok(Ok(messages));
             }
-            let over = format!("{needed} of {limit} tokens estimated, with room for a {room}-token plan");
+            let over = if self.extra > 0 {
+                format!(
+                    "{needed} of {limit} tokens estimated, with room for a {room}-token plan and a first round of {}",
+                    self.extra
+                )
+            } else {
+                format!("{needed} of {limit} tokens estimated, with room for a {room}-token plan")
+            };
             if with_answer {
                 with_answer = false;
                 notes.push(format!("{}: the invalid plan left out, its errors kept ({over})", self.label));
