@@ -255,8 +255,8 @@ pub enum AnswerBasis {
     /// Submitted as `{"from_result": key}` and resolved from that result.
     FromResult { key: String, step: u32, tool: String },
     /// A typed number equal, at its precision, to one a tool produced
-    /// (`source`: a result's key, or "observation" for a number in a tool's
-    /// text, e.g. a SQL result).
+    /// (`source`: the key of a result that can fill the field's type, or
+    /// "observation" for a number the agent's own SQL or R printed).
     Matches { step: u32, source: String },
     /// A choice made after a tool computed these effects or tests.
     AfterAnalysis { keys: Vec<String> },
@@ -333,10 +333,19 @@ pub fn numbers_in(text: &str) -> Vec<f64> {
     out
 }
 
-/// The basis of a typed number `x` (written `text`): the first result, or
-/// else the first tool text (`(step, text)`), holding it at its precision.
-pub fn literal_basis(x: f64, text: &str, results: &[ResultNumber], observations: &[(u32, String)]) -> AnswerBasis {
-    if let Some(r) = results.iter().find(|r| r.value.numbers().iter().any(|v| same_at_precision(x, text, *v))) {
+/// The basis of a number `x` (written `text`) typed for `field` of `task`:
+/// the first result whose value for that field's type equals it at its
+/// precision (a count of stays does not support a ratio), or else the
+/// first text of the agent's own SQL or R (`(step, text)`) holding it.
+pub fn literal_basis(
+    task: &Task,
+    field: &FieldKind,
+    (x, text): (f64, &str),
+    results: &[ResultNumber],
+    observations: &[(u32, String)],
+) -> AnswerBasis {
+    let holds = |r: &ResultNumber| resolve(task, field, &r.value).is_some_and(|v| same_at_precision(x, text, v));
+    if let Some(r) = results.iter().find(|r| holds(r)) {
         return AnswerBasis::Matches { step: r.step, source: r.key.clone() };
     }
     if let Some((step, _)) =
@@ -445,15 +454,33 @@ mod tests {
             },
         }];
         let obs = vec![(2, "12 rows\ncount\n74\n".to_string())];
+        let t = task();
+        let basis = |name: &str, x: f64, text: &str, results: &[ResultNumber]| {
+            literal_basis(&t, field(&t, name), (x, text), results, &obs)
+        };
         assert_eq!(
-            literal_basis(1.43, "1.43", &results, &obs),
+            basis("or_lactate", 1.43, "1.43", &results),
             AnswerBasis::Matches { step: 4, source: "OR lactate".into() }
         );
         assert_eq!(
-            literal_basis(74.0, "74", &results, &obs),
+            basis("or_high", 2.0, "2.0", &results),
+            AnswerBasis::Matches { step: 4, source: "OR lactate".into() }
+        );
+        assert!(basis("or_low", 2.0, "2.0", &results).is_unsupported(), "the upper bound is no lower bound");
+        assert_eq!(
+            basis("n_patients", 74.0, "74", &results),
             AnswerBasis::Matches { step: 2, source: "observation".into() }
         );
-        assert!(literal_basis(3.0, "3.0", &results, &obs).is_unsupported());
+        assert!(basis("n_patients", 3.0, "3.0", &results).is_unsupported());
+        // A count of stays supports a count, not a ratio of the same value.
+        let stays = vec![ResultNumber {
+            key: "stays".into(),
+            step: 1,
+            tool: "build_cohort".into(),
+            value: ResultValue::Count { n: 140 },
+        }];
+        assert_eq!(basis("n_deaths", 140.0, "140", &stays), AnswerBasis::Matches { step: 1, source: "stays".into() });
+        assert!(basis("or_lactate", 140.0, "140", &stays).is_unsupported());
         assert!(choice_basis(&[]).is_unsupported());
         assert_eq!(choice_basis(&results), AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into()] });
     }

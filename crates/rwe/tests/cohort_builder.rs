@@ -732,6 +732,16 @@ fn typed_numbers_are_traced_to_tool_output_and_bad_references_refused() {
     assert!(obs.text.contains("n_patients: not recorded: result lactate"), "{}", obs.text);
     assert!(obs.text.contains("n_deaths: not recorded: no result nothing"), "{}", obs.text);
     assert_eq!(env.sheet.answers().keys().collect::<Vec<_>>(), ["median_lactate"]);
-    let obs = env.execute(4, &submit(r#"{"n_patients": 74}"#));
-    assert!(obs.text.contains("n_patients: accepted (74, matches stays of step 1)"), "{}", obs.text);
+    // A number the agent's own SQL printed supports a typed answer; 140 is
+    // in build_cohort's attrition text (the database's ICU stays), but no
+    // result of a count's type holds it: a guess, flagged.
+    let sql = Action::RunSql { sql: "SELECT 11 AS deaths".into(), save_as: None };
+    env.execute(4, &sql);
+    let obs = env.execute(5, &submit(r#"{"n_deaths": 11, "n_patients": 140}"#));
+    assert!(obs.text.contains("n_deaths: accepted (11, matches observation of step 4)"), "{}", obs.text);
+    assert!(
+        obs.text.contains("n_patients: accepted (140, UNSUPPORTED: 140 matches no number a tool produced)"),
+        "{}",
+        obs.text
+    );
 }

@@ -44,8 +44,8 @@ pub struct StudyEnv {
     db_tables: Vec<String>,
     /// Every number a typed tool computed so far, by key (typed strategy).
     results: Vec<ResultNumber>,
-    /// The text of each executed action but answers, for matching a typed
-    /// answer to a number a tool produced (typed strategy).
+    /// The text of each SQL or R action, for matching a typed answer to a
+    /// number the agent computed there (typed strategy).
     observations: Vec<(u32, String)>,
     /// The results of the action being executed.
     new_results: Vec<(String, ResultValue)>,
@@ -101,7 +101,7 @@ impl StudyEnv {
     pub fn replay(&mut self, steps: &[super::StepRecord]) {
         for s in steps {
             self.results.extend(s.results.iter().cloned());
-            if self.traces_answers() && s.action != "submit_answers" {
+            if self.traces_answers() && own_computation(&s.action) {
                 self.observations.push((s.step, s.observation.clone()));
             }
         }
@@ -137,7 +137,7 @@ impl StudyEnv {
                     out
                 },
             );
-            if !matches!(action, Action::SubmitAnswers { .. }) {
+            if own_computation(action.name()) {
                 self.observations.push((step, text.clone()));
             }
             self.results.extend(results.iter().cloned());
@@ -263,7 +263,14 @@ impl StudyEnv {
                 };
                 let basis = written.and_then(|w| {
                     let x = w.parse::<f64>().ok()?;
-                    Some(provenance::literal_basis(x, &w, &self.results, &self.observations))
+                    let (_, field) = self.sheet.task().field(id)?;
+                    Some(provenance::literal_basis(
+                        self.sheet.task(),
+                        field,
+                        (x, &w),
+                        &self.results,
+                        &self.observations,
+                    ))
                 });
                 let basis = match (self.sheet.task().question(id).is_some_and(|q| q.choice.is_some()), basis) {
                     (true, _) => Some(provenance::choice_basis(&self.results)),
@@ -515,6 +522,14 @@ impl StudyEnv {
 /// A statistics tool's text for the agent, its numbers as data for the
 /// report, and its citable results (name, value).
 type ToolOutput = (String, Option<AnalysisOutput>, Vec<(String, ResultValue)>);
+
+/// The actions whose text holds numbers the agent computed itself (its SQL
+/// and R): a typed answer equal to one of them is supported. Other texts
+/// (attrition lines, table descriptions, the state line) are not: their
+/// numbers are not results of the study.
+fn own_computation(action: &str) -> bool {
+    matches!(action, "run_sql" | "execute_r" | "execute_r_script")
+}
 
 /// The most CSV tables the typed schema offers the statistics tools.
 pub const MAX_SCHEMA_TABLES: usize = 6;
