@@ -120,7 +120,13 @@ fn bad_criteria_say_what_to_fix() {
     assert!(err(r#"{"labs": [{"name": "lactate"}]}"#).contains("needs \"itemid\""));
     assert!(err(r#"{"drug": {"name": "statin", "contains": ["x' OR 1=1 --"]}}"#).contains("letters, digits"));
     assert!(err(r#"{"min_age": -3}"#).contains("whole number"));
-    assert!(err(r#"{"labs": [{"itemid": 1, "name": "a"}, {"itemid": 2, "name": "a"}]}"#).contains("same name"));
+    assert!(err(r#"{"labs": [{"itemid": 1, "name": "a"}, {"itemid": 2, "name": "a"}]}"#)
+        .contains("the lab itemid 1 and the lab itemid 2 are both named \"a\""));
+    let clash = err(
+        r#"{"labs": [{"itemid": 50912, "name": "statin"}], "drug": {"name": "statin", "contains": ["atorvastatin"]}}"#,
+    );
+    assert!(clash.contains("the lab itemid 50912 and the drug are both named \"statin\""), "{clash}");
+    assert!(clash.contains("name a lab after what it measures"), "{clash}");
 }
 
 /// Criteria that name no laboratory item, match no prescription or leave

@@ -179,13 +179,18 @@ impl CohortSpec {
             None | Some(Value::Null) => None,
             Some(_) => Some(int("death_within_days", 28)?).filter(|d| *d > 0),
         };
-        let mut names: Vec<&str> = labs.iter().map(|l| l.name.as_str()).collect();
-        names.extend(drug.iter().map(|d| d.name.as_str()));
-        let mut sorted = names.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        if sorted.len() != names.len() {
-            return Err("build_cohort: two columns have the same name".into());
+        // Each criterion's column and what it is, for a clash's message (the
+        // 0.5B model named the statin task's creatinine lab "statin", like
+        // the drug, three times in one run).
+        let mut columns: Vec<(&str, String)> =
+            labs.iter().map(|l| (l.name.as_str(), format!("the lab itemid {}", l.itemid))).collect();
+        columns.extend(drug.iter().map(|d| (d.name.as_str(), "the drug".to_string())));
+        for (i, (name, what)) in columns.iter().enumerate() {
+            if let Some((_, other)) = columns[i + 1..].iter().find(|(n, _)| n == name) {
+                return Err(format!(
+                    "build_cohort: {what} and {other} are both named \"{name}\", but each becomes a column and needs a name of its own: name a lab after what it measures and the drug after the drug"
+                ));
+            }
         }
         Ok(CohortSpec {
             min_age: int("min_age", 18)?,
