@@ -174,7 +174,7 @@ fn a_fitted_table_is_written_applied_by_match_and_refused_when_malformed_or_for_
     );
     assert!(html.contains("model MET -&gt; corrected NOT MET"), "the report shows both labels");
     let csv = std::fs::read_to_string(sb.path().join("out/decisions.csv")).unwrap();
-    assert!(csv.lines().next().unwrap().ends_with(",model_decision,label_correction,decided_by"), "{csv}");
+    assert!(csv.lines().next().unwrap().ends_with(",model_decision,label_correction,threshold,decided_by"), "{csv}");
     assert!(csv.lines().skip(1).all(|l| l.ends_with(",model")), "{csv}");
     assert!(csv.contains(",MET,\"model MET -> corrected NOT MET (table fitted/table.json;"), "{csv}");
 

@@ -153,6 +153,24 @@ fn thresholds_are_fitted_written_applied_by_match_and_refused_when_malformed_or_
         assert_eq!(result["outcome"]["decision"], expected, "P(MET) {p}: {result}");
         assert_eq!(applied["decision"], expected);
     }
+    // The report says the threshold was applied, and shows it beside each decision.
+    let relabelled = report["trials"][0]["patients"][0]["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["threshold"]["changed"] == true)
+        .count();
+    assert_eq!(report["trials"][0]["thresholds"]["decisions"], 5, "{}", report["trials"][0]["thresholds"]);
+    assert_eq!(report["trials"][0]["thresholds"]["relabelled"], relabelled);
+    assert!(out
+        .stdout()
+        .contains(&format!("threshold on P(MET) applied from fitted/thresholds.json: {relabelled} of 5")));
+    let csv = std::fs::read_to_string(sb.path().join("out/decisions.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",model_decision,label_correction,threshold,decided_by"), "{csv}");
+    assert!(csv.matches("threshold 0.").count() >= 5, "{csv}");
+    let html = std::fs::read_to_string(sb.path().join("out/report.html")).unwrap();
+    assert!(html.contains("Threshold on P(MET) applied"), "the trial's header says so");
+    assert_eq!(html.matches("Threshold on P(MET): model MET").count(), 5, "one line per decision");
 
     // A malformed table: exit 2, naming the file and the field.
     let mut bad = table.clone();

@@ -31,6 +31,7 @@ use crate::decision::{
 };
 use crate::exemplars::ShownExemplar;
 use crate::label_correction::{applied_correction, AppliedCorrection};
+use crate::threshold::AppliedThreshold;
 
 /// Sentences shown before and after each cited sentence.
 const CONTEXT_SENTENCES: i64 = 2;
@@ -61,6 +62,9 @@ pub struct TrialReport {
     pub model_tasks_saved: Option<usize>,
     /// The label correction the run's decisions went through, when one did.
     pub label_correction: Option<CorrectionUse>,
+    /// The threshold table on P(MET) the run's decisions went through, when
+    /// one did (its `table` is the file given to `evident match --thresholds`).
+    pub thresholds: Option<CorrectionUse>,
 }
 
 /// A label correction table a run applied: its file and what it changed.
@@ -139,6 +143,10 @@ pub struct CriterionView {
     /// The label correction applied to the model's decision: the model's
     /// label and the corrected one (`result` carries the corrected one).
     pub label_correction: Option<AppliedCorrection>,
+    /// The threshold on P(MET) applied to the model's decision: the model's
+    /// label, its P(MET), the threshold and the label it gave (`result`
+    /// carries that one).
+    pub threshold: Option<AppliedThreshold>,
 }
 
 /// Cited sentences of one document with their surroundings.
@@ -333,6 +341,7 @@ pub fn trial_report(
                 note_results,
                 exemplars: shown_exemplars(trace.as_ref()),
                 label_correction: applied_correction(trace.as_ref()),
+                threshold: applied_threshold(trace.as_ref()),
                 trace,
                 decided_by,
                 check,
@@ -356,8 +365,16 @@ pub fn trial_report(
         decisions: applied.len(),
         relabelled: applied.iter().filter(|a| a.changed).count(),
     });
+    let thresholded: Vec<&AppliedThreshold> =
+        reports.iter().flat_map(|p| &p.criteria).filter_map(|c| c.threshold.as_ref()).collect();
+    let thresholds = thresholded.first().map(|first| CorrectionUse {
+        table: first.table.clone(),
+        decisions: thresholded.len(),
+        relabelled: thresholded.iter().filter(|a| a.changed).count(),
+    });
     Ok(TrialReport {
         label_correction,
+        thresholds,
         check_decisions,
         model_tasks_saved: None,
         run_id: run_id.to_string(),
@@ -402,6 +419,25 @@ pub fn correction_text(a: &AppliedCorrection) -> String {
         )
     } else {
         format!("model {} kept (table {}; {basis})", a.model_decision.as_str(), a.table)
+    }
+}
+
+/// What the threshold stored in a decision's trace (`threshold`) did, if
+/// one was applied.
+pub fn applied_threshold(trace: Option<&Value>) -> Option<AppliedThreshold> {
+    trace.and_then(|t| t.get("threshold")).and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// What the threshold on P(MET) did to one decision, in words.
+pub fn threshold_text(a: &AppliedThreshold) -> String {
+    let Some(p) = a.p_met else {
+        return format!("model {} kept: no P(MET) (table {})", a.model_decision.as_str(), a.table);
+    };
+    let basis = format!("P(MET) {p:.3}, threshold {:.3}", a.threshold);
+    if a.changed {
+        format!("model {} -> {} ({basis}; table {})", a.model_decision.as_str(), a.decision.as_str(), a.table)
+    } else {
+        format!("model {} kept ({basis}; table {})", a.model_decision.as_str(), a.table)
     }
 }
 
@@ -500,7 +536,7 @@ fn csv_field(text: &str) -> String {
 /// between them), empty when none.
 pub fn to_csv(report: &MatchReport) -> String {
     let mut out = String::from(
-        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,model_decision,label_correction,decided_by\n",
+        "run_id,trial_id,method,patient_id,eligibility,matching_score,criterion_id,type,criterion,decision,label,confidence,rationale,evidence,problems,failure,exemplars,model_decision,label_correction,threshold,decided_by\n",
     );
     for t in &report.trials {
         for p in &t.patients {
@@ -542,8 +578,14 @@ pub fn to_csv(report: &MatchReport) -> String {
                     c.problems.join("; "),
                     failure,
                     c.exemplars.iter().map(exemplar_text).collect::<Vec<_>>().join("; "),
-                    c.label_correction.as_ref().map(|a| a.model_decision.as_str().to_string()).unwrap_or_default(),
+                    c.label_correction
+                        .as_ref()
+                        .map(|a| a.model_decision)
+                        .or(c.threshold.as_ref().map(|a| a.model_decision))
+                        .map(|d| d.as_str().to_string())
+                        .unwrap_or_default(),
                     c.label_correction.as_ref().map(correction_text).unwrap_or_default(),
+                    c.threshold.as_ref().map(threshold_text).unwrap_or_default(),
                     c.decided_by.as_str().to_string(),
                 ];
                 let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -710,6 +752,15 @@ fn write_trial(h: &mut String, t: &TrialReport) {
             c.decisions
         );
     }
+    if let Some(c) = &t.thresholds {
+        let _ = write!(
+            h,
+            " <b>Threshold on P(MET) applied</b> from <code>{}</code> (Evident's lever, fitted on physicians' labels of a development split): {} of {} model decisions relabelled; each shows the model's label, its P(MET) and the threshold.",
+            esc(&c.table),
+            c.relabelled,
+            c.decisions
+        );
+    }
     h.push_str("</p>");
     h.push_str("<table><tr><th>Rank</th><th>Patient</th><th>Eligibility</th><th>Score</th><th>Inclusion met / not met / unknown</th><th>Exclusion met / not met / unknown</th><th>Failed</th><th>Flagged</th></tr>");
     for (i, p) in t.patients.iter().enumerate() {
@@ -790,6 +841,9 @@ fn write_criterion(h: &mut String, c: &CriterionView) {
     }
     if let Some(a) = &c.label_correction {
         let _ = write!(h, "<div class=\"muted\">Label correction: {}</div>", esc(&correction_text(a)));
+    }
+    if let Some(a) = &c.threshold {
+        let _ = write!(h, "<div class=\"muted\">Threshold on P(MET): {}</div>", esc(&threshold_text(a)));
     }
     for problem in &c.problems {
         let _ = write!(h, "<div class=\"problem\">Citation problem: {}</div>", esc(problem));

@@ -205,13 +205,16 @@ fn ican_never_shows_a_patient_its_own_exemplars_and_the_decision_names_those_it_
     let all = match_report(vec![report]);
     let csv = to_csv(&all);
     assert!(
-        csv.lines().next().unwrap().ends_with(",failure,exemplars,model_decision,label_correction,decided_by"),
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",failure,exemplars,model_decision,label_correction,threshold,decided_by"),
         "{csv}"
     );
     let p1_row = csv.lines().find(|l| l.contains(",P1,")).unwrap();
-    // Then the label correction columns, empty without a table.
+    // Then the label correction and threshold columns, empty without a table.
     assert!(
-        p1_row.ends_with(",#2 annotation dev.json#2 (1.000); #3 annotation dev.json#3 (1.000),,,model"),
+        p1_row.ends_with(",#2 annotation dev.json#2 (1.000); #3 annotation dev.json#3 (1.000),,,,model"),
         "{p1_row}"
     );
     let html = to_html(&all);

@@ -57,6 +57,8 @@ pub struct TrialLine {
     pub patients: Vec<PatientLine>,
     /// The label correction table the decisions went through, if any.
     pub label_correction: Option<report::CorrectionUse>,
+    /// The threshold table on P(MET) the decisions went through, if any.
+    pub thresholds: Option<report::CorrectionUse>,
     #[serde(skip)]
     pub method: String,
 }
@@ -143,6 +145,7 @@ pub fn screen_trials(
             run,
             usage: t.usage.clone(),
             label_correction: t.label_correction.clone(),
+            thresholds: t.thresholds.clone(),
             method: t.method.clone(),
             patients: t
                 .patients
@@ -217,6 +220,13 @@ impl fmt::Display for ScreeningReport {
                 writeln!(
                     f,
                     "  label correction applied from {}: {} of {} model decisions relabelled (the report shows the model's label beside each)",
+                    c.table, c.relabelled, c.decisions
+                )?;
+            }
+            if let Some(c) = &t.thresholds {
+                writeln!(
+                    f,
+                    "  threshold on P(MET) applied from {}: {} of {} model decisions relabelled (the report shows the model's label, P(MET) and the threshold beside each)",
                     c.table, c.relabelled, c.decisions
                 )?;
             }
