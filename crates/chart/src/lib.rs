@@ -44,7 +44,9 @@ use evident_store::LabQuery;
 use serde::Serialize;
 use serde_json::json;
 
-pub use agent::{prompts, AgentConfig, Assessment, Memory, Plan, PlanStep, Round, Trace, Usage, CHART_PROMPTS};
+pub use agent::{
+    prompts, question_names, AgentConfig, Assessment, Memory, Plan, PlanStep, Round, Trace, Usage, CHART_PROMPTS,
+};
 pub use answer::{parse_two_line, TwoLine};
 pub use skills::{SkillError, SkillLibrary};
 pub use tools::{Evidence, RecordView, ToolName};

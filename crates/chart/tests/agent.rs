@@ -706,7 +706,7 @@ fn a_calculator_named_in_retrieval_arguments_is_run_as_the_calculator() {
         ])
     };
     let model = script();
-    let out = run(&model, Method::Agent, "What is the ISS stage?");
+    let out = run(&model, Method::Agent, "What are the ISS and R-ISS stages?");
     assert!(model.exhausted());
     let plan = out.trace.plan.as_ref().unwrap();
     assert_eq!(plan.steps[0].tool, "calculate", "{plan:?}");
@@ -734,7 +734,7 @@ fn a_calculator_named_in_retrieval_arguments_is_run_as_the_calculator() {
 
     // The paper's plan keeps the retrieval tool and drops the calculator.
     let model = script();
-    let out = run(&model, Method::AgentPaperPlan, "What is the ISS stage?");
+    let out = run(&model, Method::AgentPaperPlan, "What are the ISS and R-ISS stages?");
     assert_eq!(out.trace.plan.as_ref().unwrap().steps[0].tool, "query_labs");
     assert!(out.trace.plan_rewrites.is_empty());
     assert!(out.trace.rounds.iter().all(|r| r.tool.as_deref() != Some("calculate")), "{:?}", out.trace.rounds);
@@ -861,4 +861,36 @@ fn a_calculator_already_called_lets_the_retrieval_call_run() {
     assert_eq!(calls[1].arguments.as_ref().unwrap(), &json!({"concepts": ["Albumin"]}));
     assert!(calls[1].adjustments.iter().any(|a| a.contains("already called")), "{:?}", calls[1]);
     assert_eq!(calls[1].evidence_found, 2, "{:?}", calls[1]);
+}
+
+#[test]
+fn a_calculator_the_question_does_not_name_is_not_run() {
+    // The embedded model wrote "calculator": "iss" into a report search
+    // about a colon polyp: the search runs, the calculator does not.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "search_reports", json!({"query": "metformin"}))])),
+        action("call_tool", Some("search_reports"), json!({"query": "metformin", "calculator": "iss"})),
+        action("finish", None, json!({})),
+        "Answer: Yes\nReasoning: Started [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "Is the patient receiving metformin?");
+    let r = &out.trace.rounds[0];
+    assert_eq!(r.tool.as_deref(), Some("search_reports"), "{r:?}");
+    assert!(r.adjustments.iter().any(|a| a.contains("which the question does not name")), "{r:?}");
+    assert!(r.evidence_found >= 1, "{r:?}");
+}
+
+#[test]
+fn a_question_names_a_calculator_by_its_own_label_only() {
+    use evident_chart::calculators::Calculator;
+    let names = |q: &str| -> Vec<&str> {
+        Calculator::ALL.into_iter().filter(|c| evident_chart::question_names(q, *c)).map(|c| c.name()).collect()
+    };
+    assert_eq!(names("R2-ISS stage on 2017-02-20 (labs ≤90 days)?"), ["r2-iss"]);
+    assert_eq!(names("R-ISS stage at diagnosis?"), ["r-iss"]);
+    assert_eq!(names("What is the ISS stage?"), ["iss"]);
+    assert_eq!(names("What is the CHA2DS2-VASc score on 2020-09-30?"), ["cha2ds2-vasc"]);
+    assert!(names("When was Polyp of colon first documented?").is_empty());
+    assert!(names("Was a mission statement documented?").is_empty());
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
-use super::plan::{arguments_for, arguments_schema, calculator_named, Vocabulary};
+use super::plan::{arguments_for, arguments_schema, calculator_named, question_names, Vocabulary};
 use super::*;
 use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
@@ -397,7 +397,13 @@ pub(crate) fn execute(
                     if let Some((calculator, call)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
                         let calc_args =
                             call_arguments(ctx, ToolName::Calculate, Some(&call), step, &state, &mut vec![]);
-                        if state.seen_calls.contains(&identity_of(ToolName::Calculate, &calc_args)) {
+                        if !question_names(ctx.question, calculator) {
+                            adjustments.push(format!(
+                                "{} arguments named the calculator {}, which the question does not name: not run",
+                                tool.as_str(),
+                                calculator.name()
+                            ));
+                        } else if state.seen_calls.contains(&identity_of(ToolName::Calculate, &calc_args)) {
                             adjustments.push(format!(
                                 "{} arguments named the calculator {}, already called with those inputs: the {} call \
                                  runs without it",

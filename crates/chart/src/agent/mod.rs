@@ -50,6 +50,7 @@ use crate::{ChartError, Citation};
 
 pub(crate) use assess::{assess, style_block};
 pub(crate) use execute::execute;
+pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
 pub(crate) use synthesise::{node_tokens, number_nodes, synthesise, ShownNode};
 

@@ -167,6 +167,32 @@ fn step_schema(tool: Value, arguments: Value) -> Value {
 /// `"calculator": "r-iss"`): the calculator and the arguments of the
 /// calculate call it stands for (its inputs kept where the calculator
 /// takes them and they are numbers or flags).
+/// Whether `question` names `calculator` (its usual label as a word, case
+/// ignored; "ISS" inside "R-ISS" or "R2-ISS" does not count). The rewrite
+/// of a retrieval call into a calculator call is made only then: the
+/// embedded model also wrote `"calculator": "iss"` into report searches
+/// of questions about a colon polyp.
+pub fn question_names(question: &str, calculator: Calculator) -> bool {
+    let labels: &[&str] = match calculator {
+        Calculator::Iss => &["iss", "international staging system"],
+        Calculator::RIss => &["r-iss", "revised iss"],
+        Calculator::R2Iss => &["r2-iss"],
+        Calculator::HctCi => &["hct-ci"],
+        Calculator::Charlson => &["charlson"],
+        Calculator::Cha2ds2Vasc => &["cha2ds2-vasc"],
+        Calculator::EgfrCkdEpi2021 => &["egfr", "ckd-epi"],
+        Calculator::Bmi => &["bmi", "body mass index"],
+    };
+    let text = question.to_lowercase();
+    let bytes = text.as_bytes();
+    let boundary = |b: Option<&u8>| b.is_none_or(|b| !(b.is_ascii_alphanumeric() || *b == b'-'));
+    labels.iter().any(|label| {
+        text.match_indices(label).any(|(i, _)| {
+            boundary(if i == 0 { None } else { bytes.get(i - 1) }) && boundary(bytes.get(i + label.len()))
+        })
+    })
+}
+
 pub(super) fn calculator_named(tool: ToolName, args: &Value) -> Option<(Calculator, Value)> {
     if tool == ToolName::Calculate {
         return None;
@@ -334,7 +360,9 @@ pub(crate) fn plan(
             other => other?,
         };
         let checked = match &typed {
-            Some(steps) => check_typed(&validator, steps, &response.text, attempt, &mut trace.plan_rewrites),
+            Some(steps) => {
+                check_typed(&validator, steps, &response.text, attempt, ctx.question, &mut trace.plan_rewrites)
+            }
             None => validator.check(&response.text),
         };
         match checked {
@@ -406,6 +434,7 @@ fn check_typed(
     steps: &[(ToolName, Value)],
     text: &str,
     attempt: u32,
+    question: &str,
     rewrites: &mut Vec<String>,
 ) -> Result<Value, Vec<String>> {
     let mut value = match validator.check(text) {
@@ -421,7 +450,8 @@ fn check_typed(
             if !steps.iter().any(|(t, _)| *t == ToolName::Calculate) {
                 continue;
             }
-            if let Some((calculator, call)) = calculator_named(tool, &step["arguments"]) {
+            let named = calculator_named(tool, &step["arguments"]).filter(|(c, _)| question_names(question, *c));
+            if let Some((calculator, call)) = named {
                 rewritten.push(format!(
                     "plan attempt {attempt}, step {}: {} arguments named the calculator {}; made a calculate step \
                      (Evident's rewrite, not the paper's)",
