@@ -107,6 +107,37 @@ pub struct Screened<'a> {
     pub calibrate: bool,
 }
 
+impl Screened<'_> {
+    /// The first way a table fitted for `strategy`, `model`, exemplars on
+    /// or off and calibration on or off differs from this screening: what
+    /// differs, the table's value and the screening's, in words. A table
+    /// fitted on physicians' labels for one strategy's lean is wrong for
+    /// any other (label correction and thresholds alike).
+    pub(crate) fn differs_from(
+        &self,
+        strategy: &str,
+        model: &str,
+        exemplars: bool,
+        calibrate: bool,
+    ) -> Option<(&'static str, String, String)> {
+        if !strategy.eq_ignore_ascii_case(self.strategy) {
+            return Some(("strategy", strategy.to_string(), self.strategy.to_string()));
+        }
+        if model != self.model {
+            return Some(("model", model.to_string(), self.model.to_string()));
+        }
+        if exemplars != self.exemplars {
+            let said = |on: bool| if on { "exemplars" } else { "no exemplars" }.to_string();
+            return Some(("prompts with", said(exemplars), said(self.exemplars)));
+        }
+        if calibrate != self.calibrate {
+            let said = |on: bool| if on { "calibration" } else { "no calibration" }.to_string();
+            return Some(("decisions with", said(calibrate), said(self.calibrate)));
+        }
+        None
+    }
+}
+
 impl CorrectionTable {
     /// Reads and validates a table.
     pub fn load(path: &Path) -> Result<CorrectionTable, CorrectionError> {
@@ -131,28 +162,19 @@ impl CorrectionTable {
     /// Refuses a table fitted for another strategy, model, or use of
     /// exemplars or calibration than the screening's.
     pub fn check_fits(&self, path: &str, s: Screened<'_>) -> Result<(), CorrectionError> {
-        let refit = format!(
-            "fit one for it with `evident eval trialgpt --strategy {} --label-correction --save-correction FILE` (same model and options)",
-            s.strategy
-        );
-        let mismatch = |what, fitted: String, used: String| {
-            Err(CorrectionError::Mismatch { path: path.to_string(), what, fitted, used, hint: refit.clone() })
-        };
-        if !self.strategy.eq_ignore_ascii_case(s.strategy) {
-            return mismatch("strategy", self.strategy.clone(), s.strategy.to_string());
+        match s.differs_from(&self.strategy, &self.model, self.exemplars.is_some(), self.calibrate) {
+            None => Ok(()),
+            Some((what, fitted, used)) => Err(CorrectionError::Mismatch {
+                path: path.to_string(),
+                what,
+                fitted,
+                used,
+                hint: format!(
+                    "fit one for it with `evident eval trialgpt --strategy {} --label-correction --save-correction FILE` (same model and options)",
+                    s.strategy
+                ),
+            }),
         }
-        if self.model != s.model {
-            return mismatch("model", self.model.clone(), s.model.to_string());
-        }
-        if self.exemplars.is_some() != s.exemplars {
-            let said = |on: bool| if on { "exemplars" } else { "no exemplars" }.to_string();
-            return mismatch("prompts with", said(self.exemplars.is_some()), said(s.exemplars));
-        }
-        if self.calibrate != s.calibrate {
-            let said = |on: bool| if on { "calibration" } else { "no calibration" }.to_string();
-            return mismatch("decisions with", said(self.calibrate), said(s.calibrate));
-        }
-        Ok(())
     }
 
     /// sha256 of the table's canonical JSON (names the run it corrects).

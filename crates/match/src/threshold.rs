@@ -158,28 +158,19 @@ impl ThresholdTable {
     /// Refuses a table fitted for another strategy, model, or use of
     /// exemplars or calibration than the screening's.
     pub fn check_fits(&self, path: &str, s: Screened<'_>) -> Result<(), ThresholdError> {
-        let hint = format!(
-            "fit one for it with `evident eval trialgpt --strategy {} --threshold-calibration --save-thresholds FILE` (same model and options)",
-            s.strategy
-        );
-        let mismatch = |what, fitted: String, used: String| {
-            Err(ThresholdError::Mismatch { path: path.to_string(), what, fitted, used, hint: hint.clone() })
-        };
-        if !self.strategy.eq_ignore_ascii_case(s.strategy) {
-            return mismatch("strategy", self.strategy.clone(), s.strategy.to_string());
+        match s.differs_from(&self.strategy, &self.model, self.exemplars.is_some(), self.calibrate) {
+            None => Ok(()),
+            Some((what, fitted, used)) => Err(ThresholdError::Mismatch {
+                path: path.to_string(),
+                what,
+                fitted,
+                used,
+                hint: format!(
+                    "fit one for it with `evident eval trialgpt --strategy {} --threshold-calibration --save-thresholds FILE` (same model and options)",
+                    s.strategy
+                ),
+            }),
         }
-        if self.model != s.model {
-            return mismatch("model", self.model.clone(), s.model.to_string());
-        }
-        if self.exemplars.is_some() != s.exemplars {
-            let said = |on: bool| if on { "exemplars" } else { "no exemplars" }.to_string();
-            return mismatch("prompts with", said(self.exemplars.is_some()), said(s.exemplars));
-        }
-        if self.calibrate != s.calibrate {
-            let said = |on: bool| if on { "calibration" } else { "no calibration" }.to_string();
-            return mismatch("decisions with", said(self.calibrate), said(s.calibrate));
-        }
-        Ok(())
     }
 
     /// sha256 of the table's canonical JSON (names the run it decides).
