@@ -495,21 +495,7 @@ fn save_correction(
             }
         })
         .collect();
-    let mut command =
-        format!("evident eval trialgpt --annotations {} --strategy {}", request.annotations.display(), ours.method);
-    if let Some(n) = request.limit_patients {
-        command.push_str(&format!(" --limit-patients {n}"));
-    }
-    if !request.topics.is_empty() {
-        command.push_str(&format!(" --topics {}", request.topics.join(",")));
-    }
-    if let Some(e) = &request.options.exemplars {
-        command.push_str(&format!(" --exemplars {} --exemplars-k {}", e.bank, e.k));
-    }
-    if request.options.calibrate {
-        command.push_str(" --calibrate");
-    }
-    command.push_str(&format!(" --label-correction --save-correction {}", path.display()));
+    let command = format!("{} --label-correction --save-correction {}", fitting_command(request, ours), path.display());
     let table = CorrectionTable {
         format: FORMAT.to_string(),
         version: VERSION,
@@ -533,15 +519,9 @@ fn save_correction(
     Ok(table)
 }
 
-/// The thresholds fitted on every evaluated row, as a table `evident match
-/// --thresholds` reads, written to `path`.
-fn save_thresholds(
-    path: &Path,
-    request: &TrialgptRequest,
-    ours: &MethodEval,
-    summary: &ThresholdSummary,
-    patients: usize,
-) -> Result<ThresholdTable> {
+/// The evaluation command that fits a table on these rows with these
+/// options (without the lever's own switches), as the table records it.
+fn fitting_command(request: &TrialgptRequest, ours: &MethodEval) -> String {
     let mut command =
         format!("evident eval trialgpt --annotations {} --strategy {}", request.annotations.display(), ours.method);
     if let Some(n) = request.limit_patients {
@@ -553,7 +533,23 @@ fn save_thresholds(
     if let Some(e) = &request.options.exemplars {
         command.push_str(&format!(" --exemplars {} --exemplars-k {}", e.bank, e.k));
     }
-    command.push_str(&format!(" --threshold-calibration --save-thresholds {}", path.display()));
+    if request.options.calibrate {
+        command.push_str(" --calibrate");
+    }
+    command
+}
+
+/// The thresholds fitted on every evaluated row, as a table `evident match
+/// --thresholds` reads, written to `path`.
+fn save_thresholds(
+    path: &Path,
+    request: &TrialgptRequest,
+    ours: &MethodEval,
+    summary: &ThresholdSummary,
+    patients: usize,
+) -> Result<ThresholdTable> {
+    let command =
+        format!("{} --threshold-calibration --save-thresholds {}", fitting_command(request, ours), path.display());
     let table = ThresholdTable {
         format: THRESHOLD_FORMAT.to_string(),
         version: THRESHOLD_VERSION,
