@@ -428,7 +428,7 @@ pub fn charlson(input: &CharlsonInput) -> Result<ScoreOutput, CalcError> {
             items.push(("age".into(), points));
         }
     }
-    Ok(ScoreOutput { score: items.iter().map(|(_, p)| p).sum(), risk_group: None, items })
+    Ok(ScoreOutput { score: points(&items), risk_group: None, items })
 }
 
 // ---------------------------------------------------------------- CHA2DS2-VASc
@@ -448,6 +448,12 @@ pub struct Cha2ds2VascInput {
     pub stroke_tia_thromboembolism: bool,
     #[serde(default)]
     pub vascular_disease: bool,
+}
+
+/// The sum of the items' points; 0 (not the -0.0 an empty float sum
+/// gives, which the model was shown as "score: -0.0") when none applies.
+fn points(items: &[(String, f64)]) -> f64 {
+    items.iter().fold(0.0, |sum, (_, p)| sum + p)
 }
 
 pub fn cha2ds2_vasc(input: &Cha2ds2VascInput) -> Result<ScoreOutput, CalcError> {
@@ -473,7 +479,7 @@ pub fn cha2ds2_vasc(input: &Cha2ds2VascInput) -> Result<ScoreOutput, CalcError> 
             items.push((name.to_string(), points));
         }
     }
-    Ok(ScoreOutput { score: items.iter().map(|(_, p)| p).sum(), risk_group: None, items })
+    Ok(ScoreOutput { score: points(&items), risk_group: None, items })
 }
 
 // ---------------------------------------------------------------- eGFR, BMI

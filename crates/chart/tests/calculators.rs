@@ -85,6 +85,12 @@ fn charlson_counts_the_severe_form_only_and_age_points() {
 
 #[test]
 fn cha2ds2_vasc_worked_examples() {
+    // A 32-year-old man with nothing: 0, written "0.0" (an empty float sum
+    // is -0.0, which the model was once shown).
+    let none = calculate(Calculator::Cha2ds2Vasc, &json!({"age_years": 32, "female": false})).unwrap();
+    assert_eq!(none["score"].to_string(), "0.0", "{none}");
+    let none = calculate(Calculator::Charlson, &json!({"age_years": 49})).unwrap();
+    assert_eq!(none["score"].to_string(), "0.0", "{none}");
     // A 76-year-old woman with hypertension and diabetes: 2 + 1 + 1 + 1 = 5.
     check(
         Calculator::Cha2ds2Vasc,
