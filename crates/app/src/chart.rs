@@ -181,6 +181,7 @@ fn describe(source: &CitedSource) -> String {
             let inputs: Vec<String> = used.iter().map(describe).collect();
             format!("{calculator} -> {output}; from {}", inputs.join("; "))
         }
+        CitedSource::Patient { patient_id, text, .. } => format!("{text} (stored patient {patient_id})"),
     }
 }
 

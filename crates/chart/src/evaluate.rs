@@ -156,6 +156,7 @@ fn cited_documents<'a>(source: &'a CitedSource, out: &mut BTreeSet<&'a str>) {
             out.insert(source_id);
         }
         CitedSource::Calculation { used, .. } => used.iter().for_each(|u| cited_documents(u, out)),
+        CitedSource::Patient { .. } => {}
     }
 }
 

@@ -189,6 +189,9 @@ pub enum CitedSource {
     Lab { concept: String, name: String, value: String, unit: Option<String>, time: String, source_id: String },
     /// A calculator result; `used` are the stored values it read.
     Calculation { calculator: String, output: serde_json::Value, used: Vec<CitedSource> },
+    /// The patient's stored demographics a calculator read (age at the
+    /// reference date, sex), read back from the store.
+    Patient { patient_id: String, birth_date: Option<String>, sex: Option<String>, text: String },
 }
 
 /// One `[n]` of the reasoning.
@@ -264,6 +267,15 @@ impl RecordView<'_> {
                     }
                 }
                 Some(CitedSource::Calculation { calculator: calculator.clone(), output: output.clone(), used: sources })
+            }
+            Evidence::Patient { patient_id, birth_date, sex, as_of } => {
+                let stored = store.patient(patient_id)?;
+                stored.filter(|p| &p.birth_date == birth_date && &p.sex == sex).map(|p| CitedSource::Patient {
+                    patient_id: p.id,
+                    birth_date: p.birth_date.map(|d| d.to_string()),
+                    text: tools::patient_text(p.birth_date, p.sex.as_deref(), *as_of),
+                    sex: p.sex,
+                })
             }
         })
     }

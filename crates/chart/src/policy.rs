@@ -58,7 +58,7 @@ fn authority(e: &Evidence) -> u8 {
             DocKind::Other => 6,
         },
         Evidence::Entry { .. } => 5,
-        Evidence::Lab { .. } => 4,
+        Evidence::Lab { .. } | Evidence::Patient { .. } => 4,
     }
 }
 

@@ -133,6 +133,7 @@ fn text_document_ids(source: &CitedSource, ids: &mut BTreeSet<String>) {
         }
         CitedSource::Lab { .. } => {}
         CitedSource::Calculation { used, .. } => used.iter().for_each(|u| text_document_ids(u, ids)),
+        CitedSource::Patient { .. } => {}
     }
 }
 
@@ -151,6 +152,7 @@ fn spans_of(source: &CitedSource, number: usize, out: &mut BTreeMap<String, Vec<
         }
         CitedSource::Lab { .. } => {}
         CitedSource::Calculation { used, .. } => used.iter().for_each(|u| spans_of(u, number, out)),
+        CitedSource::Patient { .. } => {}
     }
 }
 
@@ -258,6 +260,9 @@ fn source_line(source: &CitedSource) -> String {
                 esc(&output.to_string()),
                 inputs.join("")
             )
+        }
+        CitedSource::Patient { patient_id, text, .. } => {
+            format!("{} <span class=\"muted\">(stored patient {})</span>", esc(text), esc(patient_id))
         }
     }
 }

@@ -882,6 +882,56 @@ fn a_calculator_the_question_does_not_name_is_not_run() {
 }
 
 #[test]
+fn a_retrieval_call_naming_another_calculator_runs_the_one_the_question_names() {
+    // The embedded model wrote "calculator": "r-iss" into every action of a
+    // CHA2DS2-VASc question: the calculation meant is the question's.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "query_records", json!({"record": "conditions", "calculator": "r-iss"}))])),
+        action(
+            "call_tool",
+            Some("query_labs"),
+            json!({"concepts": ["Albumin"], "calculator": "r-iss", "inputs": {"del_17p": true, "hypertension": true}}),
+        ),
+        action(
+            "call_tool",
+            Some("query_labs"),
+            json!({"concepts": ["Albumin"], "calculator": "r-iss", "inputs": {"hypertension": true}}),
+        ),
+        action("finish", None, json!({})),
+        "Answer: 1\nReasoning: Scored [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What is the CHA2DS2-VASc score on 2020-09-30?");
+    assert!(model.exhausted(), "{:?}", out.trace.rounds);
+    let planned = out.trace.plan.as_ref().unwrap();
+    assert_eq!(planned.steps[0].arguments, json!({"calculator": "cha2ds2-vasc"}), "{planned:?}");
+    let calls: Vec<_> = out.trace.rounds.iter().filter(|r| r.action == "call_tool").collect();
+    assert_eq!(calls[0].tool.as_deref(), Some("calculate"), "{:?}", calls[0]);
+    // Only the inputs the meant calculator takes are kept.
+    assert_eq!(
+        calls[0].arguments.as_ref().unwrap(),
+        &json!({"calculator": "cha2ds2-vasc", "inputs": {"hypertension": true}}),
+        "{:?}",
+        calls[0]
+    );
+    assert!(calls[0].adjustments.iter().any(|a| a.contains("but the question names cha2ds2-vasc")), "{:?}", calls[0]);
+    // Once made, the calculation is not made again: the lab query runs.
+    assert_eq!(calls[1].tool.as_deref(), Some("query_labs"), "{:?}", calls[1]);
+    // A question naming two calculators does not choose between them.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "query_labs", json!({"concepts": ["Albumin"]}))])),
+        action("call_tool", Some("query_labs"), json!({"concepts": ["Albumin"], "calculator": "cha2ds2-vasc"})),
+        action("finish", None, json!({})),
+        "Answer: II\nReasoning: Staged [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What are the ISS and R-ISS stages?");
+    let r = &out.trace.rounds[0];
+    assert_eq!(r.tool.as_deref(), Some("query_labs"), "{r:?}");
+    assert!(r.adjustments.iter().any(|a| a.contains("which the question does not name")), "{r:?}");
+}
+
+#[test]
 fn a_question_names_a_calculator_by_its_own_label_only() {
     use evident_chart::calculators::Calculator;
     let names = |q: &str| -> Vec<&str> {

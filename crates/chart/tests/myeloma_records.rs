@@ -149,3 +149,67 @@ fn an_r2_iss_question_runs_through_the_tools_and_cites_the_stored_labs() {
     assert_eq!(values.len(), 3, "beta-2-microglobulin, albumin and LDH: {values:?}");
     assert!(values.contains(&"30"), "albumin as stored, in g/L: {values:?}");
 }
+
+#[test]
+fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
+    let (_dir, store) = ingested("myeloma-2");
+    // MM002: born 1961-06-15, female; 55 on 2017-02-20.
+    let view = RecordView::new(&store, "MM002", end_of("2017-02-20"));
+    let out = view.run(ToolName::Calculate, &json!({"calculator": "cha2ds2-vasc", "inputs": {"hypertension": true}}));
+    let out = out.unwrap();
+    assert!(out.note.is_none(), "{:?}", out.note);
+    let text = out.evidence[0].text();
+    assert!(text.contains("\"age_years\":55") && text.contains("\"female\":true"), "{text}");
+    assert!(text.contains("\"score\":2.0"), "female 1 + hypertension 1: {text}");
+    // The stored age and sex win over ones the call gives (the embedded
+    // model was seen inventing them).
+    let out = view.run(
+        ToolName::Calculate,
+        &json!({"calculator": "cha2ds2-vasc", "inputs": {"age_years": 80, "female": false, "hypertension": true}}),
+    );
+    let text = out.unwrap().evidence[0].text();
+    assert!(text.contains("\"age_years\":55") && text.contains("\"female\":true"), "{text}");
+    assert!(text.contains("\"score\":2.0"), "{text}");
+
+    // Through the agent: the calculation's citation resolves to the stored demographics.
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default().with_model_context(4096);
+    let inputs = json!({"hypertension": true});
+    let model = scripted(&[
+        json!({"intent": "CHA2DS2-VASc", "hypotheses": [], "required_information": ["age", "sex"],
+               "missing_information": [], "complexity": "low", "skills": ["mm-staging"]})
+        .to_string(),
+        json!({"steps": [{"step": 1, "objective": "score", "tool": "calculate",
+               "arguments": {"calculator": "cha2ds2-vasc", "inputs": inputs},
+               "evidence_requirements": ["age and sex"], "stop_rule": "computed"}], "stop_conditions": []})
+        .to_string(),
+        json!({"action": "call_tool", "tool": "calculate",
+               "arguments": {"calculator": "cha2ds2-vasc", "inputs": inputs}, "reason": "planned"})
+        .to_string(),
+        json!({"action": "finish", "reason": "computed"}).to_string(),
+        json!({"answer": "2", "reasoning": "Female, 55, with hypertension: CHA2DS2-VASc 2 [1]."}).to_string(),
+    ]);
+    let q = Question {
+        text: "What is the CHA2DS2-VASc score?",
+        method: Method::Agent,
+        skills: &skills,
+        config: &config,
+        patient: "female, 55 years old on the reference date".into(),
+        embedder: None,
+    };
+    let out = ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
+    assert_eq!(out.status, "answered", "{:?}", out.failure);
+    let Some(CitedSource::Calculation { output, used, .. }) = &out.citations[0].source else {
+        panic!("{:?}", out.citations)
+    };
+    assert_eq!(output["score"], 2.0);
+    match used.as_slice() {
+        [CitedSource::Patient { patient_id, birth_date, sex, text }] => {
+            assert_eq!(patient_id, "MM002");
+            assert_eq!(birth_date.as_deref(), Some("1961-06-15"));
+            assert_eq!(sex.as_deref(), Some("female"));
+            assert_eq!(text, "patient: born 1961-06-15, age 55 on 2017-02-20; sex female");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
-use super::plan::{arguments_for, arguments_schema, calculator_named, question_names, Vocabulary};
+use super::plan::{arguments_for, arguments_schema, calculation_meant, calculator_named, Vocabulary};
 use super::*;
 use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
@@ -394,32 +394,44 @@ pub(crate) fn execute(
                 // lab and record queries never ran).
                 let mut given = action.get("arguments").cloned();
                 if ctx.config.typed_plan && ctx.config.use_calculators {
-                    if let Some((calculator, call)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
-                        let calc_args =
-                            call_arguments(ctx, ToolName::Calculate, Some(&call), step, &state, &mut vec![]);
-                        if !question_names(ctx.question, calculator) {
-                            adjustments.push(format!(
+                    if let Some((named, _)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
+                        match given.as_ref().and_then(|a| calculation_meant(tool, a, ctx.question)) {
+                            None => adjustments.push(format!(
                                 "{} arguments named the calculator {}, which the question does not name: not run",
                                 tool.as_str(),
-                                calculator.name()
-                            ));
-                        } else if state.seen_calls.contains(&identity_of(ToolName::Calculate, &calc_args)) {
-                            adjustments.push(format!(
-                                "{} arguments named the calculator {}, already called with those inputs: the {} call \
-                                 runs without it",
-                                tool.as_str(),
-                                calculator.name(),
-                                tool.as_str()
-                            ));
-                        } else {
-                            adjustments.push(format!(
-                                "{} arguments named the calculator {}: run as a calculate call (Evident's rewrite, \
-                                 not the paper's)",
-                                tool.as_str(),
-                                calculator.name()
-                            ));
-                            tool = ToolName::Calculate;
-                            given = Some(call);
+                                named.name()
+                            )),
+                            Some((calculator, call)) => {
+                                if calculator != named {
+                                    adjustments.push(format!(
+                                        "{} arguments named the calculator {}, but the question names {}: that one \
+                                         is meant",
+                                        tool.as_str(),
+                                        named.name(),
+                                        calculator.name()
+                                    ));
+                                }
+                                let calc_args =
+                                    call_arguments(ctx, ToolName::Calculate, Some(&call), step, &state, &mut vec![]);
+                                if state.seen_calls.contains(&identity_of(ToolName::Calculate, &calc_args)) {
+                                    adjustments.push(format!(
+                                        "{} arguments named the calculator {}, already called with those inputs: the \
+                                         {} call runs without it",
+                                        tool.as_str(),
+                                        calculator.name(),
+                                        tool.as_str()
+                                    ));
+                                } else {
+                                    adjustments.push(format!(
+                                        "{} arguments named the calculator {}: run as a calculate call (Evident's \
+                                         rewrite, not the paper's)",
+                                        tool.as_str(),
+                                        calculator.name()
+                                    ));
+                                    tool = ToolName::Calculate;
+                                    given = Some(call);
+                                }
+                            }
                         }
                     }
                 }

@@ -162,11 +162,6 @@ fn step_schema(tool: Value, arguments: Value) -> Value {
         "additionalProperties": false})
 }
 
-/// The retrieval tool arguments that name a calculator (a small model's
-/// way of planning one, seen on the embedded model: `query_labs` with
-/// `"calculator": "r-iss"`): the calculator and the arguments of the
-/// calculate call it stands for (its inputs kept where the calculator
-/// takes them and they are numbers or flags).
 /// Whether `question` names `calculator` (its usual label as a word, case
 /// ignored; "ISS" inside "R-ISS" or "R2-ISS" does not count). The rewrite
 /// of a retrieval call into a calculator call is made only then: the
@@ -193,11 +188,23 @@ pub fn question_names(question: &str, calculator: Calculator) -> bool {
     })
 }
 
+/// The retrieval tool arguments that name a calculator (a small model's
+/// way of planning one, seen on the embedded model: `query_labs` with
+/// `"calculator": "r-iss"`): the calculator and the arguments of the
+/// calculate call it stands for (its inputs kept where the calculator
+/// takes them and they are numbers or flags).
 pub(super) fn calculator_named(tool: ToolName, args: &Value) -> Option<(Calculator, Value)> {
     if tool == ToolName::Calculate {
         return None;
     }
     let calculator = Calculator::from_name(args.get("calculator")?.as_str()?)?;
+    Some((calculator, calculator_call(calculator, args)))
+}
+
+/// The calculate call for `calculator` that retrieval arguments stand for:
+/// their inputs kept where the calculator takes them and they are numbers
+/// or flags.
+pub(super) fn calculator_call(calculator: Calculator, args: &Value) -> Value {
     let takes = calculator.input_schema();
     let inputs: serde_json::Map<String, Value> = args
         .get("inputs")
@@ -211,7 +218,22 @@ pub(super) fn calculator_named(tool: ToolName, args: &Value) -> Option<(Calculat
     if !inputs.is_empty() {
         call["inputs"] = Value::Object(inputs);
     }
-    Some((calculator, call))
+    call
+}
+
+/// The calculate call meant by retrieval arguments that name a calculator,
+/// given the question: that calculator where the question names it, else
+/// the one calculator the question names (the embedded model wrote
+/// `"calculator": "r-iss"` into every action of a CHA2DS2-VASc question:
+/// the calculator enum's first entries), else none.
+pub(super) fn calculation_meant(tool: ToolName, args: &Value, question: &str) -> Option<(Calculator, Value)> {
+    let (named, call) = calculator_named(tool, args)?;
+    if question_names(question, named) {
+        return Some((named, call));
+    }
+    let mut asked = Calculator::ALL.into_iter().filter(|c| question_names(question, *c));
+    let only = asked.next()?;
+    asked.next().is_none().then(|| (only, calculator_call(only, args)))
 }
 
 /// What the patient's record holds up to the reference date, for the
@@ -450,8 +472,7 @@ fn check_typed(
             if !steps.iter().any(|(t, _)| *t == ToolName::Calculate) {
                 continue;
             }
-            let named = calculator_named(tool, &step["arguments"]).filter(|(c, _)| question_names(question, *c));
-            if let Some((calculator, call)) = named {
+            if let Some((calculator, call)) = calculation_meant(tool, &step["arguments"], question) {
                 rewritten.push(format!(
                     "plan attempt {attempt}, step {}: {} arguments named the calculator {}; made a calculate step \
                      (Evident's rewrite, not the paper's)",

@@ -1,5 +1,6 @@
 //! The calculator tool: ISS-family lab inputs the call leaves out are read
-//! from stored labs within the lookback window.
+//! from stored labs within the lookback window, and a required age or sex
+//! from the stored patient.
 
 use super::*;
 
@@ -51,6 +52,7 @@ impl RecordView<'_> {
                 }
             }
         }
+        self.fill_demographics(calculator, &mut inputs, &mut used)?;
         if !missing.is_empty() {
             return Ok(ToolOutput {
                 evidence: used,
@@ -95,6 +97,54 @@ impl RecordView<'_> {
             evidence: vec![Evidence::Calculation { calculator: calculator.name().into(), inputs, output, used }],
             note: None,
         })
+    }
+}
+
+impl RecordView<'_> {
+    /// Sets a calculator's required `age_years` (whole years at the
+    /// reference date) and `female` from the stored patient, and cites the
+    /// patient's demographics for them. The stored value wins over one the
+    /// call gives (the embedded model was seen inventing ages of 1 and 20
+    /// for a patient of 55); the call's value stands only where the store
+    /// has none. A sex the store gives other than female/male (or F/M) is
+    /// not guessed.
+    fn fill_demographics(
+        &self,
+        calculator: Calculator,
+        inputs: &mut Value,
+        used: &mut Vec<Evidence>,
+    ) -> Result<(), ToolFailure> {
+        let schema = calculator.input_schema();
+        let required = |f: &str| schema["required"].as_array().is_some_and(|r| r.iter().any(|v| v == f));
+        let wants_age = required("age_years");
+        let wants_sex = required("female");
+        if !wants_age && !wants_sex {
+            return Ok(());
+        }
+        let Some(patient) = self.lock().patient(self.patient_id())? else { return Ok(()) };
+        let mut read = false;
+        if let (true, Some(birth)) = (wants_age, patient.birth_date) {
+            inputs["age_years"] = json!(age_on(birth, self.as_of().date()));
+            read = true;
+        }
+        let female = match patient.sex.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+            Some(s) if s == "female" || s == "f" => Some(true),
+            Some(s) if s == "male" || s == "m" => Some(false),
+            _ => None,
+        };
+        if let (true, Some(female)) = (wants_sex, female) {
+            inputs["female"] = json!(female);
+            read = true;
+        }
+        if read {
+            used.push(Evidence::Patient {
+                patient_id: patient.id,
+                birth_date: patient.birth_date,
+                sex: patient.sex,
+                as_of: self.as_of(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -14,7 +14,9 @@
 //!   read from the timeline documents ingestion made of FHIR and MIMIC-IV
 //!   records; each entry cites its stored sentence.
 //! - `calculate`: the deterministic calculators; ISS-family lab inputs the
-//!   call leaves out are taken from stored labs within the 90-day lookback.
+//!   call leaves out are taken from stored labs within the 90-day lookback,
+//!   and a required age (at the reference date) or sex from the stored
+//!   patient, cited as the patient's demographics.
 //!
 //! Every result is a list of [`Evidence`] items that can be cited.
 
@@ -151,6 +153,9 @@ pub enum Evidence {
     },
     /// A calculator's result, with the stored values it used.
     Calculation { calculator: String, inputs: Value, output: Value, used: Vec<Evidence> },
+    /// The patient's stored demographics (birth date, sex) as a calculator
+    /// read them: the age at the reference date and the sex it used.
+    Patient { patient_id: String, birth_date: Option<NaiveDate>, sex: Option<String>, as_of: NaiveDateTime },
 }
 
 impl Evidence {
@@ -163,6 +168,7 @@ impl Evidence {
             Evidence::Lab { source_id, .. } => format!("lab:{source_id}"),
             Evidence::Entry { document_id, sentence_id, .. } => format!("entry:{document_id}#{sentence_id}"),
             Evidence::Calculation { calculator, inputs, .. } => format!("calc:{calculator}:{inputs}"),
+            Evidence::Patient { patient_id, .. } => format!("patient:{patient_id}"),
         }
     }
 
@@ -171,6 +177,7 @@ impl Evidence {
             Evidence::Section { date, .. } | Evidence::Entry { date, .. } => *date,
             Evidence::Lab { time, .. } => Some(*time),
             Evidence::Calculation { used, .. } => used.iter().filter_map(Evidence::date).max(),
+            Evidence::Patient { .. } => None,
         }
     }
 
@@ -201,6 +208,7 @@ impl Evidence {
             Evidence::Calculation { calculator, inputs, output, .. } => {
                 format!("{calculator} calculator: inputs {inputs}; result {output}")
             }
+            Evidence::Patient { birth_date, sex, as_of, .. } => patient_text(*birth_date, sex.as_deref(), *as_of),
         }
     }
 
@@ -213,7 +221,9 @@ impl Evidence {
             }
             Evidence::Lab { .. } => format!("lab, {date}"),
             Evidence::Entry { record, .. } => format!("record {}, {date}", record.split('/').next().unwrap_or(record)),
-            Evidence::Calculation { .. } => format!("calculation, inputs up to {date}"),
+            Evidence::Calculation { .. } if self.date().is_some() => format!("calculation, inputs up to {date}"),
+            Evidence::Calculation { .. } => "calculation".to_string(),
+            Evidence::Patient { .. } => "patient demographics".to_string(),
         }
     }
 
@@ -336,6 +346,22 @@ fn start_of(d: NaiveDate) -> NaiveDateTime {
 
 fn end_of(d: NaiveDate) -> NaiveDateTime {
     d.and_hms_opt(23, 59, 59).expect("23:59:59 exists")
+}
+
+/// The demographics line: birth date, the age it gives at `as_of`, sex.
+pub fn patient_text(birth_date: Option<NaiveDate>, sex: Option<&str>, as_of: NaiveDateTime) -> String {
+    let born = match birth_date {
+        Some(b) => format!("born {b}, age {} on {}", age_on(b, as_of.date()), as_of.date()),
+        None => "birth date not recorded".to_string(),
+    };
+    format!("patient: {born}; sex {}", sex.unwrap_or("not recorded"))
+}
+
+/// Whole years from `birth` to `day`.
+pub fn age_on(birth: NaiveDate, day: NaiveDate) -> i32 {
+    use chrono::Datelike;
+    let had_birthday = (day.month(), day.day()) >= (birth.month(), birth.day());
+    day.year() - birth.year() - i32::from(!had_birthday)
 }
 
 /// One patient's record as the tools see it: the store, the patient and
