@@ -19,6 +19,11 @@
 //! produced, a choice made before any effect or test was computed). An
 //! unsupported answer is recorded and scored like any other, and flagged in
 //! the trace and in `bundle.json` for a reviewer.
+//!
+//! `--strategy typed-grounded` (Evident's, named apart from `typed`) takes
+//! the next step: a field is offered only as `{"from_result": KEY}` over
+//! the results that can fill it ([`reference_only`]), a choice only once
+//! [`analysis_done`], so no answer of that strategy is `unsupported`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -241,6 +246,53 @@ pub fn with_reference(value_schema: Value, keys: &[&str]) -> Value {
             "additionalProperties": false
         }
     ]})
+}
+
+/// The JSON Schema of a field's answer in the grounded strategy
+/// (`--strategy typed-grounded`): only `{"from_result": KEY}` with KEY one
+/// of `keys`, never a typed number; `None` when no result can fill it yet
+/// (the field is not offered).
+pub fn reference_only(keys: &[&str]) -> Option<Value> {
+    (!keys.is_empty()).then(|| {
+        json!({
+            "type": "object",
+            "properties": {"from_result": {"enum": keys}},
+            "required": ["from_result"],
+            "additionalProperties": false
+        })
+    })
+}
+
+/// Whether some typed tool's result could ever fill `field`: one of the
+/// kinds the tools produce (a count, a 0/1 column, a continuous column, an
+/// odds, hazard or rate ratio, a test, an AUC) resolves it. A field none
+/// fits (a ratio of a role no tool estimates) is a dead end for the
+/// grounded strategy: it stays unanswered, and the `[State]` line says so.
+pub fn fillable_by_a_tool(task: &Task, field: &FieldKind) -> bool {
+    let effect = |effect: &str| ResultValue::Effect {
+        effect: effect.into(),
+        ratio: 1.0,
+        conf_low: 0.5,
+        conf_high: 2.0,
+        p_value: 0.5,
+    };
+    let kinds = [
+        ResultValue::Count { n: 1 },
+        ResultValue::Binary { ones: 1, n: 2 },
+        ResultValue::Continuous { n: 2, median: 1.0, mean: 1.0 },
+        effect("odds_ratio"),
+        effect("hazard_ratio"),
+        effect("rate_ratio"),
+        ResultValue::Test { test: "log-rank".into(), p_value: 0.5 },
+        ResultValue::Auc { auc: 0.5 },
+    ];
+    kinds.iter().any(|k| resolve(task, field, k).is_some())
+}
+
+/// Whether a choice can be grounded now: an effect, test or AUC has been
+/// computed (what [`choice_basis`] records as `after_analysis`).
+pub fn analysis_done(results: &[ResultNumber]) -> bool {
+    !choice_basis(results).is_unsupported()
 }
 
 /// The key of `{"from_result": KEY}`, if the answer is one.

@@ -200,8 +200,9 @@ struct RweArgs {
     /// The study database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
     #[arg(long)]
     database: String,
-    /// r (RWEAgent as in RWE-bench) or typed.
-    #[arg(long, default_value = "r", value_parser = ["r", "typed"])]
+    /// r (RWEAgent as in RWE-bench), typed, or typed-grounded (typed, with answers only from
+    /// computed results).
+    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded"])]
     strategy: String,
     /// Runs per task (RWE-bench: 3); the table shows mean and standard error over runs.
     #[arg(long, default_value_t = 1)]
@@ -261,7 +262,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 tasks: a.tasks.clone(),
                 db: a.database.clone(),
                 model: ModelChoice { model: a.model.clone(), ..ModelChoice::default() },
-                strategy: if a.strategy == "typed" { RweStrategy::Typed } else { RweStrategy::R },
+                strategy: RweStrategy::from_name(&a.strategy).unwrap_or(RweStrategy::R),
                 runs: a.runs,
                 out: a.out.clone(),
                 max_steps: a.max_steps,

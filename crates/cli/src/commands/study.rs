@@ -1,4 +1,4 @@
-//! `evident study TASK --database URL [--strategy r|typed|both] [--out DIR]`:
+//! `evident study TASK --database URL [--strategy r|typed|typed-grounded|both] [--out DIR]`:
 //! runs one observational-study task (a protocol with its questions and
 //! gold answers) on a MIMIC-IV database with the study agent, audits the
 //! cohort it exports, scores its answers and writes the evidence bundle.
@@ -22,8 +22,10 @@ pub struct Args {
     /// (`--db` is the global flag naming Evident's own store).
     #[arg(long)]
     pub database: String,
-    /// r (RWEAgent as in RWE-bench: R only), typed (adds SQL and typed statistics tools), or both.
-    #[arg(long, default_value = "r", value_parser = ["r", "typed", "both"])]
+    /// r (RWEAgent as in RWE-bench: R only), typed (adds SQL and typed statistics tools),
+    /// typed-grounded (typed, with answers only from computed results: fields by result key,
+    /// choices after an effect or test), or both (r and typed).
+    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded", "both"])]
     pub strategy: String,
     /// The run folder (workspace, steps.jsonl, bundle.json); running again resumes it.
     #[arg(long, default_value = "evident-study")]
@@ -62,9 +64,8 @@ impl fmt::Display for Reports {
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
     let strategies = match args.strategy.as_str() {
-        "typed" => vec![Strategy::Typed],
         "both" => vec![Strategy::R, Strategy::Typed],
-        _ => vec![Strategy::R],
+        name => vec![Strategy::from_name(name).unwrap_or(Strategy::R)],
     };
     let mut reports = Vec::new();
     for strategy in &strategies {

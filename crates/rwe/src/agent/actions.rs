@@ -305,14 +305,31 @@ const FINAL: &[ActionDoc] = &[
     },
 ];
 
+/// `submit_answers` as the grounded strategy offers it: results by key,
+/// never typed numbers.
+const GROUNDED_SUBMIT: ActionDoc = ActionDoc {
+    name: "submit_answers",
+    description: "Submits answers computed by the tools: a field as {\"from_result\": KEY}, the key of a result a tool listed (Evident fills in the number; typed numbers are not accepted), a choice question's option letter once an effect or test has been computed. Offered only when something can be submitted; each question is answered once; answering a choice question correctly reveals its follow-up fields.",
+    parameters: &["answers: object, question id or field name -> option letter or {\"from_result\": KEY}."],
+    returns: "What was accepted, new follow-up fields, and what remains.",
+    example: r#"{"action": "submit_answers", "params": {"answers": {"q_main": "A", "n_patients": {"from_result": "stays"}}}}"#,
+    params_schema: r#"{"type": "object", "properties": {"answers": {"type": "object", "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "object", "properties": {"from_result": {"type": "string"}}, "required": ["from_result"], "additionalProperties": false}]}}}, "required": ["answers"], "additionalProperties": false}"#,
+};
+
 fn docs(strategy: Strategy) -> Vec<&'static ActionDoc> {
-    // The typed strategy lists its own actions first (build_cohort leads).
+    // The typed strategies list their own actions first (build_cohort leads).
     let mut all: Vec<&ActionDoc> = Vec::new();
-    if strategy == Strategy::Typed {
+    if strategy.is_typed() {
         all.extend(TYPED);
     }
     all.extend(COMMON);
-    all.extend(FINAL);
+    match strategy {
+        Strategy::TypedGrounded => {
+            all.push(&GROUNDED_SUBMIT);
+            all.extend(FINAL.iter().filter(|d| d.name != "submit_answers"));
+        }
+        _ => all.extend(FINAL),
+    }
     all
 }
 
@@ -328,7 +345,7 @@ pub fn action_names(strategy: Strategy) -> Vec<&'static str> {
 pub fn tools_desc(strategy: Strategy) -> String {
     let mut out = String::new();
     for d in docs(strategy) {
-        if strategy == Strategy::Typed {
+        if strategy.is_typed() {
             let params = if d.parameters.is_empty() { "none".to_string() } else { d.parameters.join(" ") };
             out.push_str(&format!("- {}: {} Parameters: {params}\n", d.name, d.description));
             continue;
@@ -503,6 +520,10 @@ pub struct SchemaState {
     /// The files at the top of the workspace `read_file` can name (the R
     /// scripts among them for `execute_r_script`).
     pub workspace_files: Vec<String>,
+    /// Only `finish_task` is offered: every open question is one that no
+    /// tool's result can fill (the grounded strategy's dead end, said in
+    /// the `[State]` line), so another action could only loop.
+    pub finish_only: bool,
 }
 
 /// The typed strategy's schema for one task in one state (Evident's): the
@@ -517,7 +538,11 @@ pub struct SchemaState {
 /// Fisher's rows and columns); a tool with no table to act on is left out.
 /// `describe_table` names one of the database's tables, `read_file` one of
 /// the workspace's files and `execute_r_script` one of its R scripts (left
-/// out when there is none).
+/// out when there is none). For the grounded strategy the state's open
+/// answers are already narrowed ([`super::env::StudyEnv::schema_state`]: a
+/// field only as `{"from_result": KEY}`, a choice only after an effect or
+/// test, nothing no result can fill), so `submit_answers` is left out while
+/// none is offerable, and `finish_only` leaves nothing but `finish_task`.
 pub fn state_response_schema(task: &crate::task::Task, excluded: &[&str], state: &SchemaState) -> Value {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
     response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)), Some(state))
@@ -615,6 +640,7 @@ fn response_schema_with(
         .filter_map(|d| {
             let stats = StatsTool::ALL.iter().any(|t| t.name() == d.name);
             let params: Value = match (&cohort_params, d.name, state) {
+                (_, name, Some(s)) if s.finish_only && name != "finish_task" => return None,
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
                 // Once the cohort exists the schema already names every table

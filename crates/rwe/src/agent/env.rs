@@ -49,6 +49,9 @@ pub struct StudyEnv {
     observations: Vec<(u32, String)>,
     /// The results of the action being executed.
     new_results: Vec<(String, ResultValue)>,
+    /// `--strategy typed-grounded`: an answer only from a computed result
+    /// (a field as `{"from_result": KEY}`, a choice after an effect or test).
+    grounded: bool,
 }
 
 impl StudyEnv {
@@ -73,7 +76,23 @@ impl StudyEnv {
             results: Vec::new(),
             observations: Vec::new(),
             new_results: Vec::new(),
+            grounded: false,
         }
+    }
+
+    /// Makes answers grounded (`--strategy typed-grounded`, set by
+    /// [`super::run_agent`] from the strategy): the schema offers a field
+    /// only as `{"from_result": KEY}` over the results that can fill it and
+    /// a choice only after an effect or test, and `submit_answers` refuses
+    /// anything else. Without a database connection (`--strategy r`) it
+    /// has no effect.
+    pub fn set_grounded(&mut self, grounded: bool) {
+        self.grounded = grounded;
+    }
+
+    /// Whether answers must come from computed results ([`Self::set_grounded`]).
+    pub fn is_grounded(&self) -> bool {
+        self.grounded && self.traces_answers()
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -254,6 +273,10 @@ impl StudyEnv {
         let mut bases: Vec<(String, AnswerBasis)> = Vec::new();
         let mut refused = Vec::new();
         for (id, raw) in answers {
+            if let Some(reason) = self.ungrounded(id, raw) {
+                refused.push(format!("{id}: not recorded: {reason}"));
+                continue;
+            }
             let Some(key) = provenance::reference(raw) else {
                 items.push((id.clone(), raw.clone()));
                 let written = match raw {
@@ -328,6 +351,48 @@ impl StudyEnv {
         Ok((text.trim_end().to_string(), self.sheet.is_complete()))
     }
 
+    /// Why the grounded strategy does not take `raw` for `id`: a field's
+    /// typed number (it takes only `{"from_result": KEY}`), or a choice
+    /// before any effect or test was computed. `None` when it may go to the
+    /// sheet (and always outside the grounded strategy).
+    fn ungrounded(&self, id: &str, raw: &Value) -> Option<String> {
+        if !self.is_grounded() {
+            return None;
+        }
+        let task = self.sheet.task();
+        let tools = |q: &crate::task::Question| provenance::tools_for(task, q).join(" or ");
+        if let Some(q) = task.question(id).filter(|q| q.choice.is_some()) {
+            return (!provenance::analysis_done(&self.results)).then(|| {
+                format!("a choice is answered once an effect or test has been computed (compute it with {})", tools(q))
+            });
+        }
+        let (q, _) = task.field(id)?;
+        provenance::reference(raw).is_none().then(|| {
+            format!(
+                "a field takes only {{\"from_result\": KEY}}, a result a tool computed, not a typed number (compute it with {})",
+                tools(q)
+            )
+        })
+    }
+
+    /// The open ids the grounded strategy cannot offer yet, and those it
+    /// never can: a field no result fills yet, a choice before any effect
+    /// or test (`waiting`); a field no tool's result can ever fill
+    /// (`dead`, [`provenance::fillable_by_a_tool`]).
+    fn grounded_gaps(&self) -> (Vec<String>, Vec<String>) {
+        let task = self.sheet.task();
+        let (mut waiting, mut dead) = (Vec::new(), Vec::new());
+        for id in self.sheet.remaining() {
+            match task.field(&id) {
+                Some((_, f)) if !provenance::fillable_by_a_tool(task, f) => dead.push(id),
+                Some((_, f)) if provenance::candidates(task, f, &self.results).is_empty() => waiting.push(id),
+                None if !provenance::analysis_done(&self.results) => waiting.push(id),
+                _ => {}
+            }
+        }
+        (waiting, dead)
+    }
+
     /// Evident's compact workspace state for the typed strategy, appended
     /// to each observation: the cohort audit file (rows and columns) or its
     /// absence, the questions still unanswered, and what to do next.
@@ -340,6 +405,10 @@ impl StudyEnv {
                 note.push_str(&format!(
                     "No {AUDIT_FILE} yet, so answers are refused. Next: build the cohort with build_cohort (criteria from the protocol's Population and Exposure), or run_sql with save_as \"{AUDIT_FILE}\"."
                 ));
+            }
+            Some((rows, columns)) if self.is_grounded() => {
+                note.push_str(&format!("{AUDIT_FILE}: {rows} rows; columns {columns}. "));
+                note.push_str(&self.grounded_note(&remaining));
             }
             Some((rows, columns)) => {
                 note.push_str(&format!("{AUDIT_FILE}: {rows} rows; columns {columns}. "));
@@ -394,6 +463,76 @@ impl StudyEnv {
         note
     }
 
+    /// The grounded strategy's part of the `[State]` line once the audit
+    /// file exists: what can be submitted now (a field with the keys of the
+    /// results that fill it, a choice once an effect or test exists), what
+    /// to compute first and with which tool, the fields no tool's result can
+    /// fill (they stay unanswered), and the next move: submit, compute
+    /// (nothing can be submitted yet), or finish when only dead ends remain.
+    fn grounded_note(&self, remaining: &[String]) -> String {
+        if remaining.is_empty() {
+            return "Every visible question is answered. Next: finish_task.".into();
+        }
+        let task = self.sheet.task();
+        let (waiting, dead) = self.grounded_gaps();
+        let mut offered = Vec::new();
+        let mut to_compute: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+        for id in remaining {
+            if dead.contains(id) {
+                continue;
+            }
+            let field = task.field(id);
+            if !waiting.contains(id) {
+                offered.push(match field {
+                    Some((_, f)) => format!("{id} ({})", provenance::candidates(task, f, &self.results).join(", ")),
+                    None => format!("{id} (choice)"),
+                });
+                continue;
+            }
+            let Some(q) = task.question(id).or(field.map(|(q, _)| q)) else { continue };
+            let mut tools = provenance::tools_for(task, q);
+            if tools.is_empty() {
+                tools.push(if field.is_some() { "a statistics tool" } else { "an effect or test" });
+            }
+            match to_compute.iter_mut().find(|(_, t)| *t == tools) {
+                Some((ids, _)) => ids.push(id),
+                None => to_compute.push((vec![id], tools)),
+            }
+        }
+        let compute: Vec<String> =
+            to_compute.iter().map(|(ids, tools)| format!("{} with {}", ids.join(", "), tools.join(" or "))).collect();
+        let mut note = format!("Unanswered: {}.", remaining.join(", "));
+        if !offered.is_empty() {
+            note.push_str(&format!(" Can submit now: {}.", truncate_chars(&offered.join("; "), 700)));
+        }
+        if !compute.is_empty() {
+            note.push_str(&format!(" Compute on {AUDIT_FILE}: {}.", compute.join("; ")));
+        }
+        if !dead.is_empty() {
+            let typed: Vec<String> = dead
+                .iter()
+                .map(|id| match task.field(id) {
+                    Some((_, f)) => format!("{id} ({})", f.type_name()),
+                    None => id.clone(),
+                })
+                .collect();
+            note.push_str(&format!(
+                " No tool's result can fill {}: left unanswered (answers here come only from computed results).",
+                typed.join(", ")
+            ));
+        }
+        if !offered.is_empty() {
+            note.push_str(" Next: submit_answers, each field as {\"from_result\": KEY} with one of its keys.");
+        } else if let Some(first) = compute.first() {
+            note.push_str(&format!(
+                " Nothing can be submitted yet: answers come only from computed results. Next: compute {first}."
+            ));
+        } else {
+            note.push_str(" Nothing left that a result can fill. Next: finish_task.");
+        }
+        note
+    }
+
     /// What Evident's typed schema follows ([`actions::SchemaState`]): the
     /// audit file's presence, the open answers, and the workspace's CSV
     /// tables (the cohort audit file first, then the others by name, at most
@@ -414,25 +553,39 @@ impl StudyEnv {
         files.sort_by_key(|n| (*n != AUDIT_FILE, (*n).clone()));
         let tables =
             files.iter().take(MAX_SCHEMA_TABLES).filter_map(|f| csv_columns(&root.join(f), f)).collect::<Vec<_>>();
-        // A field that a stored result can fill also takes {"from_result": KEY}.
+        // A field that a stored result can fill also takes {"from_result": KEY};
+        // in the grounded strategy it takes only that, and a field no result
+        // fills yet or a choice before any effect or test is not offered.
         let task = self.sheet.task();
+        let grounded = self.is_grounded();
+        let (waiting, dead) = if grounded { self.grounded_gaps() } else { (Vec::new(), Vec::new()) };
         let open_answers = self
             .sheet
             .open_answer_schemas()
             .into_iter()
-            .map(|(id, schema)| {
+            .filter(|(id, _)| !waiting.contains(id) && !dead.contains(id))
+            .filter_map(|(id, schema)| {
                 let keys =
                     task.field(&id).map(|(_, f)| provenance::candidates(task, f, &self.results)).unwrap_or_default();
-                let schema = provenance::with_reference(schema, &keys);
-                (id, schema)
+                let schema = match task.field(&id) {
+                    Some(_) if grounded => provenance::reference_only(&keys)?,
+                    _ => provenance::with_reference(schema, &keys),
+                };
+                Some((id, schema))
             })
             .collect();
+        let audit_present = self.audit_file_present();
+        let remaining = self.sheet.remaining();
         SchemaState {
-            audit_present: self.audit_file_present(),
+            audit_present,
             open_answers,
             tables,
             db_tables: self.db_tables.clone(),
             workspace_files,
+            finish_only: grounded
+                && audit_present
+                && !remaining.is_empty()
+                && remaining.iter().all(|id| dead.contains(id)),
         }
     }
 

@@ -1,5 +1,5 @@
 //! The study agent: RWEAgent as RWE-bench describes it (Appendix E.2,
-//! Figure 17), in two named modes. `Strategy::R` is the paper's: the agent
+//! Figure 17), in named modes. `Strategy::R` is the paper's: the agent
 //! reaches the database only through R (no table-lookup actions) and
 //! answers in Figure 17's format (Reflection, Research Plan and Status,
 //! Fact Check, Thought, Action) with the paper's settings: memory
@@ -18,6 +18,12 @@
 //! the embedded model, and checked after decoding), with a compact tool list and no Reflection / Plan /
 //! Fact Check sections, so that a 4,096-token model has room to work; an
 //! invalid answer goes back cut at 300 characters.
+//! `Strategy::TypedGrounded` (Evident's, named apart so that `typed`'s
+//! numbers stay comparable) is the typed strategy in which an answer can
+//! only come from a computed result: its schema offers a field only as
+//! `{"from_result": KEY}` over the results that can fill it, a choice only
+//! after an effect or test, and no `submit_answers` while nothing can be
+//! submitted, so the model must call a tool first.
 //!
 //! Evident's setting for small-context models (both strategies, when the
 //! app knows the window): compression at min(32,768,
@@ -53,6 +59,10 @@ use env::StudyEnv;
 pub const AGENT_PROMPTS: &[(&str, &str)] = &[
     ("rwe_agent_system.prompt.md", include_str!("../../prompts/rwe_agent_system.prompt.md")),
     ("rwe_agent_typed_system.prompt.md", include_str!("../../prompts/rwe_agent_typed_system.prompt.md")),
+    (
+        "rwe_agent_typed_grounded_system.prompt.md",
+        include_str!("../../prompts/rwe_agent_typed_grounded_system.prompt.md"),
+    ),
     ("rwe_agent_task.prompt.md", include_str!("../../prompts/rwe_agent_task.prompt.md")),
     ("rwe_memory_system.prompt.md", include_str!("../../prompts/rwe_memory_system.prompt.md")),
 ];
@@ -73,6 +83,13 @@ pub enum Strategy {
     R,
     /// Evident's: R plus SQL and typed statistics actions.
     Typed,
+    /// Evident's typed strategy with grounded answers: the same actions,
+    /// but `submit_answers` takes a field only as `{"from_result": KEY}`
+    /// over the results that can fill it (never a typed number), a choice
+    /// only once an effect or test has been computed, and is not offered
+    /// while nothing can be submitted ([`env::StudyEnv::schema_state`]).
+    #[serde(rename = "typed-grounded")]
+    TypedGrounded,
 }
 
 impl Strategy {
@@ -80,7 +97,22 @@ impl Strategy {
         match self {
             Strategy::R => "r",
             Strategy::Typed => "typed",
+            Strategy::TypedGrounded => "typed-grounded",
         }
+    }
+
+    /// Evident's strategies (SQL and typed statistics, answers decoded
+    /// under the run's schema); `R` is the paper's.
+    pub fn is_typed(self) -> bool {
+        matches!(self, Strategy::Typed | Strategy::TypedGrounded)
+    }
+
+    /// Every strategy by its name on the command line.
+    pub const ALL: [Strategy; 3] = [Strategy::R, Strategy::Typed, Strategy::TypedGrounded];
+
+    /// The strategy named `name` (`r`, `typed`, `typed-grounded`).
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.as_str() == name)
     }
 }
 
@@ -298,12 +330,14 @@ pub struct AgentRun {
 }
 
 /// The first user message: the protocol, the workspace and the questions
-/// visible at the start.
+/// visible at the start; `grounded` (`--strategy typed-grounded`) says
+/// that fields take results by key, never typed numbers.
 pub fn task_message(
     prompts: &Prompts,
     task: &Task,
     visible: &[VisibleItem],
     files: &[String],
+    grounded: bool,
 ) -> Result<String, AgentError> {
     let questions: Vec<serde_json::Value> =
         visible.iter().map(|v| serde_json::to_value(v).unwrap_or_default()).collect();
@@ -316,6 +350,7 @@ pub fn task_message(
                 "methods": task.protocol.methods.trim(),
                 "files": files.join(", "),
                 "questions": questions,
+                "grounded": grounded,
             }),
         )
         .map_err(|e| AgentError::Prompt(e.to_string()))
@@ -384,14 +419,23 @@ pub fn run_agent(
     let system_prompt = match config.strategy {
         Strategy::R => "rwe_agent_system.prompt.md",
         Strategy::Typed => "rwe_agent_typed_system.prompt.md",
+        Strategy::TypedGrounded => "rwe_agent_typed_grounded_system.prompt.md",
     };
     let system = prompts
         .render(system_prompt, json!({"tools_desc": tools_desc(config.strategy)}))
         .map_err(|e| AgentError::Prompt(e.to_string()))?;
     // The typed strategy (Evident's) decodes its answer under the action
     // schema; the paper's R strategy answers in Figure 17's free text.
-    let typed = config.strategy == Strategy::Typed;
-    let first = task_message(prompts, env.sheet.task(), &env.sheet.visible_at_start(), auxiliary_files)?;
+    let typed = config.strategy.is_typed();
+    // The grounded variant's answers come only from computed results.
+    env.set_grounded(config.strategy == Strategy::TypedGrounded);
+    let first = task_message(
+        prompts,
+        env.sheet.task(),
+        &env.sheet.visible_at_start(),
+        auxiliary_files,
+        config.strategy == Strategy::TypedGrounded,
+    )?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
     // Replay what an earlier process stored.
@@ -467,12 +511,11 @@ pub fn run_agent(
             completion_tokens += u64::from(response.completion_tokens);
             let parsed = match config.strategy {
                 Strategy::R => parse_action(&response.text, config.strategy),
-                Strategy::Typed => {
-                    parse_typed_response(&response.text, config.strategy).and_then(|a| match &request_schema {
+                Strategy::Typed | Strategy::TypedGrounded => parse_typed_response(&response.text, config.strategy)
+                    .and_then(|a| match &request_schema {
                         Some(s) => actions::check_typed_answer(&response.text, s).map(|()| a),
                         None => Ok(a),
-                    })
-                }
+                    }),
             };
             match parsed {
                 // Evident's loop guard (typed): the previous step's action
@@ -499,16 +542,25 @@ pub fn run_agent(
                     // the token cap: only its start goes back, so the retry fits.
                     let shown = match config.strategy {
                         Strategy::R => response.text,
-                        Strategy::Typed => crate::sandbox::truncate_chars(&response.text, 300),
+                        Strategy::Typed | Strategy::TypedGrounded => {
+                            crate::sandbox::truncate_chars(&response.text, 300)
+                        }
                     };
                     turn.push(Message::assistant(shown));
                     let format = match config.strategy {
                         Strategy::R => "Respond in the required format, ending with Action: and one JSON action.",
-                        Strategy::Typed => {
+                        Strategy::Typed | Strategy::TypedGrounded => {
                             "Respond with one JSON object {\"thought\": ..., \"action\": {\"action\": NAME, \"params\": {...}}}."
                         }
                     };
-                    turn.push(Message::user(format!("Invalid response: {problem}. {format}")));
+                    let mut message = format!("Invalid response: {problem}. {format}");
+                    // The grounded strategy's answers wait for results: an
+                    // answer it could not submit is told what can be, and
+                    // what to compute first.
+                    if env.is_grounded() && problem.starts_with("submit_answers") {
+                        message = format!("{message}\n{}", env.state_note());
+                    }
+                    turn.push(Message::user(message));
                 }
             }
         };

@@ -1,0 +1,358 @@
+//! `--strategy typed-grounded` (Evident's, beside the unchanged `typed`)
+//! with a scripted model on the MIMIC-IV demo: an answer can only come from
+//! a computed result. A typed number is refused by the schema (the `typed`
+//! strategy's schema takes it), a choice is not offered before an effect or
+//! test exists, `submit_answers` is left out while nothing can be submitted
+//! and the `[State]` line names what to compute; after the logistic
+//! regression the odds-ratio fields take its result, equal to the R
+//! reference's; a field no tool's result can fill is a dead end the state
+//! names, with only `finish_task` offered; the embedded model's grammar
+//! engine compiles the grounded schemas and holds a decoding to them.
+
+mod support;
+
+use std::path::Path;
+
+use evident_llm::{ChatRequest, SchemaValidator};
+use evident_rwe::agent::actions::{parse_typed_response, Action};
+use evident_rwe::agent::env::StudyEnv;
+use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore, Strategy, Termination};
+use evident_rwe::database::r_database;
+use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
+use evident_rwe::provenance::AnswerBasis;
+use evident_rwe::sandbox::{SandboxConfig, Workspace};
+use evident_rwe::{AnswerSheet, AnswerValue, Gold, Task};
+use serde_json::{json, Value};
+use support::{demo_sqlite, scripted};
+
+fn lactate() -> (Task, Gold) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    (task, gold)
+}
+
+fn env_for(run_dir: &Path, task: Task, gold: Gold) -> StudyEnv {
+    let ws = Workspace::create(&run_dir.join("workspace"), r_database(demo_sqlite()).unwrap(), &[]).unwrap();
+    let conn =
+        ReadOnlyConnection::connect(demo_sqlite(), QueryLimits { max_rows: 50_001, ..QueryLimits::default() }).unwrap();
+    StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(conn))
+}
+
+fn act(action: &str, params: &str) -> String {
+    format!(r#"{{"thought": "t", "action": {{"action": "{action}", "params": {params}}}}}"#)
+}
+
+fn submit(answers: &str) -> String {
+    act("submit_answers", &format!(r#"{{"answers": {answers}}}"#))
+}
+
+const BUILD: &str = r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#;
+const LOGISTIC: &str =
+    r#"{"file": "cohort_audit.csv", "outcome": "hospital_expire_flag", "predictors": ["lactate", "age", "female"]}"#;
+
+fn run(dir: &Path, env: &mut StudyEnv, strategy: Strategy, script: &[String]) -> (AgentRun, Vec<ChatRequest>) {
+    let model = scripted(script);
+    let config = AgentConfig::paper(strategy);
+    let store = StepStore::new(dir);
+    let run = run_agent(&model, &scripted::<&str>(&[]), env, &study_prompts(None), &config, &store, &[]).unwrap();
+    (run, model.requests())
+}
+
+/// The branch of one action in a request's schema, if offered.
+fn branch(request: &ChatRequest, action: &str) -> Option<Value> {
+    request.json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["properties"]["action"]["const"] == action)
+        .map(|b| b["properties"]["params"].clone())
+}
+
+/// The open answers `submit_answers` offers in a request, with their schemas.
+fn offered(request: &ChatRequest) -> Option<Value> {
+    branch(request, "submit_answers").map(|b| b["properties"]["answers"]["anyOf"][0]["properties"].clone())
+}
+
+fn ids(open: &Value) -> Vec<String> {
+    open.as_object().unwrap().keys().cloned().collect()
+}
+
+/// The lactate task end to end under the grounded strategy: a guessed
+/// count and a choice before any analysis are invalid outputs, not run; a
+/// count takes only a result by key; with the counts answered nothing is
+/// offerable, so `submit_answers` is left out and the state says what to
+/// compute; after the regression the choice is offered and the odds ratio,
+/// its CI and p-value come from its result, the R reference's numbers; no
+/// answer is unsupported.
+#[test]
+fn answers_come_only_from_computed_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = lactate();
+    let mut env = env_for(dir.path(), task, gold.clone());
+    let guessed = submit(r#"{"n_patients": 74}"#);
+    let early_choice = submit(r#"{"q_lactate": "A"}"#);
+    let script = vec![
+        act("build_cohort", BUILD),
+        guessed.clone(),
+        early_choice.clone(),
+        submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "stays"}}"#),
+        early_choice.clone(),
+        act("logistic_regression", LOGISTIC),
+        submit(r#"{"q_lactate": "A"}"#),
+        submit(
+            r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
+        ),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate"]}"#),
+        submit(r#"{"median_lactate": {"from_result": "lactate"}}"#),
+    ];
+    let (run, requests) = run(dir.path(), &mut env, Strategy::TypedGrounded, &script);
+    assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
+    let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "build_cohort",
+            "submit_answers",
+            "logistic_regression",
+            "submit_answers",
+            "submit_answers",
+            "describe",
+            "submit_answers"
+        ]
+    );
+    // Step 2: the guessed 74 and the early choice were refused by the schema.
+    assert_eq!(run.steps[1].invalid_outputs, 2);
+    assert_eq!(run.steps[2].invalid_outputs, 1, "the choice again, before the regression");
+
+    // Before the audit file: no submit_answers.
+    assert!(offered(&requests[0]).is_none());
+    // After the cohort: only the counts, each only as a result of its type.
+    let open = offered(&requests[1]).unwrap();
+    assert_eq!(ids(&open), ["n_patients", "n_deaths"], "no median (nothing computed it), no choice");
+    assert_eq!(
+        open["n_patients"],
+        json!({"type": "object", "properties": {"from_result": {"enum": ["stays"]}}, "required": ["from_result"], "additionalProperties": false})
+    );
+    let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
+    assert!(validator.check(&guessed).is_err(), "a typed count is refused");
+    assert!(validator.check(&early_choice).is_err(), "a choice before any effect is refused");
+    assert!(validator.check(&script[3]).is_ok());
+    // The typed strategy's schema in the same state takes the guess: the
+    // grounded variant is what refuses it.
+    let typed_dir = tempfile::tempdir().unwrap();
+    let mut typed = env_for(typed_dir.path(), lactate().0, gold.clone());
+    let params = serde_json::from_str::<Value>(BUILD).unwrap().as_object().unwrap().clone();
+    typed.execute(1, &Action::BuildCohort { params });
+    let typed_schema = typed.response_schema(&[]);
+    assert!(SchemaValidator::new(&typed_schema).unwrap().check(&guessed).is_ok());
+    assert!(SchemaValidator::new(&typed_schema).unwrap().check(&early_choice).is_ok());
+    // Each refusal told the model what it can submit and what to compute.
+    let retry = &requests[2].messages.last().unwrap().content;
+    assert!(retry.starts_with("Invalid response: submit_answers: n_patients:"), "{retry}");
+    assert!(retry.contains("[State] cohort_audit.csv: 74 rows"), "{retry}");
+    assert!(retry.contains("Can submit now: n_patients (stays); n_deaths (stays)."), "{retry}");
+
+    // With the counts answered nothing can be submitted: submit_answers is
+    // left out, and the state names the tools.
+    assert!(offered(&requests[4]).is_none(), "{:?}", requests[4].json_schema);
+    let state = run.steps[1].observation.split("[State]").nth(1).unwrap();
+    assert!(
+        state.contains(
+            "Compute on cohort_audit.csv: median_lactate with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute median_lactate with describe."
+        ),
+        "{state}"
+    );
+    let retry = &requests[5].messages.last().unwrap().content;
+    assert!(retry.starts_with("Invalid response: submit_answers is not offered now"), "{retry}");
+    assert!(retry.contains("Nothing can be submitted yet"), "{retry}");
+
+    // After the regression: the choice, and (once revealed) the fields from its result.
+    assert_eq!(ids(&offered(&requests[6]).unwrap()), ["q_lactate"]);
+    let open = offered(&requests[7]).unwrap();
+    assert_eq!(ids(&open), ["or_lactate", "or_lactate_low", "or_lactate_high", "p_lactate"]);
+    assert_eq!(open["or_lactate"]["properties"]["from_result"]["enum"], json!(["OR lactate", "OR age", "OR female"]));
+    let answers = &run.steps.last().unwrap().answers;
+    let number = |id: &str| match &answers[id].value {
+        AnswerValue::Number(x) => *x,
+        other => panic!("{id}: {other:?}"),
+    };
+    for field in ["or_lactate", "or_lactate_low", "or_lactate_high", "p_lactate"] {
+        let want = gold.fields[field];
+        assert!((number(field) - want).abs() <= 1e-6 * want.abs(), "{field}: {} against R's {want}", number(field));
+        assert_eq!(
+            answers[field].basis,
+            Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 3, tool: "logistic_regression".into() })
+        );
+    }
+    assert!((number("median_lactate") - gold.fields["median_lactate"]).abs() < 1e-9);
+    assert!(matches!(answers["q_lactate"].basis, Some(AnswerBasis::AfterAnalysis { .. })));
+    assert!(answers.values().all(|a| a.basis.as_ref().is_some_and(|b| !b.is_unsupported())), "{answers:?}");
+
+    // The grounded system prompt and task message say so; the request is pinned.
+    let first = &requests[0].messages;
+    assert!(first[0].content.contains("a typed number is not accepted"));
+    assert!(first[1].content.contains("fields take {\"from_result\": KEY}"));
+    let rendered: String =
+        first.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");
+    insta::assert_snapshot!("rwe_agent_typed_grounded_first_request", rendered);
+}
+
+/// Driven directly, the grounded environment refuses what its schema
+/// leaves out (a typed number, a choice before an effect or test) with the
+/// tool to use, and records nothing; the `typed` strategy's accepts both.
+#[test]
+fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = lactate();
+    let mut env = env_for(dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    env.execute(1, &Action::BuildCohort { params: params(BUILD) });
+    let answers = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
+    let obs = env.execute(2, &answers(r#"{"n_patients": 74, "q_lactate": "A", "n_deaths": {"from_result": "stays"}}"#));
+    assert!(obs.text.contains("n_deaths: accepted (74, from result stays)"), "{}", obs.text);
+    assert!(
+        obs.text.contains("n_patients: not recorded: a field takes only {\"from_result\": KEY}, a result a tool computed, not a typed number (compute it with describe)"),
+        "{}",
+        obs.text
+    );
+    assert!(
+        obs.text.contains("q_lactate: not recorded: a choice is answered once an effect or test has been computed (compute it with logistic_regression)"),
+        "{}",
+        obs.text
+    );
+    assert_eq!(env.sheet.answers().keys().collect::<Vec<_>>(), ["n_deaths"]);
+    // The same submission under `typed`: both recorded, flagged.
+    let typed_dir = tempfile::tempdir().unwrap();
+    let mut typed = env_for(typed_dir.path(), lactate().0, lactate().1);
+    typed.execute(1, &Action::BuildCohort { params: params(BUILD) });
+    typed.execute(2, &answers(r#"{"n_patients": 74, "q_lactate": "A"}"#));
+    assert_eq!(typed.sheet.answers().keys().collect::<Vec<_>>(), ["n_patients", "q_lactate"]);
+    assert!(typed.sheet.answers()["q_lactate"].basis.as_ref().unwrap().is_unsupported());
+}
+
+/// A field no tool's result can fill (here the odds ratio's role changed to
+/// a mean difference, which no typed tool estimates) is a dead end: the
+/// state names it as left unanswered, and once only such fields remain
+/// the schema offers nothing but finish_task, so the run ends instead of
+/// looping.
+#[test]
+fn a_field_no_tool_can_fill_is_named_and_the_run_finishes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
+    let yaml = std::fs::read_to_string(dir.join("task.yaml")).unwrap();
+    assert!(yaml.contains("role: odds_ratio"));
+    let task = Task::from_yaml_str(&yaml.replace("role: odds_ratio", "role: mean_difference"), "t.yaml").unwrap();
+    let gold = Gold::from_json_str(&std::fs::read_to_string(dir.join("gold.json")).unwrap(), &task, "g").unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    let script = vec![
+        act("build_cohort", BUILD),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate", "hospital_expire_flag"]}"#),
+        act("logistic_regression", LOGISTIC),
+        submit(
+            r#"{"q_lactate": "A", "n_patients": {"from_result": "rows"}, "n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
+        ),
+        submit(r#"{"p_lactate": {"from_result": "OR lactate"}}"#),
+        act("finish_task", "{}"),
+    ];
+    let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
+    assert_eq!(run.termination, Termination::Finished, "{:?}", run.steps.last());
+    assert_eq!(run.steps.len(), 6);
+    // The ratio and its bounds are never offered; the p-value is.
+    assert_eq!(ids(&offered(&requests[4]).unwrap()), ["p_lactate"]);
+    let state = run.steps[4].observation.split("[State]").nth(1).unwrap();
+    assert!(
+        state.contains(
+            "No tool's result can fill or_lactate (ratio), or_lactate_low (ci), or_lactate_high (ci): left unanswered"
+        ),
+        "{state}"
+    );
+    assert!(state.ends_with("Nothing left that a result can fill. Next: finish_task."), "{state}");
+    let last = requests[5].json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"].clone();
+    let names: Vec<&str> =
+        last.as_array().unwrap().iter().map(|b| b["properties"]["action"]["const"].as_str().unwrap()).collect();
+    assert_eq!(names, ["finish_task"], "only finish_task once only dead ends remain");
+}
+
+/// The grounded schemas compile in llguidance (the embedded model's grammar
+/// engine, compact whitespace as the llama provider sets it), and a
+/// decoding under them can write a result key but not a typed number, a
+/// choice before the analysis, or a key that cannot fill the field.
+#[test]
+fn the_embedded_grammar_holds_the_grounded_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = lactate();
+    let mut env = env_for(dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let tok_env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&tok_env).unwrap();
+    // How many bytes of `answer` a decoding under `schema` can produce.
+    let accepted = |schema: &Value, answer: &str| {
+        let mut schema = schema.clone();
+        schema["x-guidance"] = json!({"whitespace_flexible": false});
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema);
+        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+        assert!(!matcher.is_error(), "llguidance compiles the schema");
+        let tokens = tok_env.tokenize_bytes(answer.as_bytes());
+        (matcher.validate_tokens(&tokens).unwrap(), tokens.len())
+    };
+    let refused_at = |schema: &Value, answer: &str, wrong: &str| {
+        let (n, _) = accepted(schema, answer);
+        let at = answer.find(wrong).unwrap();
+        assert!(n >= at && n < at + wrong.len(), "refused at {wrong}: {n} of {answer}");
+    };
+    let whole = |schema: &Value, answer: &str| {
+        let (n, all) = accepted(schema, answer);
+        assert_eq!(n, all, "accepted whole: {answer}");
+    };
+    // Before the cohort, and after it with nothing offerable but the counts.
+    let before = env.response_schema(&[]);
+    whole(&before, r#"{"thought":"build","action":{"action":"build_cohort","params":{"min_age":18}}}"#);
+    refused_at(&before, r#"{"thought":"answer","action":{"action":"submit_answers","params":{}}}"#, "submit_answers");
+    env.execute(1, &Action::BuildCohort { params: params(BUILD) });
+    let counts = env.response_schema(&[]);
+    whole(
+        &counts,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":{"from_result":"stays"}}}}}"#,
+    );
+    refused_at(
+        &counts,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"n_patients":74}}}}"#,
+        "74",
+    );
+    refused_at(
+        &counts,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"q_lactate":"A"}}}}"#,
+        "q_lactate",
+    );
+    // After the regression: the choice, and the effect's keys for a ratio.
+    let fit = Action::Statistics {
+        tool: evident_rwe::agent::actions::StatsTool::LogisticRegression,
+        params: params(LOGISTIC),
+    };
+    env.execute(2, &fit);
+    let answer = Action::SubmitAnswers { answers: vec![("q_lactate".into(), json!("A"))] };
+    env.execute(3, &answer);
+    let fields = env.response_schema(&[]);
+    whole(
+        &fields,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":{"from_result":"OR lactate"},"p_lactate":{"from_result":"OR age"}}}}}"#,
+    );
+    refused_at(
+        &fields,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":{"from_result":"stays"}}}}}"#,
+        "stays",
+    );
+    refused_at(
+        &fields,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":1.36}}}}"#,
+        "1.36",
+    );
+    assert!(parse_typed_response(
+        r#"{"thought":"a","action":{"action":"finish_task","params":{}}}"#,
+        Strategy::TypedGrounded
+    )
+    .is_ok());
+}
