@@ -7,7 +7,9 @@
 
 mod support;
 
-use evident_chart::{ask, prompts, AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
+use evident_chart::{
+    ask, prompts, AgentConfig, ChartAnswer, CitedSource, Evidence, Method, Question, RecordView, SkillLibrary,
+};
 use evident_llm::StructuredModel;
 use serde_json::{json, Value};
 use support::{day, scripted, store, Scripted, AS_OF};
@@ -396,6 +398,39 @@ fn the_iss_calculator_reads_labs_inside_its_window_and_cites_them() {
     };
     assert_eq!(output["stage"], "I");
     assert_eq!(used.len(), 2, "beta-2-microglobulin and albumin of 2023-11-20");
+}
+
+/// The typed plan offers a calculator's inputs, and the embedded model typed
+/// an albumin of 0.00001 g/dL beside the stored 3.9: the stored value in the
+/// window wins, and is cited.
+#[test]
+fn a_stored_lab_wins_over_an_iss_input_the_call_types() {
+    let args = json!({"calculator": "iss", "inputs": {"albumin_g_dl": 0.00001, "beta2_microglobulin_mg_l": 9.0}});
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "calculate", args.clone())])),
+        action("call_tool", Some("calculate"), args),
+        action("finish", None, json!({})),
+        "Answer: I\nReasoning: Beta-2-microglobulin 2.8 mg/L and albumin 3.9 g/dL give ISS I [1].".to_string(),
+    ]);
+    let out = run(&model, Method::Agent, "What is the ISS stage?");
+    let calc = out.trace.rounds.iter().find(|r| r.tool.as_deref() == Some("calculate")).expect("a calculator call");
+    assert_eq!(calc.evidence_found, 1, "{:?}", calc.notice);
+    let inputs = out
+        .context
+        .iter()
+        .find_map(|e| match e {
+            Evidence::Calculation { inputs, .. } => Some(inputs),
+            _ => None,
+        })
+        .expect("the calculation is a context item");
+    assert_eq!(inputs["albumin_g_dl"], 3.9);
+    assert_eq!(inputs["beta2_microglobulin_mg_l"], 2.8);
+    let Some(CitedSource::Calculation { output, used, .. }) = &out.citations[0].source else {
+        panic!("{:?}", out.citations)
+    };
+    assert_eq!(output["stage"], "I");
+    assert_eq!(used.len(), 2);
 }
 
 #[test]

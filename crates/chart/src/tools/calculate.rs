@@ -1,6 +1,7 @@
-//! The calculator tool: ISS-family lab inputs the call leaves out are read
-//! from stored labs within the lookback window, and a required age or sex
-//! from the stored patient.
+//! The calculator tool: ISS-family lab inputs are read from stored labs
+//! within the lookback window, and a required age or sex from the stored
+//! patient; a stored value wins over one the call gives, which stands only
+//! where the store has none.
 
 use super::*;
 
@@ -18,34 +19,41 @@ impl RecordView<'_> {
         let mut missing = Vec::new();
         if matches!(calculator, Calculator::Iss | Calculator::RIss | Calculator::R2Iss) {
             let days = calculator.lookback_days().expect("the ISS family has a lookback");
+            // A stored value in the window wins over one the call gives (the
+            // embedded model, offered the calculator's inputs by the typed
+            // plan, typed an albumin of 0.00001 g/dL beside the stored 3.9);
+            // the call's value stands only where the store has none.
             for (field, concept, to_unit) in
                 [("beta2_microglobulin_mg_l", "Beta-2-microglobulin", "mg/L"), ("albumin_g_dl", "Albumin", "g/dL")]
             {
-                if inputs.get(field).is_some() {
-                    continue;
-                }
+                let given = inputs.get(field).is_some();
                 match self.latest_lab(concept, days)? {
                     Some((lab, value)) => match convert(value, lab_unit(&lab), to_unit) {
                         Some(v) => {
                             inputs[field] = json!(v);
                             used.push(lab);
                         }
+                        None if given => {}
                         None => {
                             missing.push(format!("{concept} (unit {:?} cannot be read as {to_unit})", lab_unit(&lab)))
                         }
                     },
+                    None if given => {}
                     None => missing.push(format!("{concept} within {days} days before {}", self.as_of.date())),
                 }
             }
-            if calculator != Calculator::Iss && inputs.get("ldh_high").is_none() {
+            if calculator != Calculator::Iss {
+                let given = inputs.get("ldh_high").is_some();
                 match self.latest_lab("Lactate dehydrogenase", days)? {
                     Some((lab, value)) => match lab_high(&lab, value) {
                         Some(high) => {
                             inputs["ldh_high"] = json!(high);
                             used.push(lab);
                         }
+                        None if given => {}
                         None => missing.push("LDH upper limit of normal (no reference range stored)".into()),
                     },
+                    None if given => {}
                     None => {
                         missing.push(format!("Lactate dehydrogenase within {days} days before {}", self.as_of.date()))
                     }

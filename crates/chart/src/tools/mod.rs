@@ -13,10 +13,10 @@
 //! - `query_records`: structured medications, conditions and procedures,
 //!   read from the timeline documents ingestion made of FHIR and MIMIC-IV
 //!   records; each entry cites its stored sentence.
-//! - `calculate`: the deterministic calculators; ISS-family lab inputs the
-//!   call leaves out are taken from stored labs within the 90-day lookback,
-//!   and a required age (at the reference date) or sex from the stored
-//!   patient, cited as the patient's demographics.
+//! - `calculate`: the deterministic calculators; ISS-family lab inputs are
+//!   taken from stored labs within the 90-day lookback, and a required age
+//!   (at the reference date) or sex from the stored patient, cited as the
+//!   patient's demographics; a stored value wins over one the call gives.
 //!
 //! Every result is a list of [`Evidence`] items that can be cited.
 
