@@ -231,6 +231,138 @@ pub fn candidates<'a>(task: &Task, field: &FieldKind, results: &'a [ResultNumber
     results.iter().filter(|r| resolve(task, field, &r.value).is_some()).map(|r| r.key.as_str()).collect()
 }
 
+/// The grounded strategy's narrower offer: of the results that can fill
+/// `field` ([`candidates`]), those named for what the field is about, the
+/// ones that match most of its words, oldest first among equals, fewest
+/// other words first. Run 4 (docs/evaluation.md) offered every result of
+/// the right type, and the 0.5B model took the first: `stays` (100) for
+/// the deaths, the age column for the median lactate. A field is about the
+/// words of its name (`n_deaths_28d`: death, 28d) less the words of its
+/// type (`n`, `pct`, `median`, `or`, `p`, `auc`, ...); a CI bound is about
+/// its ratio's words, and a p-value about its question's ratio, else its
+/// question's exposure (the words of its proportions, deaths aside), else
+/// its own. Words match a result's key word for word after synonyms (a
+/// death is also `died`, `mortality`, `expire`, `events`; a cohort's size
+/// `patients`, `stays`, `rows`; `1y` is `365d`) and plurals, or, five
+/// letters or longer, anywhere in the key (`logrank` in `log-rank p`).
+/// None when no result matches a word: the field waits for one named for
+/// it. A field whose name has no such word takes every candidate.
+pub fn relevant<'a>(task: &Task, id: &str, field: &FieldKind, results: &'a [ResultNumber]) -> Vec<&'a str> {
+    let words = subject_words(task, id);
+    let fitting: Vec<&ResultNumber> = results.iter().filter(|r| resolve(task, field, &r.value).is_some()).collect();
+    if words.is_empty() {
+        return fitting.iter().map(|r| r.key.as_str()).collect();
+    }
+    let scored: Vec<(usize, usize, &ResultNumber)> = fitting
+        .into_iter()
+        .map(|r| {
+            let tokens = key_tokens(&r.key);
+            let hits = words.iter().filter(|w| word_matches(w, &tokens, &r.key)).count();
+            let other = tokens.iter().filter(|t| !words.contains(t)).count();
+            (hits, other, r)
+        })
+        .collect();
+    let best = scored.iter().map(|(h, _, _)| *h).max().unwrap_or(0);
+    if best == 0 {
+        return Vec::new();
+    }
+    let mut top: Vec<(usize, &ResultNumber)> =
+        scored.into_iter().filter(|(h, _, _)| *h == best).map(|(_, o, r)| (o, r)).collect();
+    top.sort_by_key(|(other, _)| *other);
+    top.into_iter().map(|(_, r)| r.key.as_str()).collect()
+}
+
+/// Whether a choice question can be grounded now in the grounded strategy:
+/// a result relevant to one of its effect fields (ratio, p-value, AUC;
+/// [`relevant`]) was computed, or, for a question with none, any effect or
+/// test ([`analysis_done`]). Run 4 chose after a Fisher test of sex, not
+/// age, and after a regression of sex on age.
+pub fn choice_ready(task: &Task, question: &Question, results: &[ResultNumber]) -> bool {
+    let effects: Vec<&FieldKind> = question
+        .fields
+        .iter()
+        .filter(|f| matches!(f, FieldKind::Ratio { .. } | FieldKind::Pvalue { .. } | FieldKind::Auc { .. }))
+        .collect();
+    if effects.is_empty() {
+        return analysis_done(results);
+    }
+    effects.iter().any(|f| !relevant(task, f.name(), f, results).is_empty())
+}
+
+/// The words of a field's name that say what it is about ([`relevant`]).
+fn subject_words(task: &Task, id: &str) -> Vec<String> {
+    let Some((question, field)) = task.field(id) else { return Vec::new() };
+    let ratio = question.fields.iter().find(|f| matches!(f, FieldKind::Ratio { .. }));
+    match field {
+        FieldKind::Ci { name } => {
+            let of_ratio = question.fields.iter().find_map(|f| match f {
+                FieldKind::Ratio { name: r, ci_low, ci_high, .. } if ci_low == name || ci_high == name => Some(r),
+                _ => None,
+            });
+            of_ratio.map(|r| own_words(r)).unwrap_or_default()
+        }
+        FieldKind::Pvalue { name, .. } => {
+            if let Some(r) = ratio {
+                return own_words(r.name());
+            }
+            let exposure: Vec<String> = question
+                .fields
+                .iter()
+                .filter(|f| matches!(f, FieldKind::Proportion { .. }))
+                .flat_map(|f| own_words(f.name()))
+                .filter(|w| w != "death")
+                .fold(Vec::new(), |mut out, w| {
+                    if !out.contains(&w) {
+                        out.push(w);
+                    }
+                    out
+                });
+            if exposure.is_empty() {
+                own_words(name)
+            } else {
+                exposure
+            }
+        }
+        _ => own_words(field.name()),
+    }
+}
+
+/// The words of a field name that are not the words of its type.
+fn own_words(name: &str) -> Vec<String> {
+    const TYPE_WORDS: [&str; 12] = ["n", "pct", "percent", "prop", "proportion", "median", "mean", "or", "hr", "rr", "p", "auc"];
+    name.split('_').filter(|w| !w.is_empty() && !TYPE_WORDS.contains(w)).map(canonical).collect()
+}
+
+/// A result key's words, canonical.
+fn key_tokens(key: &str) -> Vec<String> {
+    key.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).map(canonical).collect()
+}
+
+/// One word in its canonical form: lower case, a plural's `s` dropped, and
+/// the synonyms of a death and of a cohort's size made one word.
+fn canonical(word: &str) -> String {
+    let w = word.to_ascii_lowercase();
+    let w = match w.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_string(),
+        _ => w,
+    };
+    match w.as_str() {
+        "death" | "died" | "dead" | "mortality" | "expire" | "expired" | "deceased" | "event" => "death".into(),
+        "patient" | "stay" | "subject" | "row" | "cohort" | "total" | "included" => "size".into(),
+        "1y" | "1year" | "365d" => "365d".into(),
+        "elderly" => "older".into(),
+        _ => w,
+    }
+}
+
+fn word_matches(word: &str, tokens: &[String], key: &str) -> bool {
+    if tokens.iter().any(|t| t == word) {
+        return true;
+    }
+    let squeezed: String = key.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_ascii_lowercase();
+    word.len() >= 5 && squeezed.contains(word)
+}
+
 /// The JSON Schema of a field's answer once results can fill it: its own
 /// value schema, or `{"from_result": KEY}` with KEY one of `keys`.
 pub fn with_reference(value_schema: Value, keys: &[&str]) -> Value {
@@ -423,6 +555,28 @@ pub fn choice_basis(results: &[ResultNumber]) -> AnswerBasis {
     }
 }
 
+/// The basis of a choice in the grounded strategy: the effects and tests
+/// relevant to its question's effect fields ([`relevant`]), or, where none
+/// is, [`choice_basis`].
+pub fn choice_basis_for(task: &Task, question: &Question, results: &[ResultNumber]) -> AnswerBasis {
+    let mut keys: Vec<String> = Vec::new();
+    for f in &question.fields {
+        if !matches!(f, FieldKind::Ratio { .. } | FieldKind::Pvalue { .. } | FieldKind::Auc { .. }) {
+            continue;
+        }
+        for key in relevant(task, f.name(), f, results) {
+            if !keys.iter().any(|k| k == key) {
+                keys.push(key.to_string());
+            }
+        }
+    }
+    if keys.is_empty() {
+        choice_basis(results)
+    } else {
+        AnswerBasis::AfterAnalysis { keys }
+    }
+}
+
 /// The lines an observation adds for the results a step produced.
 pub fn results_note(results: &[ResultNumber]) -> String {
     if results.is_empty() {
@@ -535,5 +689,101 @@ mod tests {
         assert!(basis("or_lactate", 140.0, "140", &stays).is_unsupported());
         assert!(choice_basis(&[]).is_unsupported());
         assert_eq!(choice_basis(&results), AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into()] });
+    }
+
+    /// What the grounded strategy offers each development task's fields
+    /// out of results of the right type (the keys the tools write).
+    #[test]
+    fn a_field_is_offered_the_results_named_for_it() {
+        let dev = |id: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tasks/{id}/task.yaml"));
+            Task::load(&path).unwrap().task
+        };
+        let result = |key: &str, value: ResultValue| ResultNumber { key: key.into(), step: 1, tool: "t".into(), value };
+        let binary = || ResultValue::Binary { ones: 3, n: 10 };
+        let continuous = || ResultValue::Continuous { n: 10, median: 1.0, mean: 1.0 };
+        let effect = |e: &str| ResultValue::Effect {
+            effect: e.into(),
+            ratio: 1.2,
+            conf_low: 1.1,
+            conf_high: 1.3,
+            p_value: 0.01,
+        };
+        let offered = |t: &Task, id: &str, results: &[ResultNumber]| -> Vec<String> {
+            let (_, f) = t.field(id).unwrap();
+            relevant(t, id, f, results).into_iter().map(str::to_string).collect()
+        };
+
+        let t = dev("anion-gap-28day-auc");
+        let results = vec![
+            result("stays", ResultValue::Count { n: 100 }),
+            result("rows", ResultValue::Count { n: 100 }),
+            result("hospital_expire_flag", binary()),
+            result("death_28d", binary()),
+            result("female", binary()),
+            result("age", continuous()),
+            result("OR age", effect("odds_ratio")),
+            result("OR anion_gap", effect("odds_ratio")),
+            result("AUC anion_gap", ResultValue::Auc { auc: 0.7 }),
+        ];
+        assert_eq!(offered(&t, "n_patients", &results), ["stays", "rows"]);
+        assert_eq!(offered(&t, "n_deaths_28d", &results), ["death_28d"], "not the in-hospital deaths");
+        assert_eq!(offered(&t, "or_anion_gap", &results), ["OR anion_gap"]);
+        assert_eq!(offered(&t, "or_anion_gap_low", &results), ["OR anion_gap"]);
+        assert_eq!(offered(&t, "p_anion_gap", &results), ["OR anion_gap"]);
+        assert_eq!(offered(&t, "auc_anion_gap", &results), ["AUC anion_gap"]);
+        assert!(offered(&t, "n_deaths_28d", &results[..2]).is_empty(), "the stays are no deaths");
+        let q = t.question("q_anion_gap").unwrap();
+        assert!(choice_ready(&t, q, &results));
+        assert!(!choice_ready(&t, q, &results[..7]), "an odds ratio of age is not the question's");
+        assert_eq!(
+            choice_basis_for(&t, q, &results),
+            AnswerBasis::AfterAnalysis { keys: vec!["OR anion_gap".into(), "AUC anion_gap".into()] }
+        );
+
+        let t = dev("age-baseline-mortality");
+        let results = vec![
+            result("female", binary()),
+            result("female=1 if hospital_expire_flag=1", binary()),
+            result("Fisher OR female by hospital_expire_flag", effect("odds_ratio")),
+            result("age", continuous()),
+        ];
+        assert_eq!(offered(&t, "n_female", &results), ["female", "female=1 if hospital_expire_flag=1"]);
+        assert_eq!(offered(&t, "median_age", &results), ["age"]);
+        assert!(offered(&t, "p_fisher", &results).is_empty(), "a test of sex is not the question's test of age");
+        let q = t.question("q_age").unwrap();
+        assert!(!choice_ready(&t, q, &results));
+        let older = vec![
+            result("Fisher OR older by hospital_expire_flag", effect("odds_ratio")),
+            result("hospital_expire_flag=1 if older=1", binary()),
+        ];
+        assert_eq!(offered(&t, "p_fisher", &older), ["Fisher OR older by hospital_expire_flag"]);
+        assert_eq!(offered(&t, "mortality_older_pct", &older), ["hospital_expire_flag=1 if older=1"]);
+        assert!(choice_ready(&t, q, &older));
+
+        let t = dev("rdw-one-year-survival");
+        let results = vec![
+            result("n high_rdw=1", ResultValue::Count { n: 4 }),
+            result("events", ResultValue::Count { n: 9 }),
+            result("log-rank p", ResultValue::Test { test: "log-rank".into(), p_value: 0.09 }),
+            result("HR high_rdw", effect("hazard_ratio")),
+            result("HR age", effect("hazard_ratio")),
+        ];
+        assert_eq!(offered(&t, "n_high_rdw", &results), ["n high_rdw=1"]);
+        assert_eq!(offered(&t, "n_deaths_1y", &results), ["events"]);
+        assert_eq!(offered(&t, "p_logrank", &results), ["log-rank p"]);
+        assert_eq!(offered(&t, "hr_high_rdw", &results), ["HR high_rdw"]);
+        assert_eq!(offered(&t, "hr_low", &results), ["HR high_rdw"]);
+        assert_eq!(offered(&t, "p_cox", &results), ["HR high_rdw"]);
+
+        let t = dev("statin-psm-mortality");
+        let results = vec![
+            result("statin=1", ResultValue::Count { n: 20 }),
+            result("matched pairs", ResultValue::Count { n: 15 }),
+            result("matched events", ResultValue::Count { n: 5 }),
+        ];
+        assert_eq!(offered(&t, "n_matched_pairs", &results), ["matched pairs"]);
+        assert_eq!(offered(&t, "n_deaths_matched", &results), ["matched events"]);
+        assert_eq!(offered(&t, "n_statin", &results), ["statin=1"]);
     }
 }

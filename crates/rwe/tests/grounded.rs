@@ -47,7 +47,11 @@ fn submit(answers: &str) -> String {
     act("submit_answers", &format!(r#"{{"answers": {answers}}}"#))
 }
 
-const BUILD: &str = r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#;
+/// The grounded `build_cohort`: the protocol's lab by itemid only (Evident
+/// names the column after its label).
+const BUILD: &str = r#"{"labs": [{"itemid": 50813}]}"#;
+/// The same criteria under `typed`, whose schema asks for the name.
+const BUILD_TYPED: &str = r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#;
 const LOGISTIC: &str =
     r#"{"file": "cohort_audit.csv", "outcome": "hospital_expire_flag", "predictors": ["lactate", "age", "female"]}"#;
 
@@ -92,19 +96,22 @@ fn answers_come_only_from_computed_results() {
     let mut env = env_for(dir.path(), task, gold.clone());
     let guessed = submit(r#"{"n_patients": 74}"#);
     let early_choice = submit(r#"{"q_lactate": "A"}"#);
+    let counts_from_stays =
+        submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "stays"}}"#);
     let script = vec![
         act("build_cohort", BUILD),
         guessed.clone(),
         early_choice.clone(),
-        submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "stays"}}"#),
+        counts_from_stays.clone(),
+        submit(r#"{"n_patients": {"from_result": "stays"}}"#),
         early_choice.clone(),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate", "hospital_expire_flag"]}"#),
+        submit(r#"{"n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#),
         act("logistic_regression", LOGISTIC),
         submit(r#"{"q_lactate": "A"}"#),
         submit(
             r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
         ),
-        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate"]}"#),
-        submit(r#"{"median_lactate": {"from_result": "lactate"}}"#),
     ];
     let (run, requests) = run(dir.path(), &mut env, Strategy::TypedGrounded, &script);
     assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
@@ -114,22 +121,31 @@ fn answers_come_only_from_computed_results() {
         [
             "build_cohort",
             "submit_answers",
+            "describe",
+            "submit_answers",
             "logistic_regression",
             "submit_answers",
-            "submit_answers",
-            "describe",
             "submit_answers"
         ]
     );
-    // Step 2: the guessed 74 and the early choice were refused by the schema.
-    assert_eq!(run.steps[1].invalid_outputs, 2);
+    // Step 2: the guessed 74, the early choice and the deaths counted from
+    // the stays were refused by the schema.
+    assert_eq!(run.steps[1].invalid_outputs, 3);
     assert_eq!(run.steps[2].invalid_outputs, 1, "the choice again, before the regression");
 
-    // Before the audit file: no submit_answers.
+    // Before the audit file: no submit_answers, and build_cohort must keep
+    // the protocol's lactate, by itemid only.
     assert!(offered(&requests[0]).is_none());
-    // After the cohort: only the counts, each only as a result of its type.
+    let cohort = branch(&requests[0], "build_cohort").unwrap();
+    assert_eq!(cohort["required"], json!(["labs"]), "in-hospital death: no death_within_days");
+    assert_eq!(cohort["properties"]["labs"]["items"]["properties"], json!({"itemid": {"enum": [50813]}}));
+    let validator = SchemaValidator::new(requests[0].json_schema.as_ref().unwrap()).unwrap();
+    assert!(validator.check(&act("build_cohort", "{}")).is_err(), "run 2 and 4 left the lactate out");
+    assert!(validator.check(&act("build_cohort", BUILD_TYPED)).is_err(), "Evident names the column");
+    // After the cohort: only the patients, from the stays; the deaths wait
+    // for a result about deaths.
     let open = offered(&requests[1]).unwrap();
-    assert_eq!(ids(&open), ["n_patients", "n_deaths"], "no median (nothing computed it), no choice");
+    assert_eq!(ids(&open), ["n_patients"], "no deaths from the stays, no median, no choice");
     assert_eq!(
         open["n_patients"],
         json!({"type": "object", "properties": {"from_result": {"enum": ["stays"]}}, "required": ["from_result"], "additionalProperties": false})
@@ -137,41 +153,50 @@ fn answers_come_only_from_computed_results() {
     let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
     assert!(validator.check(&guessed).is_err(), "a typed count is refused");
     assert!(validator.check(&early_choice).is_err(), "a choice before any effect is refused");
-    assert!(validator.check(&script[3]).is_ok());
+    assert!(validator.check(&counts_from_stays).is_err(), "run 4 counted deaths from the stays");
+    assert!(validator.check(&script[4]).is_ok());
     // The typed strategy's schema in the same state takes the guess: the
     // grounded variant is what refuses it.
     let typed_dir = tempfile::tempdir().unwrap();
     let mut typed = env_for(typed_dir.path(), lactate().0, gold.clone());
-    let params = serde_json::from_str::<Value>(BUILD).unwrap().as_object().unwrap().clone();
+    let params = serde_json::from_str::<Value>(BUILD_TYPED).unwrap().as_object().unwrap().clone();
     typed.execute(1, &Action::BuildCohort { params });
     let typed_schema = typed.response_schema(&[]);
     assert!(SchemaValidator::new(&typed_schema).unwrap().check(&guessed).is_ok());
     assert!(SchemaValidator::new(&typed_schema).unwrap().check(&early_choice).is_ok());
+    assert!(SchemaValidator::new(&typed_schema).unwrap().check(&counts_from_stays).is_ok());
     // Each refusal told the model what it can submit and what to compute.
     let retry = &requests[2].messages.last().unwrap().content;
     assert!(retry.starts_with("Invalid response: submit_answers: n_patients:"), "{retry}");
     assert!(retry.contains("[State] cohort_audit.csv: 74 rows"), "{retry}");
-    assert!(retry.contains("Can submit now: n_patients (stays); n_deaths (stays)."), "{retry}");
+    assert!(retry.contains("Can submit now: n_patients (stays)."), "{retry}");
 
-    // With the counts answered nothing can be submitted: submit_answers is
-    // left out, and the state names the tools.
-    assert!(offered(&requests[4]).is_none(), "{:?}", requests[4].json_schema);
+    // With the patients answered nothing can be submitted: submit_answers
+    // is left out, and the state names the tools.
+    assert!(offered(&requests[5]).is_none(), "{:?}", requests[5].json_schema);
     let state = run.steps[1].observation.split("[State]").nth(1).unwrap();
     assert!(
         state.contains(
-            "Compute on cohort_audit.csv: median_lactate with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute median_lactate with describe."
+            "Compute on cohort_audit.csv: n_deaths, median_lactate with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute n_deaths, median_lactate with describe."
         ),
         "{state}"
     );
-    let retry = &requests[5].messages.last().unwrap().content;
+    let retry = &requests[6].messages.last().unwrap().content;
     assert!(retry.starts_with("Invalid response: submit_answers is not offered now"), "{retry}");
     assert!(retry.contains("Nothing can be submitted yet"), "{retry}");
-
-    // After the regression: the choice, and (once revealed) the fields from its result.
-    assert_eq!(ids(&offered(&requests[6]).unwrap()), ["q_lactate"]);
+    // After describe: the deaths from the death column, the median from the
+    // lactate column, each alone.
     let open = offered(&requests[7]).unwrap();
+    assert_eq!(ids(&open), ["n_deaths", "median_lactate"]);
+    assert_eq!(open["n_deaths"]["properties"]["from_result"]["enum"], json!(["hospital_expire_flag"]));
+    assert_eq!(open["median_lactate"]["properties"]["from_result"]["enum"], json!(["lactate"]));
+
+    // After the regression: the choice, and (once revealed) the fields from
+    // its lactate term only.
+    assert_eq!(ids(&offered(&requests[9]).unwrap()), ["q_lactate"]);
+    let open = offered(&requests[10]).unwrap();
     assert_eq!(ids(&open), ["or_lactate", "or_lactate_low", "or_lactate_high", "p_lactate"]);
-    assert_eq!(open["or_lactate"]["properties"]["from_result"]["enum"], json!(["OR lactate", "OR age", "OR female"]));
+    assert_eq!(open["or_lactate"]["properties"]["from_result"]["enum"], json!(["OR lactate"]));
     let answers = &run.steps.last().unwrap().answers;
     let number = |id: &str| match &answers[id].value {
         AnswerValue::Number(x) => *x,
@@ -182,11 +207,11 @@ fn answers_come_only_from_computed_results() {
         assert!((number(field) - want).abs() <= 1e-6 * want.abs(), "{field}: {} against R's {want}", number(field));
         assert_eq!(
             answers[field].basis,
-            Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 3, tool: "logistic_regression".into() })
+            Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 5, tool: "logistic_regression".into() })
         );
     }
     assert!((number("median_lactate") - gold.fields["median_lactate"]).abs() < 1e-9);
-    assert!(matches!(answers["q_lactate"].basis, Some(AnswerBasis::AfterAnalysis { .. })));
+    assert_eq!(answers["q_lactate"].basis, Some(AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into()] }));
     assert!(answers.values().all(|a| a.basis.as_ref().is_some_and(|b| !b.is_unsupported())), "{answers:?}");
 
     // The grounded system prompt and task message say so; the request is pinned.
@@ -199,8 +224,9 @@ fn answers_come_only_from_computed_results() {
 }
 
 /// Driven directly, the grounded environment refuses what its schema
-/// leaves out (a typed number, a choice before an effect or test) with the
-/// tool to use, and records nothing; the `typed` strategy's accepts both.
+/// leaves out (a typed number, a result not about the field, a choice
+/// before its question's effect) with what to use, and records nothing;
+/// the `typed` strategy's accepts them.
 #[test]
 fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
     let dir = tempfile::tempdir().unwrap();
@@ -210,23 +236,45 @@ fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
     let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
     env.execute(1, &Action::BuildCohort { params: params(BUILD) });
     let answers = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
-    let obs = env.execute(2, &answers(r#"{"n_patients": 74, "q_lactate": "A", "n_deaths": {"from_result": "stays"}}"#));
-    assert!(obs.text.contains("n_deaths: accepted (74, from result stays)"), "{}", obs.text);
+    let obs = env.execute(
+        2,
+        &answers(r#"{"n_patients": 74, "q_lactate": "A", "n_deaths": {"from_result": "stays"}, "median_lactate": {"from_result": "stays"}}"#),
+    );
     assert!(
         obs.text.contains("n_patients: not recorded: a field takes only {\"from_result\": KEY}, a result a tool computed, not a typed number (compute it with describe)"),
         "{}",
         obs.text
     );
     assert!(
-        obs.text.contains("q_lactate: not recorded: a choice is answered once an effect or test has been computed (compute it with logistic_regression)"),
+        obs.text.contains("n_deaths: not recorded: result stays is not about what n_deaths counts (compute it with describe)"),
         "{}",
         obs.text
     );
-    assert_eq!(env.sheet.answers().keys().collect::<Vec<_>>(), ["n_deaths"]);
-    // The same submission under `typed`: both recorded, flagged.
+    assert!(obs.text.contains("median_lactate: not recorded: no result stays") || obs.text.contains("median_lactate: not recorded: result stays"), "{}", obs.text);
+    assert!(
+        obs.text.contains("q_lactate: not recorded: a choice is answered once the effect or test of its question has been computed (compute it with logistic_regression)"),
+        "{}",
+        obs.text
+    );
+    assert!(env.sheet.answers().is_empty());
+    // A regression without the lactate is not the question's analysis.
+    let fit = |predictors: &str| Action::Statistics {
+        tool: evident_rwe::agent::actions::StatsTool::LogisticRegression,
+        params: params(&format!(
+            r#"{{"file": "cohort_audit.csv", "outcome": "hospital_expire_flag", "predictors": {predictors}}}"#
+        )),
+    };
+    env.execute(3, &fit(r#"["age", "female"]"#));
+    let obs = env.execute(4, &answers(r#"{"q_lactate": "A", "n_deaths": {"from_result": "OR age"}}"#));
+    assert!(obs.text.contains("q_lactate: not recorded: a choice is answered once the effect"), "{}", obs.text);
+    assert!(env.sheet.answers().is_empty(), "{}", obs.text);
+    env.execute(5, &fit(r#"["lactate", "age", "female"]"#));
+    let obs = env.execute(6, &answers(r#"{"q_lactate": "A"}"#));
+    assert!(obs.text.contains("q_lactate: accepted (after OR lactate)"), "{}", obs.text);
+    // The same first submission under `typed`: recorded, flagged.
     let typed_dir = tempfile::tempdir().unwrap();
     let mut typed = env_for(typed_dir.path(), lactate().0, lactate().1);
-    typed.execute(1, &Action::BuildCohort { params: params(BUILD) });
+    typed.execute(1, &Action::BuildCohort { params: params(BUILD_TYPED) });
     typed.execute(2, &answers(r#"{"n_patients": 74, "q_lactate": "A"}"#));
     assert_eq!(typed.sheet.answers().keys().collect::<Vec<_>>(), ["n_patients", "q_lactate"]);
     assert!(typed.sheet.answers()["q_lactate"].basis.as_ref().unwrap().is_unsupported());
@@ -309,7 +357,13 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
     };
     // Before the cohort, and after it with nothing offerable but the counts.
     let before = env.response_schema(&[]);
-    whole(&before, r#"{"thought":"build","action":{"action":"build_cohort","params":{"min_age":18}}}"#);
+    whole(&before, r#"{"thought":"build","action":{"action":"build_cohort","params":{"labs":[{"itemid":50813}]}}}"#);
+    refused_at(&before, r#"{"thought":"build","action":{"action":"build_cohort","params":{"min_age":18}}}"#, "}}}");
+    refused_at(
+        &before,
+        r#"{"thought":"build","action":{"action":"build_cohort","params":{"labs":[{"itemid":50868}]}}}"#,
+        "50868",
+    );
     refused_at(&before, r#"{"thought":"answer","action":{"action":"submit_answers","params":{}}}"#, "submit_answers");
     env.execute(1, &Action::BuildCohort { params: params(BUILD) });
     let counts = env.response_schema(&[]);
@@ -338,7 +392,12 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
     let fields = env.response_schema(&[]);
     whole(
         &fields,
-        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":{"from_result":"OR lactate"},"p_lactate":{"from_result":"OR age"}}}}}"#,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":{"from_result":"OR lactate"},"p_lactate":{"from_result":"OR lactate"}}}}}"#,
+    );
+    refused_at(
+        &fields,
+        r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"or_lactate":{"from_result":"OR age"}}}}}"#,
+        "OR age",
     );
     refused_at(
         &fields,
@@ -355,4 +414,68 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
         Strategy::TypedGrounded
     )
     .is_ok());
+}
+
+/// The anion-gap task, where run 4 named the anion-gap column `lactate`,
+/// counted the 28-day deaths from the stays (100; the reference has 14)
+/// and ran six regressions past the reference's odds ratio without
+/// answering: the grounded `build_cohort` takes the protocol's itemid and
+/// its 28 days, Evident names the column `anion_gap`; the 28-day deaths
+/// are offered from `death_28d` alone, not from in-hospital deaths; and
+/// after two actions past answers it could submit, only `submit_answers`
+/// is offered, which the state says.
+#[test]
+fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold.clone());
+    let logistic = r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "female"]}"#;
+    let script = vec![
+        act("build_cohort", r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["anion_gap", "death_28d", "hospital_expire_flag"]}"#),
+        act("logistic_regression", logistic),
+        act("roc_auc", r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictor": "anion_gap"}"#),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["age"]}"#),
+        submit(r#"{"n_deaths_28d": {"from_result": "death_28d"}}"#),
+        act("finish_task", "{}"),
+    ];
+    let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
+    let cohort = branch(&requests[0], "build_cohort").unwrap();
+    assert_eq!(cohort["properties"]["death_within_days"], json!({"const": 28}));
+    assert_eq!(cohort["required"], json!(["labs", "death_within_days"]));
+    let columns = std::fs::read_to_string(run_dir.path().join("workspace/cohort_audit.csv")).unwrap();
+    assert!(columns.lines().next().unwrap().ends_with(",anion_gap,death_28d,followup_28d"), "{columns}");
+
+    // After describe: the deaths within 28 days from their own column only.
+    let open = offered(&requests[2]).unwrap();
+    assert_eq!(open["n_deaths_28d"]["properties"]["from_result"]["enum"], json!(["death_28d"]));
+    assert_eq!(open["n_patients"]["properties"]["from_result"]["enum"], json!(["stays", "rows"]));
+    // Steps 2 and 3 went past the patients (and, with the odds ratio of
+    // the anion gap, past the choice): step 4's request offers nothing but
+    // submit_answers, so the scripted ROC curve and describe there are
+    // invalid outputs.
+    let names = |r: &ChatRequest| -> Vec<String> {
+        r.json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(names(&requests[2]).len() > 1);
+    assert_eq!(names(&requests[3]), ["submit_answers"]);
+    assert_eq!(run.steps[3].action, "submit_answers");
+    assert_eq!(run.steps[3].invalid_outputs, 2, "{:?}", run.steps[3]);
+    let state = run.steps[2].observation.split("[State]").nth(1).unwrap();
+    assert!(state.contains("q_anion_gap (choice)"), "{state}");
+    assert!(
+        state.contains("2 actions in a row went past answers you can submit: only submit_answers is offered now."),
+        "{state}"
+    );
+    // Submitting resets it.
+    assert!(names(&requests[6]).len() > 1, "{:?}", names(&requests[6]));
+    assert_eq!(run.termination, Termination::Finished);
+    assert_eq!(run.steps[3].answers["n_deaths_28d"].value, AnswerValue::Number(gold.fields["n_deaths_28d"]));
 }

@@ -524,6 +524,13 @@ pub struct SchemaState {
     /// tool's result can fill (the grounded strategy's dead end, said in
     /// the `[State]` line), so another action could only loop.
     pub finish_only: bool,
+    /// The grounded strategy (`--strategy typed-grounded`): its
+    /// `build_cohort` schema ([`super::cohort::grounded_params_schema_for`]).
+    pub grounded: bool,
+    /// Only `submit_answers` is offered: the grounded strategy went past
+    /// answers it could submit [`super::env::PASSES_BEFORE_SUBMIT`] times
+    /// in a row (said in the `[State]` line).
+    pub submit_only: bool,
 }
 
 /// The typed strategy's schema for one task in one state (Evident's): the
@@ -545,7 +552,12 @@ pub struct SchemaState {
 /// none is offerable, and `finish_only` leaves nothing but `finish_task`.
 pub fn state_response_schema(task: &crate::task::Task, excluded: &[&str], state: &SchemaState) -> Value {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
-    response_schema_with(Strategy::Typed, excluded, Some(super::cohort::params_schema_for(&text)), Some(state))
+    let cohort = if state.grounded {
+        super::cohort::grounded_params_schema_for(&text)
+    } else {
+        super::cohort::params_schema_for(&text)
+    };
+    response_schema_with(Strategy::Typed, excluded, Some(cohort), Some(state))
 }
 
 /// Whether the typed tool's column parameter `key` takes a 0/1 column.
@@ -641,6 +653,7 @@ fn response_schema_with(
             let stats = StatsTool::ALL.iter().any(|t| t.name() == d.name);
             let params: Value = match (&cohort_params, d.name, state) {
                 (_, name, Some(s)) if s.finish_only && name != "finish_task" => return None,
+                (_, name, Some(s)) if s.submit_only && name != "submit_answers" => return None,
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
                 // Once the cohort exists the schema already names every table

@@ -69,6 +69,91 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
     schema
 }
 
+/// `build_cohort`'s parameter schema for the grounded strategy
+/// (`--strategy typed-grounded`, Evident's): [`params_schema_for`], and the
+/// protocol's criteria the model may not leave out. A protocol that names a
+/// laboratory itemid gets at least one laboratory criterion, each only its
+/// itemid (Evident names the column after the item's label in
+/// `d_labitems`, [`name_labs_by_label`], and stays without a value are
+/// excluded, as every development protocol says); one whose outcome is a
+/// death within N days gets `death_within_days` fixed to N. In runs 2 and 4
+/// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
+/// named the anion-gap column `lactate`.
+pub fn grounded_params_schema_for(protocol_text: &str) -> Value {
+    let mut schema = params_schema_for(protocol_text);
+    let mut required = Vec::new();
+    let props = schema["properties"].as_object_mut().expect("the schema has properties");
+    if let Some(labs) = props.get_mut("labs") {
+        let itemids = labs["items"]["properties"]["itemid"].clone();
+        labs["items"] = serde_json::json!({
+            "type": "object",
+            "properties": {"itemid": itemids},
+            "required": ["itemid"],
+            "additionalProperties": false
+        });
+        labs["minItems"] = Value::from(1);
+        required.push("labs");
+    }
+    if let Some(days) = protocol_death_days(protocol_text) {
+        props.insert("death_within_days".into(), serde_json::json!({"const": days}));
+        required.push("death_within_days");
+    }
+    schema["required"] = serde_json::json!(required);
+    schema
+}
+
+/// The N of an outcome "death ... within N days" on the protocol's
+/// `Outcome:` line, if it has one.
+pub fn protocol_death_days(protocol_text: &str) -> Option<i64> {
+    let line = protocol_text.lines().find(|l| l.trim_start().starts_with("Outcome:"))?.to_lowercase();
+    if !line.contains("death") {
+        return None;
+    }
+    let after = line.split("within ").nth(1)?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    let rest = after[digits.len()..].trim_start();
+    (rest.starts_with("days") || rest.starts_with("day ")).then(|| digits.parse().ok()).flatten()
+}
+
+/// Gives each laboratory criterion without a `name` the column name of its
+/// item's label in `mimiciv_hosp.d_labitems` (`Anion Gap` becomes
+/// `anion_gap`); an itemid with no label is left for [`build_cohort`] to
+/// refuse.
+pub fn name_labs_by_label(db: &mut ReadOnlyConnection, params: &mut Map<String, Value>) -> Result<(), String> {
+    let Some(labs) = params.get_mut("labs").and_then(Value::as_array_mut) else { return Ok(()) };
+    for lab in labs.iter_mut().filter_map(Value::as_object_mut) {
+        let Some(itemid) = lab.get("itemid").and_then(Value::as_i64).filter(|_| !lab.contains_key("name")) else {
+            continue;
+        };
+        let found = db
+            .query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {itemid}"))
+            .map_err(|e| e.to_string())?;
+        if let Some(label) = found.rows.first().and_then(|r| r.first()) {
+            lab.insert("name".into(), Value::from(label_column(&label.to_text())));
+        }
+    }
+    Ok(())
+}
+
+/// A column name from a laboratory item's label: lower case, each run of
+/// other characters one `_` (`Anion Gap` is `anion_gap`, `pO2` is `po2`),
+/// `lab_` before one that would not start with a letter.
+pub fn label_column(label: &str) -> String {
+    let mut out = String::new();
+    for c in label.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    let out = out.trim_end_matches('_').to_string();
+    match out.chars().next() {
+        Some(c) if c.is_ascii_lowercase() && !FIXED_COLUMNS.contains(&out.as_str()) => out,
+        _ => format!("lab_{out}"),
+    }
+}
+
 /// A laboratory criterion: the first-day maximum of one `itemid`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabCriterion {

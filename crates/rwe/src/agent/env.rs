@@ -52,7 +52,18 @@ pub struct StudyEnv {
     /// `--strategy typed-grounded`: an answer only from a computed result
     /// (a field as `{"from_result": KEY}`, a choice after an effect or test).
     grounded: bool,
+    /// Grounded strategy: the actions in a row, other than
+    /// `submit_answers`, taken while something could be submitted; at
+    /// [`PASSES_BEFORE_SUBMIT`] only `submit_answers` is offered. Not
+    /// stored with the steps: a resumed run starts it at 0.
+    passed_up: u32,
 }
+
+/// How many actions in a row the grounded strategy may take past answers
+/// it could submit before only `submit_answers` is offered. In run 4 the
+/// anion-gap task had the reference's odds ratio at step 4 and ran six
+/// more regressions without answering.
+pub const PASSES_BEFORE_SUBMIT: u32 = 2;
 
 impl StudyEnv {
     pub fn new(
@@ -77,6 +88,7 @@ impl StudyEnv {
             observations: Vec::new(),
             new_results: Vec::new(),
             grounded: false,
+            passed_up: 0,
         }
     }
 
@@ -133,6 +145,12 @@ impl StudyEnv {
         let limit = self.sandbox.max_observation_chars;
         self.analysis = None;
         self.new_results.clear();
+        if self.is_grounded() && self.audit_file_present() && self.something_offerable() {
+            match action {
+                Action::SubmitAnswers { .. } => self.passed_up = 0,
+                _ => self.passed_up += 1,
+            }
+        }
         let (mut text, finished) = match self.dispatch(step, action) {
             Ok(done) => done,
             Err(message) => (format!("The action failed: {message}"), false),
@@ -238,9 +256,14 @@ impl StudyEnv {
                 done(serde_json::to_string(&info).unwrap_or_default())
             }
             Action::BuildCohort { params } => {
-                let spec = super::cohort::CohortSpec::from_params(params)?;
-                let root = self.workspace.root().to_path_buf();
+                let grounded = self.is_grounded();
                 let db = self.db.as_mut().ok_or("no database connection in this strategy")?;
+                let mut params = params.clone();
+                if grounded {
+                    super::cohort::name_labs_by_label(db, &mut params)?;
+                }
+                let spec = super::cohort::CohortSpec::from_params(&params)?;
+                let root = self.workspace.root().to_path_buf();
                 let text = super::cohort::build_cohort(db, &root, &spec)?;
                 if let Some((rows, _)) = audit_summary(&root.join(AUDIT_FILE)) {
                     self.new_results.push(("stays".into(), ResultValue::Count { n: rows as u64 }));
@@ -295,9 +318,11 @@ impl StudyEnv {
                         &self.observations,
                     ))
                 });
-                let basis = match (self.sheet.task().question(id).is_some_and(|q| q.choice.is_some()), basis) {
-                    (true, _) => Some(provenance::choice_basis(&self.results)),
-                    (false, b) => b,
+                let task = self.sheet.task();
+                let basis = match (task.question(id).filter(|q| q.choice.is_some()), basis) {
+                    (Some(q), _) if self.is_grounded() => Some(provenance::choice_basis_for(task, q, &self.results)),
+                    (Some(_), _) => Some(provenance::choice_basis(&self.results)),
+                    (None, b) => b,
                 };
                 bases.extend(basis.map(|b| (id.clone(), b)));
                 continue;
@@ -362,17 +387,32 @@ impl StudyEnv {
         let task = self.sheet.task();
         let tools = |q: &crate::task::Question| provenance::tools_for(task, q).join(" or ");
         if let Some(q) = task.question(id).filter(|q| q.choice.is_some()) {
-            return (!provenance::analysis_done(&self.results)).then(|| {
-                format!("a choice is answered once an effect or test has been computed (compute it with {})", tools(q))
+            return (!provenance::choice_ready(task, q, &self.results)).then(|| {
+                format!(
+                    "a choice is answered once the effect or test of its question has been computed (compute it with {})",
+                    tools(q)
+                )
             });
         }
-        let (q, _) = task.field(id)?;
-        provenance::reference(raw).is_none().then(|| {
-            format!(
+        let (q, field) = task.field(id)?;
+        let Some(key) = provenance::reference(raw) else {
+            return Some(format!(
                 "a field takes only {{\"from_result\": KEY}}, a result a tool computed, not a typed number (compute it with {})",
                 tools(q)
-            )
+            ));
+        };
+        let relevant = provenance::relevant(task, id, field, &self.results);
+        let fits = provenance::candidates(task, field, &self.results).contains(&key);
+        (fits && !relevant.contains(&key)).then(|| match relevant.is_empty() {
+            true => format!("result {key} is not about what {id} counts (compute it with {})", tools(q)),
+            false => format!("result {key} is not about what {id} counts; use {}", relevant.join(" or ")),
         })
+    }
+
+    /// Whether the grounded strategy could submit something now.
+    fn something_offerable(&self) -> bool {
+        let (waiting, dead) = self.grounded_gaps();
+        self.sheet.remaining().iter().any(|id| !waiting.contains(id) && !dead.contains(id))
     }
 
     /// The open ids the grounded strategy cannot offer yet, and those it
@@ -385,8 +425,10 @@ impl StudyEnv {
         for id in self.sheet.remaining() {
             match task.field(&id) {
                 Some((_, f)) if !provenance::fillable_by_a_tool(task, f) => dead.push(id),
-                Some((_, f)) if provenance::candidates(task, f, &self.results).is_empty() => waiting.push(id),
-                None if !provenance::analysis_done(&self.results) => waiting.push(id),
+                Some((_, f)) if provenance::relevant(task, &id, f, &self.results).is_empty() => waiting.push(id),
+                None if !task.question(&id).is_some_and(|q| provenance::choice_ready(task, q, &self.results)) => {
+                    waiting.push(id)
+                }
                 _ => {}
             }
         }
@@ -484,7 +526,7 @@ impl StudyEnv {
             let field = task.field(id);
             if !waiting.contains(id) {
                 offered.push(match field {
-                    Some((_, f)) => format!("{id} ({})", provenance::candidates(task, f, &self.results).join(", ")),
+                    Some((_, f)) => format!("{id} ({})", provenance::relevant(task, id, f, &self.results).join(", ")),
                     None => format!("{id} (choice)"),
                 });
                 continue;
@@ -521,7 +563,12 @@ impl StudyEnv {
                 typed.join(", ")
             ));
         }
-        if !offered.is_empty() {
+        if !offered.is_empty() && self.passed_up >= PASSES_BEFORE_SUBMIT {
+            note.push_str(&format!(
+                " {} actions in a row went past answers you can submit: only submit_answers is offered now.",
+                self.passed_up
+            ));
+        } else if !offered.is_empty() {
             note.push_str(" Next: submit_answers, each field as {\"from_result\": KEY} with one of its keys.");
         } else if let Some(first) = compute.first() {
             note.push_str(&format!(
@@ -559,14 +606,17 @@ impl StudyEnv {
         let task = self.sheet.task();
         let grounded = self.is_grounded();
         let (waiting, dead) = if grounded { self.grounded_gaps() } else { (Vec::new(), Vec::new()) };
-        let open_answers = self
+        let open_answers: Vec<(String, Value)> = self
             .sheet
             .open_answer_schemas()
             .into_iter()
             .filter(|(id, _)| !waiting.contains(id) && !dead.contains(id))
             .filter_map(|(id, schema)| {
-                let keys =
-                    task.field(&id).map(|(_, f)| provenance::candidates(task, f, &self.results)).unwrap_or_default();
+                let keys = match task.field(&id) {
+                    Some((_, f)) if grounded => provenance::relevant(task, &id, f, &self.results),
+                    Some((_, f)) => provenance::candidates(task, f, &self.results),
+                    None => Vec::new(),
+                };
                 let schema = match task.field(&id) {
                     Some(_) if grounded => provenance::reference_only(&keys)?,
                     _ => provenance::with_reference(schema, &keys),
@@ -576,8 +626,12 @@ impl StudyEnv {
             .collect();
         let audit_present = self.audit_file_present();
         let remaining = self.sheet.remaining();
+        let submit_only =
+            grounded && audit_present && !open_answers.is_empty() && self.passed_up >= PASSES_BEFORE_SUBMIT;
         SchemaState {
             audit_present,
+            grounded,
+            submit_only,
             open_answers,
             tables,
             db_tables: self.db_tables.clone(),
@@ -1015,7 +1069,9 @@ fn statistics(
             let share = |ones: u64, n: u64| ResultValue::Binary { ones, n };
             let results = vec![
                 (
-                    "Fisher OR".to_string(),
+                    // Named for its table, so the grounded strategy can tell a
+                    // test of the question's exposure from another.
+                    format!("Fisher OR {row} by {column}"),
                     ResultValue::Effect {
                         effect: "odds_ratio".into(),
                         ratio: f.odds_ratio,
