@@ -289,6 +289,13 @@ pub fn choice_ready(task: &Task, question: &Question, results: &[ResultNumber]) 
     effects.iter().any(|f| !relevant(task, f.name(), f, results).is_empty())
 }
 
+/// What a field waits for, for the `[State]` line: the words a result's
+/// key must hold to be offered for it ([`relevant`]), a cohort's size left
+/// out (every cohort has one); empty when any result of its type will do.
+pub fn named_for(task: &Task, id: &str) -> Vec<String> {
+    subject_words(task, id).into_iter().filter(|w| w != "size").collect()
+}
+
 /// The words of a field's name that say what it is about ([`relevant`]).
 fn subject_words(task: &Task, id: &str) -> Vec<String> {
     let Some((question, field)) = task.field(id) else { return Vec::new() };

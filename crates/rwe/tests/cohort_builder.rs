@@ -36,7 +36,7 @@ fn spec(json: &str) -> CohortSpec {
 /// Each development protocol's criteria as build_cohort parameters, and
 /// what the task's R reference (gold.json, README) counts.
 const PROTOCOLS: &[(&str, &str, usize, &str, f64)] = &[
-    ("age-baseline-mortality", r#"{}"#, 100, "hospital_expire_flag", 11.0),
+    ("age-baseline-mortality", r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#, 100, "older", 46.0),
     (
         "lactate-hospital-mortality",
         r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#,
@@ -46,10 +46,10 @@ const PROTOCOLS: &[(&str, &str, usize, &str, f64)] = &[
     ),
     (
         "rdw-one-year-survival",
-        r#"{"labs": [{"itemid": 51277, "name": "rdw"}], "death_within_days": 365}"#,
+        r#"{"labs": [{"itemid": 51277, "name": "rdw"}], "death_within_days": 365, "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}]}"#,
         99,
-        "death_365d",
-        25.0,
+        "high_rdw",
+        27.0,
     ),
     (
         "anion-gap-28day-auc",
@@ -83,7 +83,7 @@ fn check_protocols(url: &DatabaseUrl) {
         let attrition = evident_rwe::report::AttritionReport::read(dir.path(), Some(table.rows.len()));
         assert_eq!(attrition.agrees_with_audit(), Some(true), "{task}: {attrition:?}");
         let sql = std::fs::read_to_string(dir.path().join("cohort.sql")).unwrap();
-        assert!(sql.starts_with("SELECT * FROM (") && sql.contains("c.age >= 18"), "{sql}");
+        assert!(sql.starts_with("SELECT c.*") && sql.contains("c.age >= 18"), "{sql}");
     }
     // The lactate cohort gives the reference's odds ratio through the typed tool.
     let dir = tempfile::tempdir().unwrap();
@@ -127,6 +127,12 @@ fn bad_criteria_say_what_to_fix() {
     );
     assert!(clash.contains("the lab itemid 50912 and the drug are both named \"statin\""), "{clash}");
     assert!(clash.contains("name a lab after what it measures"), "{clash}");
+    let e = err(r#"{"groups": [{"name": "high", "column": "lactate", "above": 2}]}"#);
+    assert!(e.contains("group high cuts column \"lactate\", which is not one of age"), "{e}");
+    let e = err(r#"{"groups": [{"name": "older", "column": "age"}]}"#);
+    assert!(e.contains("needs one of \"at_least\" or \"above\""), "{e}");
+    let e = err(r#"{"groups": [{"name": "female", "column": "age", "at_least": 65}]}"#);
+    assert!(e.contains("not a usable column name"), "{e}");
 }
 
 /// Criteria that name no laboratory item, match no prescription or leave

@@ -177,7 +177,7 @@ fn answers_come_only_from_computed_results() {
     let state = run.steps[1].observation.split("[State]").nth(1).unwrap();
     assert!(
         state.contains(
-            "Compute on cohort_audit.csv: n_deaths, median_lactate with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute n_deaths, median_lactate with describe."
+            "Compute on cohort_audit.csv: n_deaths (named for death), median_lactate (named for lactate) with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute n_deaths (named for death), median_lactate (named for lactate) with describe."
         ),
         "{state}"
     );

@@ -32,7 +32,7 @@ use crate::audit::{ATTRITION_FILE, AUDIT_FILE};
 pub const COHORT_SQL_FILE: &str = "cohort.sql";
 
 /// JSON Schema of `build_cohort`'s parameters.
-pub const PARAMS_SCHEMA: &str = r#"{"type": "object", "properties": {"min_age": {"type": "integer", "minimum": 0, "maximum": 120}, "first_icu_stay_only": {"type": "boolean"}, "labs": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {"itemid": {"type": "integer", "minimum": 1, "maximum": 999999}, "name": {"type": "string", "maxLength": 32}, "required": {"type": "boolean"}}, "required": ["itemid", "name"], "additionalProperties": false}}, "drug": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "contains": {"type": "array", "minItems": 1, "maxItems": 10, "items": {"type": "string", "maxLength": 40}}}, "required": ["name", "contains"], "additionalProperties": false}, "death_within_days": {"type": "integer", "minimum": 1, "maximum": 3650}}, "required": [], "additionalProperties": false}"#;
+pub const PARAMS_SCHEMA: &str = r#"{"type": "object", "properties": {"min_age": {"type": "integer", "minimum": 0, "maximum": 120}, "first_icu_stay_only": {"type": "boolean"}, "labs": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {"itemid": {"type": "integer", "minimum": 1, "maximum": 999999}, "name": {"type": "string", "maxLength": 32}, "required": {"type": "boolean"}}, "required": ["itemid", "name"], "additionalProperties": false}}, "drug": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "contains": {"type": "array", "minItems": 1, "maxItems": 10, "items": {"type": "string", "maxLength": 40}}}, "required": ["name", "contains"], "additionalProperties": false}, "death_within_days": {"type": "integer", "minimum": 1, "maximum": 3650}, "groups": {"type": "array", "maxItems": 2, "items": {"anyOf": [{"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "column": {"type": "string", "maxLength": 32}, "at_least": {"type": "number"}}, "required": ["name", "column", "at_least"], "additionalProperties": false}, {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "column": {"type": "string", "maxLength": 32}, "above": {"type": "number"}}, "required": ["name", "column", "above"], "additionalProperties": false}]}}}, "required": [], "additionalProperties": false}"#;
 
 /// The labevents itemids a protocol names ("itemid 50813"), in order.
 pub fn protocol_itemids(text: &str) -> Vec<i64> {
@@ -171,6 +171,19 @@ pub struct DrugExposure {
     pub contains: Vec<String>,
 }
 
+/// A 0/1 group column cut from a numeric one (`age` or a laboratory
+/// column): 1 where `column` is at least `value` (`inclusive`) or above
+/// it, 0 where it is less, empty where it is missing. The age task's
+/// "older" (65 or more) and the RDW task's "high RDW" (above 15.5 %), which
+/// a small model could not write in SQL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupColumn {
+    pub name: String,
+    pub column: String,
+    pub value: f64,
+    pub inclusive: bool,
+}
+
 /// The criteria `build_cohort` takes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CohortSpec {
@@ -179,6 +192,7 @@ pub struct CohortSpec {
     pub labs: Vec<LabCriterion>,
     pub drug: Option<DrugExposure>,
     pub death_within_days: Option<i64>,
+    pub groups: Vec<GroupColumn>,
     pub hours_before: i64,
     pub hours_after: i64,
 }
@@ -264,12 +278,38 @@ impl CohortSpec {
             None | Some(Value::Null) => None,
             Some(_) => Some(int("death_within_days", 28)?).filter(|d| *d > 0),
         };
+        let mut groups = Vec::new();
+        if let Some(list) = params.get("groups") {
+            let list = list.as_array().ok_or("build_cohort: groups must be a list of {\"name\", \"column\", \"at_least\" or \"above\"}")?;
+            for g in list {
+                let name = column_name(g.get("name").and_then(Value::as_str).unwrap_or(""), "group name")?;
+                let column = g.get("column").and_then(Value::as_str).unwrap_or("").trim().to_ascii_lowercase();
+                let numeric: Vec<&str> =
+                    std::iter::once("age").chain(labs.iter().map(|l| l.name.as_str())).collect();
+                if !numeric.contains(&column.as_str()) {
+                    return Err(format!(
+                        "build_cohort: group {name} cuts column {column:?}, which is not one of {}; nothing was written",
+                        numeric.join(", ")
+                    ));
+                }
+                let (value, inclusive) = match (g.get("at_least").and_then(Value::as_f64), g.get("above").and_then(Value::as_f64)) {
+                    (Some(v), None) => (v, true),
+                    (None, Some(v)) => (v, false),
+                    _ => return Err(format!("build_cohort: group {name} needs one of \"at_least\" or \"above\", a number")),
+                };
+                if !value.is_finite() {
+                    return Err(format!("build_cohort: group {name}'s cut is not a number"));
+                }
+                groups.push(GroupColumn { name, column, value, inclusive });
+            }
+        }
         // Each criterion's column and what it is, for a clash's message (the
         // 0.5B model named the statin task's creatinine lab "statin", like
         // the drug, three times in one run).
         let mut columns: Vec<(&str, String)> =
             labs.iter().map(|l| (l.name.as_str(), format!("the lab itemid {}", l.itemid))).collect();
         columns.extend(drug.iter().map(|d| (d.name.as_str(), "the drug".to_string())));
+        columns.extend(groups.iter().map(|g| (g.name.as_str(), format!("the group cut from {}", g.column))));
         for (i, (name, what)) in columns.iter().enumerate() {
             if let Some((_, other)) = columns[i + 1..].iter().find(|(n, _)| n == name) {
                 return Err(format!(
@@ -283,6 +323,7 @@ impl CohortSpec {
             labs,
             drug,
             death_within_days: death,
+            groups,
             hours_before: 6,
             hours_after: 24,
         })
@@ -351,8 +392,21 @@ impl CohortSpec {
         for lab in self.labs.iter().filter(|l| l.required) {
             filters.push(format!("c.{} IS NOT NULL", lab.name));
         }
+        let groups: String = self
+            .groups
+            .iter()
+            .map(|g| {
+                let op = if g.inclusive { ">=" } else { ">" };
+                format!(
+                    ",\n  CASE WHEN c.{col} IS NULL THEN NULL WHEN c.{col} {op} {v} THEN 1 ELSE 0 END AS {name}",
+                    col = g.column,
+                    v = g.value,
+                    name = g.name
+                )
+            })
+            .collect();
         format!(
-            "SELECT * FROM (\n{}\n) c\nWHERE {}\nORDER BY c.subject_id, c.stay_id",
+            "SELECT c.*{groups}\nFROM (\n{}\n) c\nWHERE {}\nORDER BY c.subject_id, c.stay_id",
             self.base_sql(postgres),
             filters.join("\n  AND ")
         )
@@ -487,12 +541,16 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
     let _ = writeln!(text, "Columns of {AUDIT_FILE}: {}", header.join(", "));
     let _ = writeln!(
         text,
-        "female is 1 for women; hospital_expire_flag is 1 for in-hospital death{}.",
+        "female is 1 for women; hospital_expire_flag is 1 for in-hospital death{}{}.",
         match &death_cols {
             Some((death, follow)) =>
                 format!("; {death} is 1 for death within the days; {follow} is the follow-up in days"),
             None => String::new(),
-        }
+        },
+        spec.groups
+            .iter()
+            .map(|g| format!("; {} is 1 where {} {} {}", g.name, g.column, if g.inclusive { ">=" } else { ">" }, g.value))
+            .collect::<String>()
     );
     Ok(text)
 }

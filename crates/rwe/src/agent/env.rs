@@ -518,7 +518,7 @@ impl StudyEnv {
         let task = self.sheet.task();
         let (waiting, dead) = self.grounded_gaps();
         let mut offered = Vec::new();
-        let mut to_compute: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+        let mut to_compute: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
         for id in remaining {
             if dead.contains(id) {
                 continue;
@@ -536,6 +536,13 @@ impl StudyEnv {
             if tools.is_empty() {
                 tools.push(if field.is_some() { "a statistics tool" } else { "an effect or test" });
             }
+            // A field waits for a result named for what it counts.
+            let words = provenance::named_for(task, id);
+            let id = if field.is_some() && !words.is_empty() {
+                format!("{id} (named for {})", words.join(" and "))
+            } else {
+                id.clone()
+            };
             match to_compute.iter_mut().find(|(_, t)| *t == tools) {
                 Some((ids, _)) => ids.push(id),
                 None => to_compute.push((vec![id], tools)),
