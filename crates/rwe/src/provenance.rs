@@ -336,7 +336,8 @@ fn subject_words(task: &Task, id: &str) -> Vec<String> {
 
 /// The words of a field name that are not the words of its type.
 fn own_words(name: &str) -> Vec<String> {
-    const TYPE_WORDS: [&str; 12] = ["n", "pct", "percent", "prop", "proportion", "median", "mean", "or", "hr", "rr", "p", "auc"];
+    const TYPE_WORDS: [&str; 12] =
+        ["n", "pct", "percent", "prop", "proportion", "median", "mean", "or", "hr", "rr", "p", "auc"];
     name.split('_').filter(|w| !w.is_empty() && !TYPE_WORDS.contains(w)).map(canonical).collect()
 }
 

@@ -36,7 +36,13 @@ fn spec(json: &str) -> CohortSpec {
 /// Each development protocol's criteria as build_cohort parameters, and
 /// what the task's R reference (gold.json, README) counts.
 const PROTOCOLS: &[(&str, &str, usize, &str, f64)] = &[
-    ("age-baseline-mortality", r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#, 100, "older", 46.0),
+    (
+        "age-baseline-mortality",
+        r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#,
+        100,
+        "older",
+        46.0,
+    ),
     (
         "lactate-hospital-mortality",
         r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#,

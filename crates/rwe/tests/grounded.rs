@@ -96,8 +96,7 @@ fn answers_come_only_from_computed_results() {
     let mut env = env_for(dir.path(), task, gold.clone());
     let guessed = submit(r#"{"n_patients": 74}"#);
     let early_choice = submit(r#"{"q_lactate": "A"}"#);
-    let counts_from_stays =
-        submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "stays"}}"#);
+    let counts_from_stays = submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "stays"}}"#);
     let script = vec![
         act("build_cohort", BUILD),
         guessed.clone(),
@@ -106,7 +105,9 @@ fn answers_come_only_from_computed_results() {
         submit(r#"{"n_patients": {"from_result": "stays"}}"#),
         early_choice.clone(),
         act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate", "hospital_expire_flag"]}"#),
-        submit(r#"{"n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#),
+        submit(
+            r#"{"n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
+        ),
         act("logistic_regression", LOGISTIC),
         submit(r#"{"q_lactate": "A"}"#),
         submit(
@@ -246,11 +247,18 @@ fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
         obs.text
     );
     assert!(
-        obs.text.contains("n_deaths: not recorded: result stays is not about what n_deaths counts (compute it with describe)"),
+        obs.text.contains(
+            "n_deaths: not recorded: result stays is not about what n_deaths counts (compute it with describe)"
+        ),
         "{}",
         obs.text
     );
-    assert!(obs.text.contains("median_lactate: not recorded: no result stays") || obs.text.contains("median_lactate: not recorded: result stays"), "{}", obs.text);
+    assert!(
+        obs.text.contains("median_lactate: not recorded: no result stays")
+            || obs.text.contains("median_lactate: not recorded: result stays"),
+        "{}",
+        obs.text
+    );
     assert!(
         obs.text.contains("q_lactate: not recorded: a choice is answered once the effect or test of its question has been computed (compute it with logistic_regression)"),
         "{}",
@@ -431,10 +439,14 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold.clone());
-    let logistic = r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "female"]}"#;
+    let logistic =
+        r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "female"]}"#;
     let script = vec![
         act("build_cohort", r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#),
-        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["anion_gap", "death_28d", "hospital_expire_flag"]}"#),
+        act(
+            "describe",
+            r#"{"file": "cohort_audit.csv", "columns": ["anion_gap", "death_28d", "hospital_expire_flag"]}"#,
+        ),
         act("logistic_regression", logistic),
         act("roc_auc", r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictor": "anion_gap"}"#),
         act("describe", r#"{"file": "cohort_audit.csv", "columns": ["age"]}"#),
@@ -478,4 +490,29 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     assert!(names(&requests[6]).len() > 1, "{:?}", names(&requests[6]));
     assert_eq!(run.termination, Termination::Finished);
     assert_eq!(run.steps[3].answers["n_deaths_28d"].value, AnswerValue::Number(gold.fields["n_deaths_28d"]));
+}
+
+/// The grounded builder names a lab column after its `d_labitems` label
+/// and takes an itemid stated twice as one criterion; its schema allows no
+/// more labs than the protocol names.
+#[test]
+fn a_lab_stated_twice_is_one_column_named_from_its_label() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let schema = env.response_schema(&[]);
+    let twice = act("build_cohort", r#"{"labs": [{"itemid": 50868}, {"itemid": 50868}], "death_within_days": 28}"#);
+    assert!(SchemaValidator::new(&schema).unwrap().check(&twice).is_err(), "one lab in this protocol");
+    let params =
+        serde_json::from_str::<Value>(r#"{"labs": [{"itemid": 50868}, {"itemid": 50868}], "death_within_days": 28}"#)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .clone();
+    let obs = env.execute(1, &Action::BuildCohort { params });
+    assert!(obs.text.starts_with("Cohort built: 100 stays"), "{}", obs.text);
+    assert!(obs.text.contains("Columns of cohort_audit.csv: subject_id, hadm_id, stay_id, intime, age, female, hospital_expire_flag, first_icu_stay, days_to_death, anion_gap, death_28d, followup_28d"), "{}", obs.text);
 }

@@ -87,11 +87,12 @@ pub fn grounded_params_schema_for(protocol_text: &str) -> Value {
         let itemids = labs["items"]["properties"]["itemid"].clone();
         labs["items"] = serde_json::json!({
             "type": "object",
-            "properties": {"itemid": itemids},
+            "properties": {"itemid": itemids.clone()},
             "required": ["itemid"],
             "additionalProperties": false
         });
         labs["minItems"] = Value::from(1);
+        labs["maxItems"] = Value::from(itemids.as_array().map_or(1, Vec::len));
         required.push("labs");
     }
     if let Some(days) = protocol_death_days(protocol_text) {
@@ -117,10 +118,21 @@ pub fn protocol_death_days(protocol_text: &str) -> Option<i64> {
 
 /// Gives each laboratory criterion without a `name` the column name of its
 /// item's label in `mimiciv_hosp.d_labitems` (`Anion Gap` becomes
-/// `anion_gap`); an itemid with no label is left for [`build_cohort`] to
-/// refuse.
+/// `anion_gap`), after dropping a repeated itemid; an itemid with no label
+/// is left for [`build_cohort`] to refuse.
 pub fn name_labs_by_label(db: &mut ReadOnlyConnection, params: &mut Map<String, Value>) -> Result<(), String> {
     let Some(labs) = params.get_mut("labs").and_then(Value::as_array_mut) else { return Ok(()) };
+    // The same itemid twice is one criterion (run 5 stated the anion gap's
+    // twice, and the two same-named columns were refused).
+    let mut seen = Vec::new();
+    labs.retain(|lab| match lab.get("itemid").and_then(Value::as_i64) {
+        Some(id) if seen.contains(&id) => false,
+        Some(id) => {
+            seen.push(id);
+            true
+        }
+        None => true,
+    });
     for lab in labs.iter_mut().filter_map(Value::as_object_mut) {
         let Some(itemid) = lab.get("itemid").and_then(Value::as_i64).filter(|_| !lab.contains_key("name")) else {
             continue;
@@ -280,23 +292,29 @@ impl CohortSpec {
         };
         let mut groups = Vec::new();
         if let Some(list) = params.get("groups") {
-            let list = list.as_array().ok_or("build_cohort: groups must be a list of {\"name\", \"column\", \"at_least\" or \"above\"}")?;
+            let list = list
+                .as_array()
+                .ok_or("build_cohort: groups must be a list of {\"name\", \"column\", \"at_least\" or \"above\"}")?;
             for g in list {
                 let name = column_name(g.get("name").and_then(Value::as_str).unwrap_or(""), "group name")?;
                 let column = g.get("column").and_then(Value::as_str).unwrap_or("").trim().to_ascii_lowercase();
-                let numeric: Vec<&str> =
-                    std::iter::once("age").chain(labs.iter().map(|l| l.name.as_str())).collect();
+                let numeric: Vec<&str> = std::iter::once("age").chain(labs.iter().map(|l| l.name.as_str())).collect();
                 if !numeric.contains(&column.as_str()) {
                     return Err(format!(
                         "build_cohort: group {name} cuts column {column:?}, which is not one of {}; nothing was written",
                         numeric.join(", ")
                     ));
                 }
-                let (value, inclusive) = match (g.get("at_least").and_then(Value::as_f64), g.get("above").and_then(Value::as_f64)) {
-                    (Some(v), None) => (v, true),
-                    (None, Some(v)) => (v, false),
-                    _ => return Err(format!("build_cohort: group {name} needs one of \"at_least\" or \"above\", a number")),
-                };
+                let (value, inclusive) =
+                    match (g.get("at_least").and_then(Value::as_f64), g.get("above").and_then(Value::as_f64)) {
+                        (Some(v), None) => (v, true),
+                        (None, Some(v)) => (v, false),
+                        _ => {
+                            return Err(format!(
+                                "build_cohort: group {name} needs one of \"at_least\" or \"above\", a number"
+                            ))
+                        }
+                    };
                 if !value.is_finite() {
                     return Err(format!("build_cohort: group {name}'s cut is not a number"));
                 }
@@ -549,7 +567,13 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
         },
         spec.groups
             .iter()
-            .map(|g| format!("; {} is 1 where {} {} {}", g.name, g.column, if g.inclusive { ">=" } else { ">" }, g.value))
+            .map(|g| format!(
+                "; {} is 1 where {} {} {}",
+                g.name,
+                g.column,
+                if g.inclusive { ">=" } else { ">" },
+                g.value
+            ))
             .collect::<String>()
     );
     Ok(text)
