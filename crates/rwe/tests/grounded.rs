@@ -457,6 +457,9 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     let cohort = branch(&requests[0], "build_cohort").unwrap();
     assert_eq!(cohort["properties"]["death_within_days"], json!({"const": 28}));
     assert_eq!(cohort["required"], json!(["labs", "death_within_days"]));
+    for branch in cohort["properties"]["groups"]["items"]["anyOf"].as_array().unwrap() {
+        assert_eq!(branch["properties"]["column"], json!({"enum": ["age", "anion_gap"]}), "run 5 cut hadm_id");
+    }
     let columns = std::fs::read_to_string(run_dir.path().join("workspace/cohort_audit.csv")).unwrap();
     assert!(columns.lines().next().unwrap().ends_with(",anion_gap,death_28d,followup_28d"), "{columns}");
 

@@ -76,13 +76,20 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
 /// itemid (Evident names the column after the item's label in
 /// `d_labitems`, [`name_labs_by_label`], and stays without a value are
 /// excluded, as every development protocol says); one whose outcome is a
-/// death within N days gets `death_within_days` fixed to N. In runs 2 and 4
+/// death within N days gets `death_within_days` fixed to N. A group cuts
+/// only one of `group_columns` (age and the protocol's lab columns; run 5
+/// cut `hadm_id`). In runs 2 and 4
 /// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
 /// named the anion-gap column `lactate`.
-pub fn grounded_params_schema_for(protocol_text: &str) -> Value {
+pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String]) -> Value {
     let mut schema = params_schema_for(protocol_text);
     let mut required = Vec::new();
     let props = schema["properties"].as_object_mut().expect("the schema has properties");
+    if let Some(branches) = props["groups"]["items"]["anyOf"].as_array_mut() {
+        for b in branches {
+            b["properties"]["column"] = serde_json::json!({"enum": group_columns});
+        }
+    }
     if let Some(labs) = props.get_mut("labs") {
         let itemids = labs["items"]["properties"]["itemid"].clone();
         labs["items"] = serde_json::json!({

@@ -57,6 +57,10 @@ pub struct StudyEnv {
     /// [`PASSES_BEFORE_SUBMIT`] only `submit_answers` is offered. Not
     /// stored with the steps: a resumed run starts it at 0.
     passed_up: u32,
+    /// Grounded strategy: the columns a `build_cohort` group may cut, age
+    /// and the protocol's laboratory items' columns (named from their
+    /// labels), read when the strategy is set.
+    group_columns: Vec<String>,
 }
 
 /// How many actions in a row the grounded strategy may take past answers
@@ -89,6 +93,7 @@ impl StudyEnv {
             new_results: Vec::new(),
             grounded: false,
             passed_up: 0,
+            group_columns: Vec::new(),
         }
     }
 
@@ -100,6 +105,19 @@ impl StudyEnv {
     /// has no effect.
     pub fn set_grounded(&mut self, grounded: bool) {
         self.grounded = grounded;
+        self.group_columns = vec!["age".to_string()];
+        let task = self.sheet.task();
+        let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
+        if let Some(db) = self.db.as_mut().filter(|_| grounded) {
+            for itemid in super::cohort::protocol_itemids(&text) {
+                let label = db.query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {itemid}"));
+                if let Some(label) =
+                    label.ok().and_then(|l| l.rows.first().and_then(|r| r.first()).map(|v| v.to_text()))
+                {
+                    self.group_columns.push(super::cohort::label_column(&label));
+                }
+            }
+        }
     }
 
     /// Whether answers must come from computed results ([`Self::set_grounded`]).
@@ -638,6 +656,7 @@ impl StudyEnv {
         SchemaState {
             audit_present,
             grounded,
+            group_columns: self.group_columns.clone(),
             submit_only,
             open_answers,
             tables,
