@@ -296,6 +296,13 @@ pub fn named_for(task: &Task, id: &str) -> Vec<String> {
     subject_words(task, id).into_iter().filter(|w| w != "size").collect()
 }
 
+/// Whether a name (a result's key, a column) holds one of `words` as
+/// [`relevant`] matches them.
+pub fn names_any(name: &str, words: &[String]) -> bool {
+    let tokens = key_tokens(name);
+    words.iter().any(|w| word_matches(w, &tokens, name))
+}
+
 /// The words of a field's name that say what it is about ([`relevant`]).
 fn subject_words(task: &Task, id: &str) -> Vec<String> {
     let Some((question, field)) = task.field(id) else { return Vec::new() };

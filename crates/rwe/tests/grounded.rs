@@ -439,8 +439,7 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold.clone());
-    let logistic =
-        r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "female"]}"#;
+    let logistic = r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#;
     let script = vec![
         act("build_cohort", r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#),
         act(
@@ -452,6 +451,11 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
         act("describe", r#"{"file": "cohort_audit.csv", "columns": ["age"]}"#),
         submit(r#"{"n_deaths_28d": {"from_result": "death_28d"}}"#),
         act("finish_task", "{}"),
+        act("roc_auc", r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictor": "anion_gap"}"#),
+        submit(r#"{"n_patients": {"from_result": "stays"}, "q_anion_gap": "A"}"#),
+        submit(
+            r#"{"or_anion_gap": {"from_result": "OR anion_gap"}, "or_anion_gap_low": {"from_result": "OR anion_gap"}, "or_anion_gap_high": {"from_result": "OR anion_gap"}, "p_anion_gap": {"from_result": "OR anion_gap"}, "auc_anion_gap": {"from_result": "AUC anion_gap"}}"#,
+        ),
     ];
     let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
     let cohort = branch(&requests[0], "build_cohort").unwrap();
@@ -480,6 +484,7 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
             .collect()
     };
     assert!(names(&requests[2]).len() > 1);
+    assert!(!names(&requests[0]).contains(&"finish_task".to_string()), "no finishing before the cohort");
     assert_eq!(names(&requests[3]), ["submit_answers"]);
     assert_eq!(run.steps[3].action, "submit_answers");
     assert_eq!(run.steps[3].invalid_outputs, 2, "{:?}", run.steps[3]);
@@ -489,9 +494,19 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
         state.contains("2 actions in a row went past answers you can submit: only submit_answers is offered now."),
         "{state}"
     );
-    // Submitting resets it.
+    // Submitting resets it; finish_task is not offered while a tool could
+    // still fill an open question (run 5's age task stopped at step 4).
     assert!(names(&requests[6]).len() > 1, "{:?}", names(&requests[6]));
-    assert_eq!(run.termination, Termination::Finished);
+    assert!(!names(&requests[6]).contains(&"finish_task".to_string()));
+    assert_eq!(run.steps[4].invalid_outputs, 1, "the early finish_task");
+    assert_eq!(run.steps[4].action, "roc_auc");
+    assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
+    let answers = &run.steps.last().unwrap().answers;
+    for field in ["or_anion_gap", "or_anion_gap_low", "or_anion_gap_high", "p_anion_gap", "auc_anion_gap"] {
+        let AnswerValue::Number(x) = answers[field].value else { panic!("{field}") };
+        let want = gold.fields[field];
+        assert!((x - want).abs() <= 1e-6 * want.abs(), "{field}: {x} against R's {want}");
+    }
     assert_eq!(run.steps[3].answers["n_deaths_28d"].value, AnswerValue::Number(gold.fields["n_deaths_28d"]));
 }
 
@@ -518,4 +533,41 @@ fn a_lab_stated_twice_is_one_column_named_from_its_label() {
     let obs = env.execute(1, &Action::BuildCohort { params });
     assert!(obs.text.starts_with("Cohort built: 100 stays"), "{}", obs.text);
     assert!(obs.text.contains("Columns of cohort_audit.csv: subject_id, hadm_id, stay_id, intime, age, female, hospital_expire_flag, first_icu_stay, days_to_death, anion_gap, death_28d, followup_28d"), "{}", obs.text);
+}
+
+/// Run 5's age task built its cohort without the `older` group and then
+/// finished with five baseline fields open: the state now says that no
+/// column is named for older and the cohort must be built again with it,
+/// and finish_task is not offered while a tool could fill an open field.
+#[test]
+fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/age-baseline-mortality");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    env.execute(1, &Action::BuildCohort { params: params("{}") });
+    let state = env.state_note();
+    assert!(
+        state.contains("n_older (named for older; no column of cohort_audit.csv is: build the cohort again with it)"),
+        "{state}"
+    );
+    assert!(state.contains("n_deaths (named for death) with describe"), "{state}");
+    let offered_actions = |env: &StudyEnv| -> Vec<String> {
+        env.response_schema(&[])["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!offered_actions(&env).contains(&"finish_task".to_string()));
+    let obs = env.execute(
+        2,
+        &Action::BuildCohort { params: params(r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#) },
+    );
+    assert!(obs.text.contains("older is 1 where age >= 65"), "{}", obs.text);
+    assert!(!env.state_note().contains("no column of cohort_audit.csv is"), "{}", env.state_note());
 }

@@ -527,6 +527,10 @@ pub struct SchemaState {
     /// The grounded strategy (`--strategy typed-grounded`): its
     /// `build_cohort` schema ([`super::cohort::grounded_params_schema_for`]).
     pub grounded: bool,
+    /// `finish_task` is not offered: the grounded strategy has no cohort
+    /// yet, or an open question some tool's result could still fill (run
+    /// 5's age task finished at step 4 with five baseline fields open).
+    pub no_finish: bool,
     /// The columns a grounded `build_cohort` group may cut (age and the
     /// protocol's laboratory columns).
     pub group_columns: Vec<String>,
@@ -657,6 +661,7 @@ fn response_schema_with(
             let params: Value = match (&cohort_params, d.name, state) {
                 (_, name, Some(s)) if s.finish_only && name != "finish_task" => return None,
                 (_, name, Some(s)) if s.submit_only && name != "submit_answers" => return None,
+                (_, "finish_task", Some(s)) if s.no_finish => return None,
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
                 // Once the cohort exists the schema already names every table

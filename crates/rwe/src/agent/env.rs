@@ -535,6 +535,8 @@ impl StudyEnv {
         }
         let task = self.sheet.task();
         let (waiting, dead) = self.grounded_gaps();
+        let columns =
+            csv_columns(&self.workspace.root().join(AUDIT_FILE), AUDIT_FILE).map(|c| c.numeric).unwrap_or_default();
         let mut offered = Vec::new();
         let mut to_compute: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
         for id in remaining {
@@ -554,10 +556,21 @@ impl StudyEnv {
             if tools.is_empty() {
                 tools.push(if field.is_some() { "a statistics tool" } else { "an effect or test" });
             }
-            // A field waits for a result named for what it counts.
+            // A field waits for a result named for what it counts; where no
+            // column of the cohort is, the cohort must be built again with
+            // it (run 5's age task had no `older` column and stopped).
             let words = provenance::named_for(task, id);
             let id = if field.is_some() && !words.is_empty() {
-                format!("{id} (named for {})", words.join(" and "))
+                let missing = !columns.iter().any(|c| provenance::names_any(c, &words));
+                format!(
+                    "{id} (named for {}{})",
+                    words.join(" and "),
+                    if missing {
+                        format!("; no column of {AUDIT_FILE} is: build the cohort again with it")
+                    } else {
+                        String::new()
+                    }
+                )
             } else {
                 id.clone()
             };
@@ -666,6 +679,7 @@ impl StudyEnv {
                 && audit_present
                 && !remaining.is_empty()
                 && remaining.iter().all(|id| dead.contains(id)),
+            no_finish: grounded && (!audit_present || remaining.iter().any(|id| !dead.contains(id))),
         }
     }
 
