@@ -138,7 +138,7 @@ fn bad_criteria_say_what_to_fix() {
     let e = err(r#"{"groups": [{"name": "older", "column": "age"}]}"#);
     assert!(e.contains("needs one of \"at_least\" or \"above\""), "{e}");
     let e = err(r#"{"groups": [{"name": "female", "column": "age", "at_least": 65}]}"#);
-    assert!(e.contains("not a usable column name"), "{e}");
+    assert!(e.contains("not a usable column name: the cohort already has a column female"), "{e}");
 }
 
 /// Criteria that name no laboratory item, match no prescription or leave

@@ -76,7 +76,8 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
 /// itemid (Evident names the column after the item's label in
 /// `d_labitems`, [`name_labs_by_label`], and stays without a value are
 /// excluded, as every development protocol says); one whose outcome is a
-/// death within N days gets `death_within_days` fixed to N. A group cuts
+/// death within N days gets `death_within_days` fixed to N, and one whose
+/// outcome is not has no `death_within_days` at all. A group cuts
 /// only one of `group_columns` (age and the protocol's lab columns; run 5
 /// cut `hadm_id`). In runs 2 and 4
 /// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
@@ -102,9 +103,17 @@ pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String])
         labs["maxItems"] = Value::from(itemids.as_array().map_or(1, Vec::len));
         required.push("labs");
     }
-    if let Some(days) = protocol_death_days(protocol_text) {
-        props.insert("death_within_days".into(), serde_json::json!({"const": days}));
-        required.push("death_within_days");
+    match protocol_death_days(protocol_text) {
+        Some(days) => {
+            props.insert("death_within_days".into(), serde_json::json!({"const": days}));
+            required.push("death_within_days");
+        }
+        // Run 5 gave the lactate task, whose outcome is in-hospital death,
+        // a death within 24 days (the protocol's twenty-four hours) and
+        // counted its deaths from that column.
+        None => {
+            props.remove("death_within_days");
+        }
     }
     schema["required"] = serde_json::json!(required);
     schema
@@ -221,9 +230,13 @@ pub struct CohortSpec {
 fn column_name(raw: &str, what: &str) -> Result<String, String> {
     let name = raw.trim().to_ascii_lowercase().replace([' ', '-'], "_");
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && !FIXED_COLUMNS.contains(&name.as_str());
-    if ok {
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok && FIXED_COLUMNS.contains(&name.as_str()) {
+        // Run 5 named the RDW task's group "age" four times.
+        Err(format!(
+            "{what} {raw:?} is not a usable column name: the cohort already has a column {name}; give it a name of its own, for what it marks"
+        ))
+    } else if ok {
         Ok(name)
     } else {
         // No example name here: the 0.5B model copied one ("lactate") into a
