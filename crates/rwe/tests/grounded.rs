@@ -572,3 +572,57 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
     assert!(obs.text.contains("older is 1 where age >= 65"), "{}", obs.text);
     assert!(!env.state_note().contains("no column of cohort_audit.csv is"), "{}", env.state_note());
 }
+
+/// Run 5's anion-gap task had only its choice left from step 5 and spent
+/// its budget on SQL, R and table descriptions: after three actions in a
+/// row that ran none of the tools the open questions need, with nothing to
+/// submit, only those tools and build_cohort are offered, which the state
+/// says; running one of them lifts it.
+#[test]
+fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    let look = |table: &str| act("describe_table", &format!(r#"{{"table": "{table}"}}"#));
+    let script = vec![
+        act("build_cohort", r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["death_28d"]}"#),
+        submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths_28d": {"from_result": "death_28d"}}"#),
+        look("mimiciv_hosp.patients"),
+        look("mimiciv_hosp.admissions"),
+        look("mimiciv_icu.icustays"),
+        look("mimiciv_hosp.labevents"),
+        act(
+            "logistic_regression",
+            r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#,
+        ),
+        submit(r#"{"q_anion_gap": "A"}"#),
+        act("roc_auc", r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictor": "anion_gap"}"#),
+        submit(
+            r#"{"or_anion_gap": {"from_result": "OR anion_gap"}, "or_anion_gap_low": {"from_result": "OR anion_gap"}, "or_anion_gap_high": {"from_result": "OR anion_gap"}, "p_anion_gap": {"from_result": "OR anion_gap"}, "auc_anion_gap": {"from_result": "AUC anion_gap"}}"#,
+        ),
+    ];
+    let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
+    let names = |r: &ChatRequest| -> Vec<String> {
+        r.json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(names(&requests[5]).contains(&"describe_table".to_string()), "two idle actions: {:?}", names(&requests[5]));
+    assert_eq!(names(&requests[6]), ["build_cohort", "logistic_regression", "roc_auc"]);
+    assert_eq!(run.steps[6].invalid_outputs, 1, "the fourth describe_table");
+    assert_eq!(run.steps[6].action, "logistic_regression");
+    let state = run.steps[5].observation.split("[State]").nth(1).unwrap();
+    assert!(
+        state.contains("3 actions in a row computed nothing these need: only logistic_regression, roc_auc and build_cohort are offered now."),
+        "{state}"
+    );
+    assert!(names(&requests[8]).len() > 3, "lifted: {:?}", names(&requests[8]));
+    assert_eq!(run.steps[7].action, "submit_answers");
+    assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
+}

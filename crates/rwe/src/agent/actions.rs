@@ -527,6 +527,11 @@ pub struct SchemaState {
     /// The grounded strategy (`--strategy typed-grounded`): its
     /// `build_cohort` schema ([`super::cohort::grounded_params_schema_for`]).
     pub grounded: bool,
+    /// When not empty, only these actions are offered: the tools the
+    /// grounded strategy's open questions need and `build_cohort`, after
+    /// [`super::env::IDLE_BEFORE_COMPUTE`] actions in a row that ran none of
+    /// them while nothing could be submitted (said in the `[State]` line).
+    pub compute_only: Vec<String>,
     /// `finish_task` is not offered: the grounded strategy has no cohort
     /// yet, or an open question some tool's result could still fill (run
     /// 5's age task finished at step 4 with five baseline fields open).
@@ -662,6 +667,9 @@ fn response_schema_with(
                 (_, name, Some(s)) if s.finish_only && name != "finish_task" => return None,
                 (_, name, Some(s)) if s.submit_only && name != "submit_answers" => return None,
                 (_, "finish_task", Some(s)) if s.no_finish => return None,
+                (_, name, Some(s)) if !s.compute_only.is_empty() && !s.compute_only.iter().any(|c| c == name) => {
+                    return None
+                }
                 (Some(p), "build_cohort", _) => p.clone(),
                 (_, "submit_answers", Some(s)) if !s.audit_present || s.open_answers.is_empty() => return None,
                 // Once the cohort exists the schema already names every table

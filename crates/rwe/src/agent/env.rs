@@ -57,6 +57,11 @@ pub struct StudyEnv {
     /// [`PASSES_BEFORE_SUBMIT`] only `submit_answers` is offered. Not
     /// stored with the steps: a resumed run starts it at 0.
     passed_up: u32,
+    /// Grounded strategy: the actions in a row, while nothing could be
+    /// submitted, that ran none of the tools the open questions need (nor
+    /// `build_cohort`); at [`IDLE_BEFORE_COMPUTE`] only those are offered.
+    /// Not stored with the steps, as `passed_up`.
+    idle: u32,
     /// Grounded strategy: the columns a `build_cohort` group may cut, age
     /// and the protocol's laboratory items' columns (named from their
     /// labels), read when the strategy is set.
@@ -68,6 +73,14 @@ pub struct StudyEnv {
 /// anion-gap task had the reference's odds ratio at step 4 and ran six
 /// more regressions without answering.
 pub const PASSES_BEFORE_SUBMIT: u32 = 2;
+
+/// How many actions in a row the grounded strategy may take, with nothing
+/// to submit, without running a tool the open questions need, before only
+/// those tools (and `build_cohort`) are offered. In run 5 the anion-gap
+/// task had only its choice left from step 5 and spent the ten steps to
+/// its budget on SQL, R and table descriptions, never the logistic
+/// regression the `[State]` line named.
+pub const IDLE_BEFORE_COMPUTE: u32 = 3;
 
 impl StudyEnv {
     pub fn new(
@@ -93,6 +106,7 @@ impl StudyEnv {
             new_results: Vec::new(),
             grounded: false,
             passed_up: 0,
+            idle: 0,
             group_columns: Vec::new(),
         }
     }
@@ -163,10 +177,20 @@ impl StudyEnv {
         let limit = self.sandbox.max_observation_chars;
         self.analysis = None;
         self.new_results.clear();
-        if self.is_grounded() && self.audit_file_present() && self.something_offerable() {
-            match action {
-                Action::SubmitAnswers { .. } => self.passed_up = 0,
-                _ => self.passed_up += 1,
+        if self.is_grounded() && self.audit_file_present() {
+            if self.something_offerable() {
+                self.idle = 0;
+                match action {
+                    Action::SubmitAnswers { .. } => self.passed_up = 0,
+                    _ => self.passed_up += 1,
+                }
+            } else {
+                let needed = self.tools_needed();
+                match action {
+                    Action::BuildCohort { .. } => self.idle = 0,
+                    a if needed.contains(&a.name()) => self.idle = 0,
+                    _ => self.idle += 1,
+                }
             }
         }
         let (mut text, finished) = match self.dispatch(step, action) {
@@ -427,6 +451,22 @@ impl StudyEnv {
         })
     }
 
+    /// The tools that compute what the open questions still wait for
+    /// ([`provenance::tools_for`] of each waiting question), in order.
+    fn tools_needed(&self) -> Vec<&'static str> {
+        let task = self.sheet.task();
+        let mut tools = Vec::new();
+        for id in self.grounded_gaps().0 {
+            let Some(q) = task.question(&id).or(task.field(&id).map(|(q, _)| q)) else { continue };
+            for t in provenance::tools_for(task, q) {
+                if !tools.contains(&t) {
+                    tools.push(t);
+                }
+            }
+        }
+        tools
+    }
+
     /// Whether the grounded strategy could submit something now.
     fn something_offerable(&self) -> bool {
         let (waiting, dead) = self.grounded_gaps();
@@ -612,6 +652,13 @@ impl StudyEnv {
             note.push_str(&format!(
                 " Nothing can be submitted yet: answers come only from computed results. Next: compute {first}."
             ));
+            if self.idle >= IDLE_BEFORE_COMPUTE {
+                note.push_str(&format!(
+                    " {} actions in a row computed nothing these need: only {} and build_cohort are offered now.",
+                    self.idle,
+                    self.tools_needed().join(", ")
+                ));
+            }
         } else {
             note.push_str(" Nothing left that a result can fill. Next: finish_task.");
         }
@@ -666,11 +713,19 @@ impl StudyEnv {
         let remaining = self.sheet.remaining();
         let submit_only =
             grounded && audit_present && !open_answers.is_empty() && self.passed_up >= PASSES_BEFORE_SUBMIT;
+        let compute_only = if grounded && audit_present && open_answers.is_empty() && self.idle >= IDLE_BEFORE_COMPUTE {
+            let mut names: Vec<String> = self.tools_needed().into_iter().map(str::to_string).collect();
+            names.push("build_cohort".into());
+            names
+        } else {
+            Vec::new()
+        };
         SchemaState {
             audit_present,
             grounded,
             group_columns: self.group_columns.clone(),
             submit_only,
+            compute_only,
             open_answers,
             tables,
             db_tables: self.db_tables.clone(),
