@@ -462,9 +462,7 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     let cohort = branch(&requests[0], "build_cohort").unwrap();
     assert_eq!(cohort["properties"]["death_within_days"], json!({"const": 28}));
     assert_eq!(cohort["required"], json!(["labs", "death_within_days"]));
-    for branch in cohort["properties"]["groups"]["items"]["anyOf"].as_array().unwrap() {
-        assert_eq!(branch["properties"]["column"], json!({"enum": ["age", "anion_gap"]}), "run 5 cut hadm_id");
-    }
+    assert!(cohort["properties"].get("groups").is_none(), "every count here has its column: no groups");
     let columns = std::fs::read_to_string(run_dir.path().join("workspace/cohort_audit.csv")).unwrap();
     assert!(columns.lines().next().unwrap().ends_with(",anion_gap,death_28d,followup_28d"), "{columns}");
 
@@ -565,6 +563,18 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
             .collect()
     };
     assert!(!offered_actions(&env).contains(&"finish_task".to_string()));
+    // n_older names what no column carries: groups are offered, cutting age.
+    let schema = env.response_schema(&[]);
+    let cohort = schema["properties"]["action"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["properties"]["action"]["const"] == "build_cohort")
+        .unwrap()["properties"]["params"]
+        .clone();
+    for branch in cohort["properties"]["groups"]["items"]["anyOf"].as_array().unwrap() {
+        assert_eq!(branch["properties"]["column"], json!({"enum": ["age"]}), "run 5 cut hadm_id");
+    }
     let obs = env.execute(
         2,
         &Action::BuildCohort { params: params(r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#) },

@@ -79,14 +79,17 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
 /// death within N days gets `death_within_days` fixed to N, and one whose
 /// outcome is not has no `death_within_days` at all. A group cuts
 /// only one of `group_columns` (age and the protocol's lab columns; run 5
-/// cut `hadm_id`). In runs 2 and 4
+/// cut `hadm_id`), and there are no groups when that list is empty (the
+/// environment empties it where no count or share needs one). In runs 2 and 4
 /// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
 /// named the anion-gap column `lactate`.
 pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String]) -> Value {
     let mut schema = params_schema_for(protocol_text);
     let mut required = Vec::new();
     let props = schema["properties"].as_object_mut().expect("the schema has properties");
-    if let Some(branches) = props["groups"]["items"]["anyOf"].as_array_mut() {
+    if group_columns.is_empty() {
+        props.remove("groups");
+    } else if let Some(branches) = props["groups"]["items"]["anyOf"].as_array_mut() {
         for b in branches {
             b["properties"]["column"] = serde_json::json!({"enum": group_columns});
         }
@@ -247,7 +250,8 @@ fn column_name(raw: &str, what: &str) -> Result<String, String> {
     }
 }
 
-const FIXED_COLUMNS: [&str; 9] = [
+/// The columns every cohort has.
+pub const FIXED_COLUMNS: [&str; 9] = [
     "subject_id",
     "hadm_id",
     "stay_id",

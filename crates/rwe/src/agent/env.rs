@@ -132,6 +132,24 @@ impl StudyEnv {
                 }
             }
         }
+        // Groups only where a count or share names what no column the
+        // builder writes carries (the age task's older, the RDW task's high):
+        // offered to the lactate task, the model cut a group named female and
+        // never built the cohort.
+        let mut columns: Vec<String> =
+            super::cohort::FIXED_COLUMNS.iter().map(|c| c.to_string()).chain(self.group_columns.clone()).collect();
+        if let Some(n) = super::cohort::protocol_death_days(&text) {
+            columns.push(format!("death_{n}d"));
+        }
+        let needs_group = task.questions.iter().flat_map(|q| &q.fields).any(|f| {
+            matches!(f, crate::task::FieldKind::Count { .. } | crate::task::FieldKind::Proportion { .. })
+                && provenance::named_for(task, f.name())
+                    .iter()
+                    .any(|w| !columns.iter().any(|c| provenance::names_any(c, std::slice::from_ref(w))))
+        });
+        if !needs_group {
+            self.group_columns.clear();
+        }
     }
 
     /// Whether answers must come from computed results ([`Self::set_grounded`]).
