@@ -25,11 +25,30 @@ use evident_rwe::{AnswerSheet, AnswerValue, Gold, Task};
 use serde_json::{json, Value};
 use support::{demo_sqlite, scripted};
 
-fn lactate() -> (Task, Gold) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
+/// A development task and its R reference.
+fn dev(id: &str) -> (Task, Gold) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks").join(id);
     let task = Task::load(&dir.join("task.yaml")).unwrap().task;
     let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
     (task, gold)
+}
+
+fn lactate() -> (Task, Gold) {
+    dev("lactate-hospital-mortality")
+}
+
+/// The actions a typed schema offers, by name.
+fn action_names(schema: &Value) -> Vec<String> {
+    schema["properties"]["action"]["anyOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn names(request: &ChatRequest) -> Vec<String> {
+    action_names(request.json_schema.as_ref().unwrap())
 }
 
 fn env_for(run_dir: &Path, task: Task, gold: Gold) -> StudyEnv {
@@ -435,9 +454,7 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
 /// is offered, which the state says.
 #[test]
 fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
-    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
-    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let (task, gold) = dev("anion-gap-28day-auc");
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold.clone());
     let logistic = r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#;
@@ -474,14 +491,6 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
     // the anion gap, past the choice): step 4's request offers nothing but
     // submit_answers, so the scripted ROC curve and describe there are
     // invalid outputs.
-    let names = |r: &ChatRequest| -> Vec<String> {
-        r.json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
-            .collect()
-    };
     assert!(names(&requests[2]).len() > 1);
     assert!(!names(&requests[0]).contains(&"finish_task".to_string()), "no finishing before the cohort");
     assert_eq!(names(&requests[3]), ["submit_answers"]);
@@ -514,9 +523,7 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
 /// more labs than the protocol names.
 #[test]
 fn a_lab_stated_twice_is_one_column_named_from_its_label() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
-    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
-    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let (task, gold) = dev("anion-gap-28day-auc");
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     env.set_grounded(true);
@@ -540,9 +547,7 @@ fn a_lab_stated_twice_is_one_column_named_from_its_label() {
 /// and finish_task is not offered while a tool could fill an open field.
 #[test]
 fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/age-baseline-mortality");
-    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
-    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let (task, gold) = dev("age-baseline-mortality");
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     env.set_grounded(true);
@@ -554,15 +559,7 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
         "{state}"
     );
     assert!(state.contains("n_deaths (named for death) with describe"), "{state}");
-    let offered_actions = |env: &StudyEnv| -> Vec<String> {
-        env.response_schema(&[])["properties"]["action"]["anyOf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert!(!offered_actions(&env).contains(&"finish_task".to_string()));
+    assert!(!action_names(&env.response_schema(&[])).contains(&"finish_task".to_string()));
     // n_older names what no column carries: groups are offered, cutting age.
     let schema = env.response_schema(&[]);
     let cohort = schema["properties"]["action"]["anyOf"]
@@ -590,9 +587,7 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
 /// says; running one of them lifts it.
 #[test]
 fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/anion-gap-28day-auc");
-    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
-    let gold = Gold::load(&dir.join("gold.json"), &task).unwrap();
+    let (task, gold) = dev("anion-gap-28day-auc");
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     let look = |table: &str| act("describe_table", &format!(r#"{{"table": "{table}"}}"#));
@@ -615,14 +610,6 @@ fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
         ),
     ];
     let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
-    let names = |r: &ChatRequest| -> Vec<String> {
-        r.json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b["properties"]["action"]["const"].as_str().unwrap().to_string())
-            .collect()
-    };
     assert!(names(&requests[5]).contains(&"describe_table".to_string()), "two idle actions: {:?}", names(&requests[5]));
     assert_eq!(names(&requests[6]), ["build_cohort", "logistic_regression", "roc_auc"]);
     assert_eq!(run.steps[6].invalid_outputs, 1, "the fourth describe_table");
