@@ -156,14 +156,20 @@ pub fn name_labs_by_label(db: &mut ReadOnlyConnection, params: &mut Map<String, 
         let Some(itemid) = lab.get("itemid").and_then(Value::as_i64).filter(|_| !lab.contains_key("name")) else {
             continue;
         };
-        let found = db
-            .query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {itemid}"))
-            .map_err(|e| e.to_string())?;
-        if let Some(label) = found.rows.first().and_then(|r| r.first()) {
-            lab.insert("name".into(), Value::from(label_column(&label.to_text())));
+        if let Some(label) = lab_label(db, itemid)? {
+            lab.insert("name".into(), Value::from(label_column(&label)));
         }
     }
     Ok(())
+}
+
+/// The label of a laboratory item in `mimiciv_hosp.d_labitems`, `None`
+/// where the itemid is not one.
+pub fn lab_label(db: &mut ReadOnlyConnection, itemid: i64) -> Result<Option<String>, String> {
+    let found = db
+        .query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {itemid}"))
+        .map_err(|e| e.to_string())?;
+    Ok(found.rows.first().and_then(|r| r.first()).map(DbValue::to_text))
 }
 
 /// A column name from a laboratory item's label: lower case, each run of
@@ -462,11 +468,8 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
     // what to do instead of silently excluding every stay.
     let mut lab_labels = Vec::new();
     for lab in &spec.labs {
-        let found = db
-            .query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {}", lab.itemid))
-            .map_err(|e| e.to_string())?;
-        match found.rows.first().and_then(|r| r.first()) {
-            Some(label) => lab_labels.push(label.to_text()),
+        match lab_label(db, lab.itemid)? {
+            Some(label) => lab_labels.push(label),
             None => {
                 return Err(format!(
                     "itemid {} is not a laboratory item (mimiciv_hosp.d_labitems); give the labevents itemid the protocol names, or leave labs out; nothing was written",

@@ -124,10 +124,7 @@ impl StudyEnv {
         let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
         if let Some(db) = self.db.as_mut().filter(|_| grounded) {
             for itemid in super::cohort::protocol_itemids(&text) {
-                let label = db.query(&format!("SELECT label FROM mimiciv_hosp.d_labitems WHERE itemid = {itemid}"));
-                if let Some(label) =
-                    label.ok().and_then(|l| l.rows.first().and_then(|r| r.first()).map(|v| v.to_text()))
-                {
+                if let Ok(Some(label)) = super::cohort::lab_label(db, itemid) {
                     self.group_columns.push(super::cohort::label_column(&label));
                 }
             }
