@@ -623,3 +623,82 @@ fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
     assert_eq!(run.steps[7].action, "submit_answers");
     assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
 }
+
+/// Run 5's anion-gap regression put `days_to_death` among its predictors
+/// (complete separation): in the grounded schema a tool's outcome is the
+/// protocol's outcome column, a survival time its follow-up column, and no
+/// column derived from the outcome is a predictor, a covariate or a group;
+/// `describe` still takes every column (the baseline counts need it), and
+/// the `typed` strategy's schema is unchanged.
+#[test]
+fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let tool = |schema: &Value, action: &str| -> Value {
+        schema["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["properties"]["action"]["const"] == action)
+            .unwrap_or_else(|| panic!("{action} offered"))["properties"]["params"]
+            .clone()
+    };
+    let derived = ["hospital_expire_flag", "days_to_death", "death_28d", "followup_28d"];
+
+    let (task, gold) = dev("anion-gap-28day-auc");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    env.execute(1, &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) });
+    let schema = env.response_schema(&[]);
+    let logistic = tool(&schema, "logistic_regression");
+    assert_eq!(logistic["properties"]["outcome"], json!({"enum": ["death_28d"]}));
+    let predictors: Vec<String> =
+        serde_json::from_value(logistic["properties"]["predictors"]["items"]["enum"].clone()).unwrap();
+    assert_eq!(predictors, ["age", "female", "anion_gap"]);
+    let roc = tool(&schema, "roc_auc");
+    assert_eq!(roc["properties"]["outcome"], json!({"enum": ["death_28d"]}));
+    let described: Vec<String> =
+        serde_json::from_value(tool(&schema, "describe")["properties"]["columns"]["items"]["enum"].clone()).unwrap();
+    for c in derived {
+        assert!(!predictors.contains(&c.to_string()) && described.contains(&c.to_string()), "{c}");
+    }
+    // The run-5 action does not validate against the grounded schema.
+    let validator = SchemaValidator::new(&schema).unwrap();
+    let bad = act(
+        "logistic_regression",
+        r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "days_to_death"]}"#,
+    );
+    assert!(validator.check(&bad).is_err());
+    let good = act(
+        "logistic_regression",
+        r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#,
+    );
+    assert!(validator.check(&good).is_ok(), "{:?}", validator.check(&good));
+
+    // Typed keeps every 0/1 column as an outcome.
+    env.set_grounded(false);
+    let typed = tool(&env.response_schema(&[]), "logistic_regression");
+    let outcomes: Vec<String> = serde_json::from_value(typed["properties"]["outcome"]["enum"].clone()).unwrap();
+    assert!(outcomes.contains(&"hospital_expire_flag".to_string()) && outcomes.contains(&"death_28d".to_string()));
+
+    // One-year survival: the follow-up is the time, death within 365 days
+    // the event, and the high-RDW group an exposure.
+    let (task, gold) = dev("rdw-one-year-survival");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    env.execute(
+        1,
+        &Action::BuildCohort {
+            params: params(
+                r#"{"labs": [{"itemid": 51277}], "death_within_days": 365, "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}]}"#,
+            ),
+        },
+    );
+    let schema = env.response_schema(&[]);
+    let cox = tool(&schema, "cox_regression");
+    assert_eq!(cox["properties"]["time"], json!({"enum": ["followup_365d"]}));
+    assert_eq!(cox["properties"]["event"], json!({"enum": ["death_365d"]}));
+    let km = tool(&schema, "kaplan_meier_logrank");
+    assert_eq!(km["properties"]["group"], json!({"enum": ["female", "high_rdw"]}));
+}

@@ -543,6 +543,9 @@ pub struct SchemaState {
     /// answers it could submit [`super::env::PASSES_BEFORE_SUBMIT`] times
     /// in a row (said in the `[State]` line).
     pub submit_only: bool,
+    /// The grounded strategy's column roles: a statistics tool's outcome,
+    /// time and exposure parameters take only columns of that role.
+    pub roles: Option<ColumnRoles>,
 }
 
 /// The typed strategy's schema for one task in one state (Evident's): the
@@ -584,10 +587,86 @@ fn binary_param(tool: &str, key: &str) -> bool {
     )
 }
 
+/// What a typed tool's column parameter stands for in a study.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ParamRole {
+    /// The outcome (a regression's, a ROC curve's, a survival event,
+    /// Fisher's column).
+    Outcome,
+    /// A survival model's follow-up time.
+    Time,
+    /// An exposure or covariate (predictors, treatment, Fisher's row).
+    Exposure,
+    /// Any column (`describe`).
+    Any,
+}
+
+fn param_role(tool: &str, key: &str) -> ParamRole {
+    match (tool, key) {
+        (_, "outcome") | ("cox_regression" | "kaplan_meier_logrank", "event") | ("fisher_test", "column") => {
+            ParamRole::Outcome
+        }
+        ("cox_regression" | "kaplan_meier_logrank", "time") => ParamRole::Time,
+        (_, "predictors" | "covariates" | "treatment" | "predictor" | "group" | "offset") | ("fisher_test", "row") => {
+            ParamRole::Exposure
+        }
+        _ => ParamRole::Any,
+    }
+}
+
+/// The grounded strategy's roles of the cohort's columns, from the
+/// protocol's outcome ([`super::cohort::protocol_death_days`]): a tool's
+/// outcome is the protocol's outcome column, a survival time its follow-up
+/// column, and no column derived from the outcome (in-hospital death, days
+/// to death, death within N days, follow-up) is an exposure or a
+/// covariate. Run 5's anion-gap regression put `days_to_death` among its
+/// predictors, which separates the outcome completely.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ColumnRoles {
+    /// The protocol's outcome: `death_{N}d` for death within N days,
+    /// otherwise `hospital_expire_flag`.
+    pub outcomes: Vec<String>,
+    /// The follow-up of a death within N days: `followup_{N}d`.
+    pub times: Vec<String>,
+}
+
+impl ColumnRoles {
+    /// The roles for a protocol's text (its background and methods).
+    pub fn for_protocol(protocol_text: &str) -> ColumnRoles {
+        match super::cohort::protocol_death_days(protocol_text) {
+            Some(n) => ColumnRoles { outcomes: vec![format!("death_{n}d")], times: vec![format!("followup_{n}d")] },
+            None => ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new() },
+        }
+    }
+
+    /// Whether a column of a cohort the builder wrote is derived from the
+    /// outcome (and so cannot be an exposure or a covariate).
+    pub fn outcome_derived(column: &str) -> bool {
+        let windowed = |prefix: &str| {
+            column.strip_prefix(prefix).and_then(|r| r.strip_suffix('d')).is_some_and(|n| {
+                !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+            })
+        };
+        matches!(column, "hospital_expire_flag" | "days_to_death") || windowed("death_") || windowed("followup_")
+    }
+
+    /// The columns out of `columns` a parameter of this role may take.
+    fn allow(&self, role: ParamRole, columns: &[String]) -> Vec<String> {
+        let keep = |c: &&String| match role {
+            ParamRole::Outcome => self.outcomes.contains(c),
+            ParamRole::Time => self.times.contains(c),
+            ParamRole::Exposure => !Self::outcome_derived(c),
+            ParamRole::Any => true,
+        };
+        columns.iter().filter(keep).cloned().collect()
+    }
+}
+
 /// A statistics tool's parameter schema on one table: `file` fixed to it,
-/// each column parameter one of its columns; `None` when a required column
-/// parameter has no column to take.
-fn tool_params_on(doc: &ActionDoc, table: &CsvColumns) -> Option<Value> {
+/// each column parameter one of its columns (with `roles`, only those of
+/// the parameter's role); `None` when a required column parameter has no
+/// column to take.
+fn tool_params_on(doc: &ActionDoc, table: &CsvColumns, roles: Option<&ColumnRoles>) -> Option<Value> {
     let mut schema: Value = serde_json::from_str(doc.params_schema).expect("action parameter schemas are valid JSON");
     let required: Vec<String> = schema["required"]
         .as_array()
@@ -600,7 +679,14 @@ fn tool_params_on(doc: &ActionDoc, table: &CsvColumns) -> Option<Value> {
             *prop = serde_json::json!({"const": table.file});
             continue;
         }
-        let columns = if binary_param(doc.name, key) { &table.binary } else { &table.numeric };
+        // Grounded, a Kaplan-Meier group is a 0/1 column (the 0.5B model
+        // would otherwise be offered age, one curve per year of age).
+        let grouped = roles.is_some() && doc.name == "kaplan_meier_logrank" && key == "group";
+        let columns = if grouped || binary_param(doc.name, key) { &table.binary } else { &table.numeric };
+        let columns = &match roles {
+            Some(r) => r.allow(param_role(doc.name, key), columns),
+            None => columns.clone(),
+        };
         let is_column = |p: &Value| p.get("type") == Some(&Value::from("string")) && p.get("enum").is_none();
         if is_column(prop) {
             *prop = serde_json::json!({"enum": columns});
@@ -691,7 +777,7 @@ fn response_schema_with(
                     names_param("path", scripts)
                 }
                 (_, _, Some(s)) if stats => {
-                    let mut on_tables: Vec<Value> = s.tables.iter().filter_map(|t| tool_params_on(d, t)).collect();
+                    let mut on_tables: Vec<Value> = s.tables.iter().filter_map(|t| tool_params_on(d, t, s.roles.as_ref())).collect();
                     match on_tables.len() {
                         0 => return None,
                         1 => on_tables.remove(0),

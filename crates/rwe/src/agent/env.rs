@@ -736,6 +736,9 @@ impl StudyEnv {
             Vec::new()
         };
         SchemaState {
+            roles: grounded.then(|| {
+                actions::ColumnRoles::for_protocol(&format!("{}\n{}", task.protocol.background, task.protocol.methods))
+            }),
             audit_present,
             grounded,
             group_columns: self.group_columns.clone(),
