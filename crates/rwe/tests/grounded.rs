@@ -409,6 +409,12 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
         r#"{"thought":"answer","action":{"action":"submit_answers","params":{"answers":{"q_lactate":"A"}}}}"#,
         "q_lactate",
     );
+    // The protocol's model, whole: lactate alone (run 5's lactate chunk) or
+    // days to death as a predictor cannot be written.
+    let fit = r#"{"thought":"fit","action":{"action":"logistic_regression","params":{"file":"cohort_audit.csv","outcome":"hospital_expire_flag","predictors":["lactate","age","female"]}}}"#;
+    whole(&counts, fit);
+    refused_at(&counts, &fit.replace(r#","age","female""#, ""), "]}}}");
+    refused_at(&counts, &fit.replace("hospital_expire_flag", "days_to_death"), "days_to_death");
     // After the regression: the choice, and the effect's keys for a ratio.
     let fit = Action::Statistics {
         tool: evident_rwe::agent::actions::StatsTool::LogisticRegression,
@@ -628,8 +634,10 @@ fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
 /// (complete separation): in the grounded schema a tool's outcome is the
 /// protocol's outcome column, a survival time its follow-up column, and no
 /// column derived from the outcome is a predictor, a covariate or a group;
-/// `describe` still takes every column (the baseline counts need it), and
-/// the `typed` strategy's schema is unchanged.
+/// where the protocol names a model whose every term is a column, that set
+/// is the only one a regression (a propensity model) takes; `describe`
+/// still takes every column (the baseline counts need it), and the `typed`
+/// strategy's schema is unchanged.
 #[test]
 fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
@@ -648,14 +656,20 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     env.set_grounded(true);
-    env.execute(1, &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) });
+    env.execute(
+        1,
+        &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) },
+    );
     let schema = env.response_schema(&[]);
     let logistic = tool(&schema, "logistic_regression");
     assert_eq!(logistic["properties"]["outcome"], json!({"enum": ["death_28d"]}));
-    let predictors: Vec<String> =
-        serde_json::from_value(logistic["properties"]["predictors"]["items"]["enum"].clone()).unwrap();
-    assert_eq!(predictors, ["age", "female", "anion_gap"]);
+    // The protocol's model: the anion gap and age, and nothing else.
+    assert_eq!(logistic["properties"]["predictors"], json!({"const": ["anion_gap", "age"]}));
+    assert_eq!(tool(&schema, "poisson_regression")["properties"]["predictors"], json!({"const": ["anion_gap", "age"]}));
+    // A single predictor (the ROC curve's) is any exposure column.
     let roc = tool(&schema, "roc_auc");
+    let predictors: Vec<String> = serde_json::from_value(roc["properties"]["predictor"]["enum"].clone()).unwrap();
+    assert_eq!(predictors, ["age", "female", "anion_gap"]);
     assert_eq!(roc["properties"]["outcome"], json!({"enum": ["death_28d"]}));
     let described: Vec<String> =
         serde_json::from_value(tool(&schema, "describe")["properties"]["columns"]["items"]["enum"].clone()).unwrap();
@@ -664,11 +678,13 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     }
     // The run-5 action does not validate against the grounded schema.
     let validator = SchemaValidator::new(&schema).unwrap();
-    let bad = act(
-        "logistic_regression",
-        r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age", "days_to_death"]}"#,
-    );
-    assert!(validator.check(&bad).is_err());
+    for predictors in [r#"["anion_gap", "age", "days_to_death"]"#, r#"["anion_gap"]"#, r#"["age", "anion_gap"]"#] {
+        let bad = act(
+            "logistic_regression",
+            &format!(r#"{{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": {predictors}}}"#),
+        );
+        assert!(validator.check(&bad).is_err(), "{predictors}");
+    }
     let good = act(
         "logistic_regression",
         r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#,
@@ -699,6 +715,25 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let cox = tool(&schema, "cox_regression");
     assert_eq!(cox["properties"]["time"], json!({"enum": ["followup_365d"]}));
     assert_eq!(cox["properties"]["event"], json!({"enum": ["death_365d"]}));
+    assert_eq!(cox["properties"]["predictors"], json!({"const": ["high_rdw", "age", "female"]}));
     let km = tool(&schema, "kaplan_meier_logrank");
     assert_eq!(km["properties"]["group"], json!({"enum": ["female", "high_rdw"]}));
+
+    // The propensity model takes the protocol's covariates.
+    let (task, gold) = dev("statin-psm-mortality");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let obs = env.execute(
+        1,
+        &Action::BuildCohort {
+            params: params(
+                r#"{"labs": [{"itemid": 50912}], "death_within_days": 365, "drug": {"name": "statin", "contains": ["statin"]}}"#,
+            ),
+        },
+    );
+    assert!(obs.text.starts_with("Cohort built"), "{}", obs.text);
+    let psm = tool(&env.response_schema(&[]), "propensity_matching");
+    assert_eq!(psm["properties"]["covariates"], json!({"const": ["age", "female", "creatinine"]}));
+    assert_eq!(psm["properties"]["outcome"], json!({"enum": ["death_365d"]}));
 }

@@ -628,14 +628,33 @@ pub struct ColumnRoles {
     pub outcomes: Vec<String>,
     /// The follow-up of a death within N days: `followup_{N}d`.
     pub times: Vec<String>,
+    /// The protocol's regressions and covariate lists: where every term of
+    /// one names a column of the table, that set is the only one a
+    /// regression's `predictors` (a propensity model's `covariates`) take.
+    pub models: super::adjustment::ProtocolModels,
 }
 
 impl ColumnRoles {
     /// The roles for a protocol's text (its background and methods).
     pub fn for_protocol(protocol_text: &str) -> ColumnRoles {
+        let models = super::adjustment::ProtocolModels::read(protocol_text);
         match super::cohort::protocol_death_days(protocol_text) {
-            Some(n) => ColumnRoles { outcomes: vec![format!("death_{n}d")], times: vec![format!("followup_{n}d")] },
-            None => ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new() },
+            Some(n) => {
+                ColumnRoles { outcomes: vec![format!("death_{n}d")], times: vec![format!("followup_{n}d")], models }
+            }
+            None => ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new(), models },
+        }
+    }
+
+    /// The protocol's sets for a tool's list parameter on a table whose
+    /// columns the parameter may take (none where the protocol names none).
+    fn protocol_sets(&self, tool: &str, key: &str, columns: &[String]) -> Vec<Vec<String>> {
+        match (tool, key) {
+            ("logistic_regression" | "poisson_regression" | "linear_regression" | "cox_regression", "predictors") => {
+                self.models.predictor_sets(columns)
+            }
+            ("propensity_matching" | "iptw", "covariates") => self.models.covariate_sets(columns),
+            _ => Vec::new(),
         }
     }
 
@@ -643,9 +662,10 @@ impl ColumnRoles {
     /// outcome (and so cannot be an exposure or a covariate).
     pub fn outcome_derived(column: &str) -> bool {
         let windowed = |prefix: &str| {
-            column.strip_prefix(prefix).and_then(|r| r.strip_suffix('d')).is_some_and(|n| {
-                !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-            })
+            column
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix('d'))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         };
         matches!(column, "hospital_expire_flag" | "days_to_death") || windowed("death_") || windowed("followup_")
     }
@@ -664,8 +684,8 @@ impl ColumnRoles {
 
 /// A statistics tool's parameter schema on one table: `file` fixed to it,
 /// each column parameter one of its columns (with `roles`, only those of
-/// the parameter's role); `None` when a required column parameter has no
-/// column to take.
+/// the parameter's role, and a list the protocol's own set where it names
+/// one); `None` when a required column parameter has no column to take.
 fn tool_params_on(doc: &ActionDoc, table: &CsvColumns, roles: Option<&ColumnRoles>) -> Option<Value> {
     let mut schema: Value = serde_json::from_str(doc.params_schema).expect("action parameter schemas are valid JSON");
     let required: Vec<String> = schema["required"]
@@ -691,6 +711,12 @@ fn tool_params_on(doc: &ActionDoc, table: &CsvColumns, roles: Option<&ColumnRole
         if is_column(prop) {
             *prop = serde_json::json!({"enum": columns});
         } else if prop.get("type") == Some(&Value::from("array")) && is_column(&prop["items"]) {
+            let sets = roles.map(|r| r.protocol_sets(doc.name, key, columns)).unwrap_or_default();
+            if !sets.is_empty() {
+                let consts: Vec<Value> = sets.into_iter().map(|set| serde_json::json!({"const": set})).collect();
+                *prop = if consts.len() == 1 { consts[0].clone() } else { serde_json::json!({"anyOf": consts}) };
+                continue;
+            }
             let max = prop["maxItems"].as_u64().unwrap_or(12).min(columns.len() as u64);
             prop["items"] = serde_json::json!({"enum": columns});
             prop["maxItems"] = Value::from(max);
@@ -777,7 +803,8 @@ fn response_schema_with(
                     names_param("path", scripts)
                 }
                 (_, _, Some(s)) if stats => {
-                    let mut on_tables: Vec<Value> = s.tables.iter().filter_map(|t| tool_params_on(d, t, s.roles.as_ref())).collect();
+                    let mut on_tables: Vec<Value> =
+                        s.tables.iter().filter_map(|t| tool_params_on(d, t, s.roles.as_ref())).collect();
                     match on_tables.len() {
                         0 => return None,
                         1 => on_tables.remove(0),

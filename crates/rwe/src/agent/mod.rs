@@ -36,6 +36,7 @@
 //! next step without repeating one.
 
 pub mod actions;
+pub mod adjustment;
 pub mod cohort;
 pub mod env;
 
