@@ -19,7 +19,7 @@ use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore, Strategy, Termination};
 use evident_rwe::database::r_database;
 use evident_rwe::evident_db::{QueryLimits, ReadOnlyConnection};
-use evident_rwe::provenance::AnswerBasis;
+use evident_rwe::provenance::{AnswerBasis, ResultValue};
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{AnswerSheet, AnswerValue, Gold, Task};
 use serde_json::{json, Value};
@@ -122,11 +122,10 @@ fn answers_come_only_from_computed_results() {
         early_choice.clone(),
         counts_from_stays.clone(),
         submit(r#"{"n_patients": {"from_result": "stays"}}"#),
-        early_choice.clone(),
-        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["lactate", "hospital_expire_flag"]}"#),
         submit(
             r#"{"n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
         ),
+        early_choice.clone(),
         act("logistic_regression", LOGISTIC),
         submit(r#"{"q_lactate": "A"}"#),
         submit(
@@ -138,20 +137,12 @@ fn answers_come_only_from_computed_results() {
     let actions: Vec<&str> = run.steps.iter().map(|s| s.action.as_str()).collect();
     assert_eq!(
         actions,
-        [
-            "build_cohort",
-            "submit_answers",
-            "describe",
-            "submit_answers",
-            "logistic_regression",
-            "submit_answers",
-            "submit_answers"
-        ]
+        ["build_cohort", "submit_answers", "submit_answers", "logistic_regression", "submit_answers", "submit_answers"]
     );
     // Step 2: the guessed 74, the early choice and the deaths counted from
     // the stays were refused by the schema.
     assert_eq!(run.steps[1].invalid_outputs, 3);
-    assert_eq!(run.steps[2].invalid_outputs, 1, "the choice again, before the regression");
+    assert_eq!(run.steps[3].invalid_outputs, 1, "the choice again, before the regression");
 
     // Before the audit file: no submit_answers, and build_cohort must keep
     // the protocol's lactate, by itemid only.
@@ -163,14 +154,17 @@ fn answers_come_only_from_computed_results() {
     let validator = SchemaValidator::new(requests[0].json_schema.as_ref().unwrap()).unwrap();
     assert!(validator.check(&act("build_cohort", "{}")).is_err(), "run 2 and 4 left the lactate out");
     assert!(validator.check(&act("build_cohort", BUILD_TYPED)).is_err(), "Evident names the column");
-    // After the cohort: only the patients, from the stays; the deaths wait
-    // for a result about deaths.
+    // After the cohort (and its baseline table): the patients from the
+    // stays, the deaths from the death column, the median from the lactate
+    // column, each alone; no choice.
     let open = offered(&requests[1]).unwrap();
-    assert_eq!(ids(&open), ["n_patients"], "no deaths from the stays, no median, no choice");
+    assert_eq!(ids(&open), ["n_patients", "n_deaths", "median_lactate"], "no choice");
     assert_eq!(
         open["n_patients"],
         json!({"type": "object", "properties": {"from_result": {"enum": ["stays"]}}, "required": ["from_result"], "additionalProperties": false})
     );
+    assert_eq!(open["n_deaths"]["properties"]["from_result"]["enum"], json!(["hospital_expire_flag"]));
+    assert_eq!(open["median_lactate"]["properties"]["from_result"]["enum"], json!(["lactate"]));
     let validator = SchemaValidator::new(requests[1].json_schema.as_ref().unwrap()).unwrap();
     assert!(validator.check(&guessed).is_err(), "a typed count is refused");
     assert!(validator.check(&early_choice).is_err(), "a choice before any effect is refused");
@@ -190,32 +184,30 @@ fn answers_come_only_from_computed_results() {
     let retry = &requests[2].messages.last().unwrap().content;
     assert!(retry.starts_with("Invalid response: submit_answers: n_patients:"), "{retry}");
     assert!(retry.contains("[State] cohort_audit.csv: 74 rows"), "{retry}");
-    assert!(retry.contains("Can submit now: n_patients (stays)."), "{retry}");
+    assert!(
+        retry
+            .contains("Can submit now: n_patients (stays); n_deaths (hospital_expire_flag); median_lactate (lactate)."),
+        "{retry}"
+    );
 
-    // With the patients answered nothing can be submitted: submit_answers
-    // is left out, and the state names the tools.
-    assert!(offered(&requests[5]).is_none(), "{:?}", requests[5].json_schema);
-    let state = run.steps[1].observation.split("[State]").nth(1).unwrap();
+    // With the baseline answered nothing can be submitted: submit_answers
+    // is left out, and the state names the tool.
+    assert!(offered(&requests[6]).is_none(), "{:?}", requests[6].json_schema);
+    let state = run.steps[2].observation.split("[State]").nth(1).unwrap();
     assert!(
         state.contains(
-            "Compute on cohort_audit.csv: n_deaths (named for death), median_lactate (named for lactate) with describe; q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results. Next: compute n_deaths (named for death), median_lactate (named for lactate) with describe."
+            "Compute on cohort_audit.csv: q_lactate with logistic_regression. Nothing can be submitted yet: answers come only from computed results."
         ),
         "{state}"
     );
-    let retry = &requests[6].messages.last().unwrap().content;
+    let retry = &requests[7].messages.last().unwrap().content;
     assert!(retry.starts_with("Invalid response: submit_answers is not offered now"), "{retry}");
     assert!(retry.contains("Nothing can be submitted yet"), "{retry}");
-    // After describe: the deaths from the death column, the median from the
-    // lactate column, each alone.
-    let open = offered(&requests[7]).unwrap();
-    assert_eq!(ids(&open), ["n_deaths", "median_lactate"]);
-    assert_eq!(open["n_deaths"]["properties"]["from_result"]["enum"], json!(["hospital_expire_flag"]));
-    assert_eq!(open["median_lactate"]["properties"]["from_result"]["enum"], json!(["lactate"]));
 
     // After the regression: the choice, and (once revealed) the fields from
     // its lactate term only.
-    assert_eq!(ids(&offered(&requests[9]).unwrap()), ["q_lactate"]);
-    let open = offered(&requests[10]).unwrap();
+    assert_eq!(ids(&offered(&requests[8]).unwrap()), ["q_lactate"]);
+    let open = offered(&requests[9]).unwrap();
     assert_eq!(ids(&open), ["or_lactate", "or_lactate_low", "or_lactate_high", "p_lactate"]);
     assert_eq!(open["or_lactate"]["properties"]["from_result"]["enum"], json!(["OR lactate"]));
     let answers = &run.steps.last().unwrap().answers;
@@ -228,10 +220,16 @@ fn answers_come_only_from_computed_results() {
         assert!((number(field) - want).abs() <= 1e-6 * want.abs(), "{field}: {} against R's {want}", number(field));
         assert_eq!(
             answers[field].basis,
-            Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 5, tool: "logistic_regression".into() })
+            Some(AnswerBasis::FromResult { key: "OR lactate".into(), step: 4, tool: "logistic_regression".into() })
         );
     }
-    assert!((number("median_lactate") - gold.fields["median_lactate"]).abs() < 1e-9);
+    for (field, key) in [("n_deaths", "hospital_expire_flag"), ("median_lactate", "lactate")] {
+        assert!((number(field) - gold.fields[field]).abs() < 1e-9, "{field}");
+        assert_eq!(
+            answers[field].basis,
+            Some(AnswerBasis::FromResult { key: key.into(), step: 1, tool: "build_cohort".into() })
+        );
+    }
     assert_eq!(answers["q_lactate"].basis, Some(AnswerBasis::AfterAnalysis { keys: vec!["OR lactate".into()] }));
     assert!(answers.values().all(|a| a.basis.as_ref().is_some_and(|b| !b.is_unsupported())), "{answers:?}");
 
@@ -268,7 +266,7 @@ fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
     );
     assert!(
         obs.text.contains(
-            "n_deaths: not recorded: result stays is not about what n_deaths counts (compute it with describe)"
+            "n_deaths: not recorded: result stays is not about what n_deaths counts; use hospital_expire_flag"
         ),
         "{}",
         obs.text
@@ -564,7 +562,13 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
         state.contains("n_older (named for older; no column of cohort_audit.csv is: build the cohort again with it)"),
         "{state}"
     );
-    assert!(state.contains("n_deaths (named for death) with describe"), "{state}");
+    // The cohort's baseline table is computed with it: the deaths, women
+    // and median age can be submitted at once (run 5's lactate task never
+    // described hospital_expire_flag).
+    assert!(
+        state.contains("Can submit now: n_patients (stays); n_female (female); pct_female (female); median_age (age); n_deaths (hospital_expire_flag)."),
+        "{state}"
+    );
     assert!(!action_names(&env.response_schema(&[])).contains(&"finish_task".to_string()));
     // n_older names what no column carries: groups are offered, cutting age.
     let schema = env.response_schema(&[]);
@@ -584,6 +588,9 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
     );
     assert!(obs.text.contains("older is 1 where age >= 65"), "{}", obs.text);
     assert!(!env.state_note().contains("no column of cohort_audit.csv is"), "{}", env.state_note());
+    assert!(env.state_note().contains("n_older (older)"), "{}", env.state_note());
+    let older = obs.results.iter().find(|r| r.key == "older").expect("the group's count");
+    assert_eq!(older.value, ResultValue::Binary { ones: 46, n: 100 }, "R: 46 older patients");
 }
 
 /// Run 5's anion-gap task had only its choice left from step 5 and spent

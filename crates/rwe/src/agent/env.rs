@@ -219,7 +219,20 @@ impl StudyEnv {
                 |mut out, (name, value)| {
                     // A key is the result's name, with _2, _3, ... when an
                     // earlier result took it: no step number for a small
-                    // model to copy as a value.
+                    // model to copy as a value. The same value under the
+                    // same name again (a column the grounded cohort's
+                    // baseline already described) keeps its first key.
+                    let same = |r: &ResultNumber| {
+                        r.value == value
+                            && (r.key == name
+                                || r.key
+                                    .strip_prefix(name.as_str())
+                                    .and_then(|t| t.strip_prefix('_'))
+                                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+                    };
+                    if self.results.iter().chain(&out).any(same) {
+                        return out;
+                    }
                     let taken = |k: &str| self.results.iter().chain(&out).any(|r| r.key == k);
                     let mut key = name.clone();
                     let mut n = 2;
@@ -324,6 +337,9 @@ impl StudyEnv {
                 let text = super::cohort::build_cohort(db, &root, &spec)?;
                 if let Some((rows, _)) = audit_summary(&root.join(AUDIT_FILE)) {
                     self.new_results.push(("stays".into(), ResultValue::Count { n: rows as u64 }));
+                }
+                if grounded {
+                    self.new_results.extend(self.cohort_baseline());
                 }
                 done(text)
             }
@@ -480,6 +496,30 @@ impl StudyEnv {
             }
         }
         tools
+    }
+
+    /// The grounded `build_cohort`'s baseline table, as results: each 0/1
+    /// column's ones (in-hospital deaths, women, a group, a drug) and each
+    /// continuous column's median and mean (age, a laboratory value), as
+    /// `describe` gives them; not the follow-up times. Run 5's lactate task
+    /// never described `hospital_expire_flag`, so its `n_deaths` waited to
+    /// the step budget.
+    fn cohort_baseline(&self) -> Vec<(String, ResultValue)> {
+        let Some(table) = csv_columns(&self.workspace.root().join(AUDIT_FILE), AUDIT_FILE) else {
+            return Vec::new();
+        };
+        let columns: Vec<Value> = table
+            .numeric
+            .iter()
+            .filter(|c| c.as_str() != "days_to_death" && !c.starts_with("followup_"))
+            .map(|c| Value::from(c.as_str()))
+            .collect();
+        let params = serde_json::json!({"file": AUDIT_FILE, "columns": columns});
+        let Some(params) = params.as_object() else { return Vec::new() };
+        match statistics(StatsTool::Describe, params, |p| self.resolve(p)) {
+            Ok((_, _, results)) => results.into_iter().filter(|(key, _)| key != "rows").collect(),
+            Err(_) => Vec::new(),
+        }
     }
 
     /// Whether the grounded strategy could submit something now.
