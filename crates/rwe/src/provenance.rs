@@ -255,11 +255,15 @@ pub fn relevant<'a>(task: &Task, id: &str, field: &FieldKind, results: &'a [Resu
     }
     let scored: Vec<(usize, usize, &ResultNumber)> = fitting
         .into_iter()
-        .map(|r| {
+        .filter_map(|r| {
             let tokens = key_tokens(&r.key);
-            let hits = words.iter().filter(|w| word_matches(w, &tokens, &r.key)).count();
+            let (contradicts, complements) = conditions_against(&words, &r.key);
+            if contradicts {
+                return None;
+            }
+            let hits = words.iter().filter(|w| word_matches(w, &tokens, &r.key)).count() + complements;
             let other = tokens.iter().filter(|t| !words.contains(t)).count();
-            (hits, other, r)
+            Some((hits, other, r))
         })
         .collect();
     let best = scored.iter().map(|(h, _, _)| *h).max().unwrap_or(0);
@@ -270,6 +274,71 @@ pub fn relevant<'a>(task: &Task, id: &str, field: &FieldKind, results: &'a [Resu
         scored.into_iter().filter(|(h, _, _)| *h == best).map(|(_, o, r)| (o, r)).collect();
     top.sort_by_key(|(other, _)| *other);
     top.into_iter().map(|(_, r)| r.key.as_str()).collect()
+}
+
+/// Words that name the other side of a 0/1 column: `younger` is
+/// `older=0`, `normal` and `low` are `high=0`, `male` is `female=0`.
+const OPPOSITES: [(&str, &str); 4] = [("older", "younger"), ("high", "low"), ("high", "normal"), ("female", "male")];
+
+/// A field's words against a result key's 0/1 conditions (`NAME=0`,
+/// `NAME=1`, as in `hospital_expire_flag=1 if older=0` or `n high_rdw=1`):
+/// whether the key says the opposite of a word (`older` against `older=0`,
+/// `younger` against `older=1`), and how many words it names as the other
+/// side (`younger` in `older=0`, `no statin` in `statin=0`). Run 6's age task was offered the older
+/// patients' mortality for the younger patients' and took it.
+fn conditions_against(words: &[String], key: &str) -> (bool, usize) {
+    let mut conditions: Vec<(Vec<String>, bool)> = key
+        .split_whitespace()
+        .filter_map(|piece| {
+            let (name, value) = piece.split_once('=')?;
+            let one = match value.trim_end_matches(|c: char| !c.is_ascii_digit()) {
+                "1" => true,
+                "0" => false,
+                _ => return None,
+            };
+            Some((key_tokens(name), one))
+        })
+        .collect();
+    // A 0/1 column's own key (`high_rdw`, `statin`) counts its ones.
+    if conditions.is_empty() && !key.contains(' ') {
+        conditions.push((key_tokens(key), true));
+    }
+    let opposites = |w: &str| -> Vec<String> {
+        OPPOSITES
+            .iter()
+            .filter_map(|(a, b)| match w {
+                x if x == *a => Some(b.to_string()),
+                x if x == *b => Some(a.to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    // A share "A=1 if B=v" measures A: a field's deaths (else its first
+    // word) must be A, so the older patients' mortality is not the share of
+    // older patients among the deaths.
+    let (mut contradicts, mut complements) = (false, 0);
+    if let Some((measured, _)) = key.split_once(" if ") {
+        let wanted = if words.iter().any(|w| w == "death") { "death" } else { words[0].as_str() };
+        let tokens = key_tokens(measured);
+        contradicts =
+            words.iter().any(|w| word_matches(w, &key_tokens(key), key)) && !word_matches(wanted, &tokens, measured);
+    }
+    // `n_no_statin` names the other side of every word it has.
+    let negated = words.iter().any(|w| matches!(w.as_str(), "no" | "non" | "not" | "without"));
+    for (names, one) in &conditions {
+        let other_side = |w: &String| opposites(w).iter().any(|o| names.contains(o)) || (negated && names.contains(w));
+        if words.iter().any(other_side) {
+            // The field names the other side: `younger` of `older=0`.
+            if *one {
+                contradicts = true;
+            } else {
+                complements += 1;
+            }
+        } else if !one && words.iter().any(|w| names.contains(w)) {
+            contradicts = true;
+        }
+    }
+    (contradicts, complements)
 }
 
 /// Whether a choice question can be grounded now in the grounded strategy:
@@ -775,6 +844,17 @@ mod tests {
         assert_eq!(offered(&t, "p_fisher", &older), ["Fisher OR older by hospital_expire_flag"]);
         assert_eq!(offered(&t, "mortality_older_pct", &older), ["hospital_expire_flag=1 if older=1"]);
         assert!(choice_ready(&t, q, &older));
+        // Run 6: both shares of the Fisher table, the older side first; the
+        // younger patients' mortality is the older=0 side, and each field is
+        // offered its own side only.
+        let shares = vec![
+            result("hospital_expire_flag=1 if older_patients=1", binary()),
+            result("hospital_expire_flag=1 if older_patients=0", binary()),
+            result("older_patients=1 if hospital_expire_flag=1", binary()),
+            result("older_patients=1 if hospital_expire_flag=0", binary()),
+        ];
+        assert_eq!(offered(&t, "mortality_older_pct", &shares), ["hospital_expire_flag=1 if older_patients=1"]);
+        assert_eq!(offered(&t, "mortality_younger_pct", &shares), ["hospital_expire_flag=1 if older_patients=0"]);
 
         let t = dev("rdw-one-year-survival");
         let results = vec![
@@ -785,6 +865,16 @@ mod tests {
             result("HR age", effect("hazard_ratio")),
         ];
         assert_eq!(offered(&t, "n_high_rdw", &results), ["n high_rdw=1"]);
+        let groups = vec![
+            result("n high_rdw=1", ResultValue::Count { n: 4 }),
+            result("n high_rdw=0", ResultValue::Count { n: 70 }),
+        ];
+        assert_eq!(offered(&t, "n_high_rdw", &groups), ["n high_rdw=1"]);
+        assert_eq!(offered(&t, "n_normal_rdw", &groups), ["n high_rdw=0"]);
+        // The cohort's own group column counts the high side only.
+        let column = vec![result("high_rdw", binary())];
+        assert_eq!(offered(&t, "n_high_rdw", &column), ["high_rdw"]);
+        assert!(offered(&t, "n_normal_rdw", &column).is_empty());
         assert_eq!(offered(&t, "n_deaths_1y", &results), ["events"]);
         assert_eq!(offered(&t, "p_logrank", &results), ["log-rank p"]);
         assert_eq!(offered(&t, "hr_high_rdw", &results), ["HR high_rdw"]);
@@ -798,6 +888,13 @@ mod tests {
             result("matched events", ResultValue::Count { n: 5 }),
         ];
         assert_eq!(offered(&t, "n_matched_pairs", &results), ["matched pairs"]);
+        let sides =
+            vec![result("statin=1", ResultValue::Count { n: 20 }), result("statin=0", ResultValue::Count { n: 54 })];
+        assert_eq!(offered(&t, "n_statin", &sides), ["statin=1"]);
+        assert_eq!(offered(&t, "n_no_statin", &sides), ["statin=0"]);
+        let column = vec![result("statin", binary())];
+        assert_eq!(offered(&t, "n_statin", &column), ["statin"]);
+        assert!(offered(&t, "n_no_statin", &column).is_empty());
         assert_eq!(offered(&t, "n_deaths_matched", &results), ["matched events"]);
         assert_eq!(offered(&t, "n_statin", &results), ["statin=1"]);
     }

@@ -581,7 +581,21 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
         .clone();
     for branch in cohort["properties"]["groups"]["items"]["anyOf"].as_array().unwrap() {
         assert_eq!(branch["properties"]["column"], json!({"enum": ["age"]}), "run 5 cut hadm_id");
+        assert_eq!(branch["properties"]["name"], json!({"const": "older"}), "named for n_older");
     }
+    // The embedded model's grammar engine holds the named groups.
+    let tok_env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&tok_env).unwrap();
+    let mut grammar_schema = schema.clone();
+    grammar_schema["x-guidance"] = json!({"whitespace_flexible": false});
+    let grammar = llguidance::api::TopLevelGrammar::from_json_schema(grammar_schema);
+    let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+    let answer = r#"{"thought":"t","action":{"action":"build_cohort","params":{"groups":[{"name":"older","column":"age","at_least":65}]}}}"#;
+    let tokens = tok_env.tokenize_bytes(answer.as_bytes());
+    assert_eq!(matcher.validate_tokens(&tokens).unwrap(), tokens.len(), "{answer}");
+    let renamed = answer.replace(r#""name":"older""#, r#""name":"age""#);
+    let tokens = tok_env.tokenize_bytes(renamed.as_bytes());
+    assert!(matcher.reset().is_ok() && matcher.validate_tokens(&tokens).unwrap() < tokens.len(), "{renamed}");
     let obs = env.execute(
         2,
         &Action::BuildCohort { params: params(r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}]}"#) },
@@ -710,6 +724,13 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     env.set_grounded(true);
+    // Runs 5 and 6 named the group `age`: its name is what n_high_rdw
+    // counts (n_normal_rdw is its zeros), its column the protocol's RDW.
+    let groups = tool(&env.response_schema(&[]), "build_cohort")["properties"]["groups"]["items"]["anyOf"].clone();
+    for branch in groups.as_array().unwrap() {
+        assert_eq!(branch["properties"]["name"], json!({"const": "high_rdw"}));
+        assert_eq!(branch["properties"]["column"], json!({"enum": ["rdw"]}));
+    }
     env.execute(
         1,
         &Action::BuildCohort {
@@ -743,4 +764,91 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let psm = tool(&env.response_schema(&[]), "propensity_matching");
     assert_eq!(psm["properties"]["covariates"], json!({"const": ["age", "female", "creatinine"]}));
     assert_eq!(psm["properties"]["outcome"], json!({"enum": ["death_365d"]}));
+}
+
+/// Run 6's anion-gap task rebuilt the same cohort between failing SQL
+/// queries, and each rebuild counted as work, so only the needed tools were
+/// never offered: an identical rebuild is idle, and one made while only
+/// the needed tools and build_cohort are offered leaves only the tools.
+#[test]
+fn rebuilding_the_same_cohort_is_idle() {
+    let (task, gold) = dev("anion-gap-28day-auc");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let build = || Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) };
+    env.execute(1, &build());
+    let answers = params(r#"{"n_patients": {"from_result": "stays"}, "n_deaths_28d": {"from_result": "death_28d"}}"#);
+    let obs = env.execute(2, &Action::SubmitAnswers { answers: answers.into_iter().collect() });
+    assert!(obs.text.contains("n_deaths_28d: accepted (14"), "{}", obs.text);
+    for step in 3..=5 {
+        assert!(action_names(&env.response_schema(&[])).len() > 3, "step {step}");
+        env.execute(step, &build());
+    }
+    assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "logistic_regression", "roc_auc"]);
+    assert!(env.state_note().contains("only logistic_regression, roc_auc and build_cohort are offered now"));
+    env.execute(6, &build());
+    assert_eq!(action_names(&env.response_schema(&[])), ["logistic_regression", "roc_auc"]);
+    assert!(
+        env.state_note().contains(
+            "4 actions in a row computed nothing these need: only logistic_regression, roc_auc are offered now."
+        ),
+        "{}",
+        env.state_note()
+    );
+}
+
+/// A model whose context holds `max_chars` characters of messages: a
+/// longer prompt is a context overflow, as llama.cpp reports it.
+struct SmallContext {
+    inner: support::Scripted,
+    max_chars: usize,
+}
+
+impl evident_llm::ChatModel for SmallContext {
+    fn model_id(&self) -> &str {
+        "small-context"
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<evident_llm::ChatResponse, evident_llm::LlmError> {
+        let chars: usize = request.messages.iter().map(|m| m.content.chars().count()).sum();
+        if chars > self.max_chars {
+            return Err(evident_llm::LlmError::ContextOverflow {
+                prompt_tokens: chars as u32 / 4,
+                context_size: self.max_chars as u32 / 4,
+            });
+        }
+        self.inner.chat(request)
+    }
+}
+
+/// Run 6's anion-gap task read the 100-row cohort file and its next prompt
+/// did not fit the 8,192-token model, which ended the run: the typed
+/// strategies cut the longest observation in half and ask again, and the
+/// run goes on.
+#[test]
+fn an_observation_too_long_for_the_context_is_cut_and_the_run_goes_on() {
+    let (task, gold) = lactate();
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    let script = vec![
+        act("build_cohort", BUILD),
+        act("read_file", r#"{"path": "cohort_audit.csv"}"#),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["age"]}"#),
+    ];
+    let model = SmallContext { inner: scripted(&script), max_chars: 16_000 };
+    let mut config = AgentConfig::paper(Strategy::TypedGrounded);
+    config.max_steps = 3;
+    let store = StepStore::new(run_dir.path());
+    let run = run_agent(&model, &scripted::<&str>(&[]), &mut env, &study_prompts(None), &config, &store, &[]).unwrap();
+    assert_eq!(run.termination, Termination::StepBudget, "{:?}", run.steps.last());
+    assert_eq!(run.steps[2].action, "describe");
+    let requests = model.inner.requests();
+    let sizes: Vec<usize> =
+        requests.iter().map(|r| r.messages.iter().map(|m| m.content.chars().count()).sum()).collect();
+    let last = &requests.last().unwrap().messages;
+    assert!(sizes.len() == 3 && sizes[2] <= 16_000, "{sizes:?}");
+    assert!(last.iter().any(|m| m.content.ends_with("(the observation was cut to fit the model's context)")));
+    // The step keeps what the tool returned, whole.
+    assert!(run.steps[1].observation.chars().count() > 5_000, "{}", run.steps[1].observation.len());
 }

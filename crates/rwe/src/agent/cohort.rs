@@ -79,19 +79,38 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
 /// death within N days gets `death_within_days` fixed to N, and one whose
 /// outcome is not has no `death_within_days` at all. A group cuts
 /// only one of `group_columns` (age and the protocol's lab columns; run 5
-/// cut `hadm_id`), and there are no groups when that list is empty (the
+/// cut `hadm_id`), is named one of `group_names` where that is not empty,
+/// and there are no groups when that list is empty (the
 /// environment empties it where no count or share needs one). In runs 2 and 4
 /// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
 /// named the anion-gap column `lactate`.
-pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String]) -> Value {
+pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String], group_names: &[String]) -> Value {
     let mut schema = params_schema_for(protocol_text);
     let mut required = Vec::new();
     let props = schema["properties"].as_object_mut().expect("the schema has properties");
     if group_columns.is_empty() {
         props.remove("groups");
     } else if let Some(branches) = props["groups"]["items"]["anyOf"].as_array_mut() {
-        for b in branches {
+        for b in branches.iter_mut() {
             b["properties"]["column"] = serde_json::json!({"enum": group_columns});
+        }
+        // Each name with the columns it names (`high_rdw` cuts `rdw`), or
+        // with every column where it names none (`older`).
+        if !group_names.is_empty() {
+            let cuts: Vec<Value> = branches.clone();
+            branches.clear();
+            for name in group_names {
+                let words: Vec<&str> = name.split('_').collect();
+                let named: Vec<&String> =
+                    group_columns.iter().filter(|c| c.split('_').all(|w| words.contains(&w))).collect();
+                let columns: Vec<&String> = if named.is_empty() { group_columns.iter().collect() } else { named };
+                for cut in &cuts {
+                    let mut b = cut.clone();
+                    b["properties"]["name"] = serde_json::json!({"const": name});
+                    b["properties"]["column"] = serde_json::json!({"enum": columns});
+                    branches.push(b);
+                }
+            }
         }
     }
     if let Some(labs) = props.get_mut("labs") {

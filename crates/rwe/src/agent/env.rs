@@ -66,6 +66,8 @@ pub struct StudyEnv {
     /// and the protocol's laboratory items' columns (named from their
     /// labels), read when the strategy is set.
     group_columns: Vec<String>,
+    /// The names a grounded `build_cohort` group may take (empty: any).
+    group_names: Vec<String>,
 }
 
 /// How many actions in a row the grounded strategy may take past answers
@@ -108,6 +110,7 @@ impl StudyEnv {
             passed_up: 0,
             idle: 0,
             group_columns: Vec::new(),
+            group_names: Vec::new(),
         }
     }
 
@@ -138,14 +141,34 @@ impl StudyEnv {
         if let Some(n) = super::cohort::protocol_death_days(&text) {
             columns.push(format!("death_{n}d"));
         }
-        let needs_group = task.questions.iter().flat_map(|q| &q.fields).any(|f| {
+        let needs_group = |f: &&crate::task::FieldKind| {
             matches!(f, crate::task::FieldKind::Count { .. } | crate::task::FieldKind::Proportion { .. })
                 && provenance::named_for(task, f.name())
                     .iter()
                     .any(|w| !columns.iter().any(|c| provenance::names_any(c, std::slice::from_ref(w))))
-        });
-        if !needs_group {
+        };
+        let fields: Vec<&crate::task::FieldKind> =
+            task.questions.iter().flat_map(|q| &q.fields).filter(needs_group).collect();
+        if fields.is_empty() {
             self.group_columns.clear();
+        }
+        // A group is named for what its field counts, less deaths and the
+        // cohort's size: `older`, `high_rdw` (run 5 and 6 named the RDW
+        // task's group `age`, refused each time). A group is a cut at or
+        // above a value, so no name for the lower side (`normal_rdw`, which
+        // the group's zeros are).
+        const LOWER: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
+        self.group_names = Vec::new();
+        for f in fields {
+            let words: Vec<String> =
+                provenance::named_for(task, f.name()).into_iter().filter(|w| w != "death").collect();
+            let name = words.join("_");
+            if !words.is_empty()
+                && !words.iter().any(|w| LOWER.contains(&w.as_str()))
+                && !self.group_names.contains(&name)
+            {
+                self.group_names.push(name);
+            }
         }
     }
 
@@ -202,16 +225,34 @@ impl StudyEnv {
             } else {
                 let needed = self.tools_needed();
                 match action {
-                    Action::BuildCohort { .. } => self.idle = 0,
+                    // Decided once it has run: see below.
+                    Action::BuildCohort { .. } => {}
                     a if needed.contains(&a.name()) => self.idle = 0,
                     _ => self.idle += 1,
                 }
             }
         }
+        // The same cohort built again computed nothing new (run 6's
+        // anion-gap task rebuilt it every few steps between failing SQL, so
+        // only the needed tools were never offered); a changed one may hold
+        // the column an open question needs.
+        let idle_rebuild = matches!(action, Action::BuildCohort { .. })
+            && self.is_grounded()
+            && self.audit_file_present()
+            && !self.something_offerable();
+        let cohort_before =
+            if idle_rebuild { std::fs::read(self.workspace.root().join(AUDIT_FILE)).ok() } else { None };
         let (mut text, finished) = match self.dispatch(step, action) {
             Ok(done) => done,
             Err(message) => (format!("The action failed: {message}"), false),
         };
+        if idle_rebuild {
+            if cohort_before == std::fs::read(self.workspace.root().join(AUDIT_FILE)).ok() {
+                self.idle += 1;
+            } else {
+                self.idle = 0;
+            }
+        }
         let mut results = Vec::new();
         if self.traces_answers() {
             results = std::mem::take(&mut self.new_results).into_iter().filter(|(_, v)| v.is_finite()).fold(
@@ -708,8 +749,9 @@ impl StudyEnv {
                 " Nothing can be submitted yet: answers come only from computed results. Next: compute {first}."
             ));
             if self.idle >= IDLE_BEFORE_COMPUTE {
+                let rebuild = if self.idle == IDLE_BEFORE_COMPUTE { " and build_cohort" } else { "" };
                 note.push_str(&format!(
-                    " {} actions in a row computed nothing these need: only {} and build_cohort are offered now.",
+                    " {} actions in a row computed nothing these need: only {}{rebuild} are offered now.",
                     self.idle,
                     self.tools_needed().join(", ")
                 ));
@@ -770,7 +812,11 @@ impl StudyEnv {
             grounded && audit_present && !open_answers.is_empty() && self.passed_up >= PASSES_BEFORE_SUBMIT;
         let compute_only = if grounded && audit_present && open_answers.is_empty() && self.idle >= IDLE_BEFORE_COMPUTE {
             let mut names: Vec<String> = self.tools_needed().into_iter().map(str::to_string).collect();
-            names.push("build_cohort".into());
+            // Past the threshold only an identical rebuild can have counted
+            // (the needed tools reset it): no more rebuilding.
+            if self.idle == IDLE_BEFORE_COMPUTE {
+                names.push("build_cohort".into());
+            }
             names
         } else {
             Vec::new()
@@ -782,6 +828,7 @@ impl StudyEnv {
             audit_present,
             grounded,
             group_columns: self.group_columns.clone(),
+            group_names: self.group_names.clone(),
             submit_only,
             compute_only,
             open_answers,

@@ -366,6 +366,34 @@ fn history_tokens(model: &dyn ChatModel, messages: &[Message]) -> usize {
         .unwrap_or_else(|| messages.iter().map(|m| m.content.chars().count()).sum::<usize>() / 4)
 }
 
+/// How many times one turn of the typed strategies cuts an observation to
+/// fit the model's context before the run ends as context-full.
+pub const MAX_OBSERVATION_CUTS: u32 = 3;
+
+/// Cuts the longest observation after the first input (at least 800
+/// characters) to half its characters, in the turn and in the history the
+/// next turns start from; false when there is none to cut.
+fn cut_longest_observation(turn: &mut [Message], messages: &mut [Message]) -> bool {
+    let Some((i, chars)) = turn
+        .iter()
+        .enumerate()
+        .skip(2)
+        .filter(|(_, m)| m.role == Role::User)
+        .map(|(i, m)| (i, m.content.chars().count()))
+        .max_by_key(|(_, chars)| *chars)
+        .filter(|(_, chars)| *chars >= 800)
+    else {
+        return false;
+    };
+    let cut = crate::sandbox::truncate_chars(&turn[i].content, chars / 2)
+        + " (the observation was cut to fit the model's context)";
+    if let Some(m) = messages.get_mut(i).filter(|m| m.content == turn[i].content) {
+        m.content = cut.clone();
+    }
+    turn[i].content = cut;
+    true
+}
+
 /// Replaces the history from the first input to the penultimate agent
 /// output with the memory summary (Appendix E.2); the last exchange stays.
 fn compress(messages: &mut Vec<Message>, summary: &str) {
@@ -490,6 +518,7 @@ pub fn run_agent(
         // One turn: ask until a valid action, at most max_invalid + 1 times.
         let mut turn = messages.clone();
         let mut invalid = 0u32;
+        let mut cuts = 0u32;
         let mut repeats: Vec<&'static str> = Vec::new();
         let blocked: Vec<&'static str> = if typed { failed_twice(&steps).into_iter().collect() } else { Vec::new() };
         // Evident's typed schema follows the run's state: the protocol's
@@ -505,6 +534,18 @@ pub fn run_agent(
             request.json_schema = request_schema.clone();
             let response = match model.chat(&request) {
                 Ok(r) => r,
+                // Evident's (typed): the longest observation is cut in half
+                // and the turn asks again, up to MAX_OBSERVATION_CUTS times.
+                // Run 6's anion-gap task read the 100-row cohort file (7,219
+                // characters) and its next prompt, 9,128 tokens, ended the run
+                // on the 8,192-token embedded model.
+                Err(LlmError::ContextOverflow { .. }) if typed && cuts < MAX_OBSERVATION_CUTS => {
+                    if !cut_longest_observation(&mut turn, &mut messages) {
+                        break Err((String::new(), "the prompt does not fit the model's context".into(), true));
+                    }
+                    cuts += 1;
+                    continue;
+                }
                 Err(e @ LlmError::ContextOverflow { .. }) => break Err((String::new(), e.to_string(), true)),
                 Err(e) => return Err(e.into()),
             };
