@@ -752,6 +752,12 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let run_dir = tempfile::tempdir().unwrap();
     let mut env = env_for(run_dir.path(), task, gold);
     env.set_grounded(true);
+    // Run 6 named the drug and a creatinine group `avastatin`: the drug
+    // column is named for n_statin, and no group is offered (the matched
+    // counts are propensity matching's).
+    let cohort = tool(&env.response_schema(&[]), "build_cohort");
+    assert_eq!(cohort["properties"]["drug"]["properties"]["name"], json!({"enum": ["statin"]}));
+    assert!(cohort["properties"].get("groups").is_none(), "{cohort}");
     let obs = env.execute(
         1,
         &Action::BuildCohort {
@@ -851,4 +857,22 @@ fn an_observation_too_long_for_the_context_is_cut_and_the_run_goes_on() {
     assert!(last.iter().any(|m| m.content.ends_with("(the observation was cut to fit the model's context)")));
     // The step keeps what the tool returned, whole.
     assert!(run.steps[1].observation.chars().count() > 5_000, "{}", run.steps[1].observation.len());
+}
+
+/// Run 6's RDW task, its group refused twice, listed tables and files for
+/// 17 steps and never built its cohort: after three actions without a
+/// cohort only build_cohort and run_sql are offered, which the state says.
+#[test]
+fn three_actions_without_a_cohort_leave_only_the_cohort_builders() {
+    let (task, gold) = dev("rdw-one-year-survival");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    for step in 1..=2 {
+        env.execute(step, &Action::ListTables);
+        assert!(action_names(&env.response_schema(&[])).contains(&"list_files".to_string()), "step {step}");
+    }
+    env.execute(3, &Action::ListFiles { path: ".".into() });
+    assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "run_sql"]);
+    assert!(env.state_note().ends_with("3 actions without a cohort: only build_cohort and run_sql are offered now."));
 }

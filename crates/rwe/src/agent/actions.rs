@@ -542,6 +542,8 @@ pub struct SchemaState {
     /// The names such a group may take, from the fields it is for (empty:
     /// any name).
     pub group_names: Vec<String>,
+    /// The names a grounded drug column may take (empty: any name).
+    pub drug_names: Vec<String>,
     /// Only `submit_answers` is offered: the grounded strategy went past
     /// answers it could submit [`super::env::PASSES_BEFORE_SUBMIT`] times
     /// in a row (said in the `[State]` line).
@@ -571,7 +573,7 @@ pub struct SchemaState {
 pub fn state_response_schema(task: &crate::task::Task, excluded: &[&str], state: &SchemaState) -> Value {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods);
     let cohort = if state.grounded {
-        super::cohort::grounded_params_schema_for(&text, &state.group_columns, &state.group_names)
+        super::cohort::grounded_params_schema_for(&text, &state.group_columns, &state.group_names, &state.drug_names)
     } else {
         super::cohort::params_schema_for(&text)
     };

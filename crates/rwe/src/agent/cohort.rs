@@ -79,12 +79,17 @@ pub fn params_schema_for(protocol_text: &str) -> Value {
 /// death within N days gets `death_within_days` fixed to N, and one whose
 /// outcome is not has no `death_within_days` at all. A group cuts
 /// only one of `group_columns` (age and the protocol's lab columns; run 5
-/// cut `hadm_id`), is named one of `group_names` where that is not empty,
-/// and there are no groups when that list is empty (the
+/// cut `hadm_id`), is named one of `group_names` where that is not empty
+/// (a drug column one of `drug_names`), and there are no groups when that list is empty (the
 /// environment empties it where no count or share needs one). In runs 2 and 4
 /// the 0.5B model called `build_cohort {}` on the lactate and RDW tasks and
 /// named the anion-gap column `lactate`.
-pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String], group_names: &[String]) -> Value {
+pub fn grounded_params_schema_for(
+    protocol_text: &str,
+    group_columns: &[String],
+    group_names: &[String],
+    drug_names: &[String],
+) -> Value {
     let mut schema = params_schema_for(protocol_text);
     let mut required = Vec::new();
     let props = schema["properties"].as_object_mut().expect("the schema has properties");
@@ -113,6 +118,9 @@ pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String],
             }
         }
     }
+    if let Some(drug) = props.get_mut("drug").filter(|_| !drug_names.is_empty()) {
+        drug["properties"]["name"] = serde_json::json!({"enum": drug_names});
+    }
     if let Some(labs) = props.get_mut("labs") {
         let itemids = labs["items"]["properties"]["itemid"].clone();
         labs["items"] = serde_json::json!({
@@ -139,6 +147,36 @@ pub fn grounded_params_schema_for(protocol_text: &str, group_columns: &[String],
     }
     schema["required"] = serde_json::json!(required);
     schema
+}
+
+/// The words of the protocol's `Exposure:` and `Groups:` paragraphs (each
+/// up to the next `Label:` line), lower case, a plural's `s` dropped.
+pub fn protocol_exposure_words(methods: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut inside = false;
+    for line in methods.lines() {
+        let trimmed = line.trim_start();
+        let label = trimmed.split_once(':').map(|(l, _)| l).filter(|l| {
+            !l.is_empty()
+                && l.len() <= 40
+                && l.starts_with(|c: char| c.is_ascii_uppercase())
+                && l.chars().all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '-')
+        });
+        if let Some(label) = label {
+            inside = matches!(label, "Exposure" | "Groups" | "Exposures" | "Group");
+        }
+        if inside {
+            for w in trimmed.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+                let w = w.to_ascii_lowercase();
+                let w = match w.strip_suffix('s') {
+                    Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_string(),
+                    _ => w,
+                };
+                words.push(w);
+            }
+        }
+    }
+    words
 }
 
 /// The N of an outcome "death ... within N days" on the protocol's

@@ -62,12 +62,19 @@ pub struct StudyEnv {
     /// `build_cohort`); at [`IDLE_BEFORE_COMPUTE`] only those are offered.
     /// Not stored with the steps, as `passed_up`.
     idle: u32,
+    /// Actions in a row taken before any cohort existed (grounded): at
+    /// [`IDLE_BEFORE_COMPUTE`], only `build_cohort` and `run_sql` are
+    /// offered. Run 6's RDW task, its group refused twice, listed tables and
+    /// files for 17 steps and never built its cohort.
+    no_cohort: u32,
     /// Grounded strategy: the columns a `build_cohort` group may cut, age
     /// and the protocol's laboratory items' columns (named from their
     /// labels), read when the strategy is set.
     group_columns: Vec<String>,
     /// The names a grounded `build_cohort` group may take (empty: any).
     group_names: Vec<String>,
+    /// The names a grounded `build_cohort` drug column may take (empty: any).
+    drug_names: Vec<String>,
 }
 
 /// How many actions in a row the grounded strategy may take past answers
@@ -109,8 +116,10 @@ impl StudyEnv {
             grounded: false,
             passed_up: 0,
             idle: 0,
+            no_cohort: 0,
             group_columns: Vec::new(),
             group_names: Vec::new(),
+            drug_names: Vec::new(),
         }
     }
 
@@ -149,26 +158,39 @@ impl StudyEnv {
         };
         let fields: Vec<&crate::task::FieldKind> =
             task.questions.iter().flat_map(|q| &q.fields).filter(needs_group).collect();
-        if fields.is_empty() {
-            self.group_columns.clear();
-        }
         // A group is named for what its field counts, less deaths and the
-        // cohort's size: `older`, `high_rdw` (run 5 and 6 named the RDW
-        // task's group `age`, refused each time). A group is a cut at or
-        // above a value, so no name for the lower side (`normal_rdw`, which
-        // the group's zeros are).
+        // cohort's size: `older`, `high_rdw` (runs 5 and 6 named the RDW
+        // task's group `age`, refused each time), each word of it in the
+        // protocol's Exposure or Groups text (not the statin task's
+        // `matched`, which propensity matching counts). A group is a cut at
+        // or above a value, so no name for the lower side (`normal_rdw`,
+        // which the group's zeros are). Where the protocol has a drug
+        // exposure, the names are the drug column's (`statin`) and there
+        // are no groups: run 6 named both the drug and a creatinine group
+        // `avastatin`.
         const LOWER: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
-        self.group_names = Vec::new();
+        let exposure = super::cohort::protocol_exposure_words(&task.protocol.methods);
+        let mut names: Vec<String> = Vec::new();
         for f in fields {
             let words: Vec<String> =
                 provenance::named_for(task, f.name()).into_iter().filter(|w| w != "death").collect();
             let name = words.join("_");
             if !words.is_empty()
                 && !words.iter().any(|w| LOWER.contains(&w.as_str()))
-                && !self.group_names.contains(&name)
+                && words.iter().all(|w| exposure.contains(w))
+                && !names.contains(&name)
             {
-                self.group_names.push(name);
+                names.push(name);
             }
+        }
+        let has_drug = super::cohort::params_schema_for(&text)["properties"].get("drug").is_some();
+        self.drug_names = Vec::new();
+        self.group_names = Vec::new();
+        if names.is_empty() || has_drug {
+            self.group_columns.clear();
+            self.drug_names = names;
+        } else {
+            self.group_names = names;
         }
     }
 
@@ -215,6 +237,9 @@ impl StudyEnv {
         let limit = self.sandbox.max_observation_chars;
         self.analysis = None;
         self.new_results.clear();
+        if self.is_grounded() && !self.audit_file_present() {
+            self.no_cohort += 1;
+        }
         if self.is_grounded() && self.audit_file_present() {
             if self.something_offerable() {
                 self.idle = 0;
@@ -601,6 +626,12 @@ impl StudyEnv {
                 note.push_str(&format!(
                     "No {AUDIT_FILE} yet, so answers are refused. Next: build the cohort with build_cohort (criteria from the protocol's Population and Exposure), or run_sql with save_as \"{AUDIT_FILE}\"."
                 ));
+                if self.is_grounded() && self.no_cohort >= IDLE_BEFORE_COMPUTE {
+                    note.push_str(&format!(
+                        " {} actions without a cohort: only build_cohort and run_sql are offered now.",
+                        self.no_cohort
+                    ));
+                }
             }
             Some((rows, columns)) if self.is_grounded() => {
                 note.push_str(&format!("{AUDIT_FILE}: {rows} rows; columns {columns}. "));
@@ -810,7 +841,9 @@ impl StudyEnv {
         let remaining = self.sheet.remaining();
         let submit_only =
             grounded && audit_present && !open_answers.is_empty() && self.passed_up >= PASSES_BEFORE_SUBMIT;
-        let compute_only = if grounded && audit_present && open_answers.is_empty() && self.idle >= IDLE_BEFORE_COMPUTE {
+        let compute_only = if grounded && !audit_present && self.no_cohort >= IDLE_BEFORE_COMPUTE {
+            vec!["build_cohort".to_string(), "run_sql".to_string()]
+        } else if grounded && audit_present && open_answers.is_empty() && self.idle >= IDLE_BEFORE_COMPUTE {
             let mut names: Vec<String> = self.tools_needed().into_iter().map(str::to_string).collect();
             // Past the threshold only an identical rebuild can have counted
             // (the needed tools reset it): no more rebuilding.
@@ -829,6 +862,7 @@ impl StudyEnv {
             grounded,
             group_columns: self.group_columns.clone(),
             group_names: self.group_names.clone(),
+            drug_names: self.drug_names.clone(),
             submit_only,
             compute_only,
             open_answers,
