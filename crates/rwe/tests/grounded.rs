@@ -583,6 +583,7 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
         assert_eq!(branch["properties"]["column"], json!({"enum": ["age"]}), "run 5 cut hadm_id");
         assert_eq!(branch["properties"]["name"], json!({"const": "older"}), "named for n_older");
     }
+    assert_eq!(cohort["properties"]["groups"]["maxItems"], json!(1), "run 6 cut two named older");
     // The embedded model's grammar engine holds the named groups.
     let tok_env = toktrie::ApproximateTokEnv::single_byte_env();
     let factory = llguidance::ParserFactory::new_simple(&tok_env).unwrap();
@@ -605,6 +606,16 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
     assert!(env.state_note().contains("n_older (older)"), "{}", env.state_note());
     let older = obs.results.iter().find(|r| r.key == "older").expect("the group's count");
     assert_eq!(older.value, ResultValue::Binary { ones: 46, n: 100 }, "R: 46 older patients");
+    // Driven directly, a group named twice is one group.
+    let obs = env.execute(
+        3,
+        &Action::BuildCohort {
+            params: params(
+                r#"{"groups": [{"name": "older", "column": "age", "at_least": 65}, {"name": "older", "column": "age", "at_least": 18}]}"#,
+            ),
+        },
+    );
+    assert!(obs.text.contains("older is 1 where age >= 65.") && !obs.text.contains("where age >= 18"), "{}", obs.text);
 }
 
 /// Run 5's anion-gap task had only its choice left from step 5 and spent

@@ -118,6 +118,10 @@ pub fn grounded_params_schema_for(
             }
         }
     }
+    // No more groups than names (run 6 cut two named older).
+    if let Some(groups) = props.get_mut("groups").filter(|_| !group_names.is_empty()) {
+        groups["maxItems"] = Value::from(group_names.len());
+    }
     if let Some(drug) = props.get_mut("drug").filter(|_| !drug_names.is_empty()) {
         drug["properties"]["name"] = serde_json::json!({"enum": drug_names});
     }
@@ -197,18 +201,33 @@ pub fn protocol_death_days(protocol_text: &str) -> Option<i64> {
 /// `anion_gap`), after dropping a repeated itemid; an itemid with no label
 /// is left for [`build_cohort`] to refuse.
 pub fn name_labs_by_label(db: &mut ReadOnlyConnection, params: &mut Map<String, Value>) -> Result<(), String> {
+    if let Some(labs) = params.get_mut("labs").and_then(Value::as_array_mut) {
+        // The same itemid twice is one criterion (run 5 stated the anion gap's
+        // twice, and the two same-named columns were refused).
+        let mut seen = Vec::new();
+        labs.retain(|lab| match lab.get("itemid").and_then(Value::as_i64) {
+            Some(id) if seen.contains(&id) => false,
+            Some(id) => {
+                seen.push(id);
+                true
+            }
+            None => true,
+        });
+    }
+    // A group named twice is one group, the first (run 6 cut two groups
+    // named older, which the builder refused as two columns of one name).
+    if let Some(groups) = params.get_mut("groups").and_then(Value::as_array_mut) {
+        let mut names = Vec::new();
+        groups.retain(|g| match g.get("name").and_then(Value::as_str) {
+            Some(n) if names.contains(&n.to_string()) => false,
+            Some(n) => {
+                names.push(n.to_string());
+                true
+            }
+            None => true,
+        });
+    }
     let Some(labs) = params.get_mut("labs").and_then(Value::as_array_mut) else { return Ok(()) };
-    // The same itemid twice is one criterion (run 5 stated the anion gap's
-    // twice, and the two same-named columns were refused).
-    let mut seen = Vec::new();
-    labs.retain(|lab| match lab.get("itemid").and_then(Value::as_i64) {
-        Some(id) if seen.contains(&id) => false,
-        Some(id) => {
-            seen.push(id);
-            true
-        }
-        None => true,
-    });
     for lab in labs.iter_mut().filter_map(Value::as_object_mut) {
         let Some(itemid) = lab.get("itemid").and_then(Value::as_i64).filter(|_| !lab.contains_key("name")) else {
             continue;
