@@ -616,6 +616,19 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
         },
     );
     assert!(obs.text.contains("older is 1 where age >= 65.") && !obs.text.contains("where age >= 18"), "{}", obs.text);
+    // A group that splits nothing is refused (a run cut older at 18, the
+    // cohort's minimum age), and the cohort stays as it was.
+    let before = std::fs::read(run_dir.path().join("workspace/cohort_audit.csv")).unwrap();
+    let obs = env.execute(
+        4,
+        &Action::BuildCohort { params: params(r#"{"groups": [{"name": "older", "column": "age", "at_least": 18}]}"#) },
+    );
+    assert!(
+        obs.text.contains("group older (age >= 18) is 1 for all 100 stays with a value, so it splits nothing; cut it at the value the protocol gives; nothing was written"),
+        "{}",
+        obs.text
+    );
+    assert_eq!(std::fs::read(run_dir.path().join("workspace/cohort_audit.csv")).unwrap(), before);
 }
 
 /// Run 5's anion-gap task had only its choice left from step 5 and spent

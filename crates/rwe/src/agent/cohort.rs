@@ -602,6 +602,25 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
             steps()
         ));
     }
+    // A group that does not split the cohort carries nothing: a run at
+    // f4b5bfb cut `older` at 18, the cohort's own minimum age, so every
+    // stay was older.
+    for g in &spec.groups {
+        let Some(i) = cohort.columns.iter().position(|c| *c == g.name) else { continue };
+        let ones = cohort.rows.iter().filter(|r| r[i].as_f64() == Some(1.0)).count();
+        let zeros = cohort.rows.iter().filter(|r| r[i].as_f64() == Some(0.0)).count();
+        if ones == 0 || zeros == 0 {
+            let op = if g.inclusive { ">=" } else { ">" };
+            return Err(format!(
+                "group {} ({} {op} {}) is {} for all {} stays with a value, so it splits nothing; cut it at the value the protocol gives; nothing was written",
+                g.name,
+                g.column,
+                g.value,
+                if ones == 0 { 0 } else { 1 },
+                ones + zeros
+            ));
+        }
+    }
     if let Some(drug) = &spec.drug {
         let i = col(&drug.name);
         if !base.rows.iter().any(|r| number(r, i) == Some(1.0)) {
