@@ -146,6 +146,19 @@ fn format_number(x: f64) -> String {
 /// log-rank or Fisher's test, an AUC from a ROC curve, counts, shares and
 /// medians from `describe` (Fisher's table for a tested question's shares).
 pub fn tools_for(task: &Task, question: &Question) -> Vec<&'static str> {
+    let mut tools: Vec<&'static str> = Vec::new();
+    for f in &question.fields {
+        if let Some(t) = tool_for_field(task, question, f).filter(|t| !tools.contains(t)) {
+            tools.push(t);
+        }
+    }
+    tools
+}
+
+/// The tool that computes one field of `question` ([`tools_for`]). Run 6's
+/// anion-gap task, with only the AUC open, ran regressions for six steps:
+/// the compute-only lever offered the question's logistic regression too.
+pub fn tool_for_field(task: &Task, question: &Question, field: &FieldKind) -> Option<&'static str> {
     let methods = task.protocol.methods.to_lowercase();
     let ratio_tool = |role: Option<&str>| match role {
         Some("hazard_ratio") => "cox_regression",
@@ -164,20 +177,13 @@ pub fn tools_for(task: &Task, question: &Question) -> Vec<&'static str> {
     } else {
         None
     };
-    let mut tools: Vec<&'static str> = Vec::new();
-    for f in &question.fields {
-        let tool = match f {
-            FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,
-            FieldKind::Pvalue { .. } => ratio.or(test),
-            FieldKind::Auc { .. } => Some("roc_auc"),
-            FieldKind::Proportion { .. } if question.is_gated() && test == Some("fisher_test") => test,
-            FieldKind::Count { .. } | FieldKind::Proportion { .. } | FieldKind::Numeric { .. } => Some("describe"),
-        };
-        if let Some(t) = tool.filter(|t| !tools.contains(t)) {
-            tools.push(t);
-        }
+    match field {
+        FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,
+        FieldKind::Pvalue { .. } => ratio.or(test),
+        FieldKind::Auc { .. } => Some("roc_auc"),
+        FieldKind::Proportion { .. } if question.is_gated() && test == Some("fisher_test") => test,
+        FieldKind::Count { .. } | FieldKind::Proportion { .. } | FieldKind::Numeric { .. } => Some("describe"),
     }
-    tools
 }
 
 /// The value a result gives `field` of `task`, if it can fill it.

@@ -900,3 +900,42 @@ fn three_actions_without_a_cohort_leave_only_the_cohort_builders() {
     assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "run_sql"]);
     assert!(env.state_note().ends_with("3 actions without a cohort: only build_cohort and run_sql are offered now."));
 }
+
+/// Run 6's anion-gap task, with only the AUC open, ran logistic, Poisson,
+/// linear and Cox regressions for six steps, and each logistic regression
+/// reset the idle count because its question needed one: a waiting field
+/// needs only its own tool, so the compute-only lever offers the ROC curve.
+#[test]
+fn a_waiting_field_needs_only_its_own_tool() {
+    let (task, gold) = dev("anion-gap-28day-auc");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let submit = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
+    env.execute(
+        1,
+        &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) },
+    );
+    env.execute(
+        2,
+        &submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths_28d": {"from_result": "death_28d"}}"#),
+    );
+    let fit = Action::Statistics {
+        tool: evident_rwe::agent::actions::StatsTool::LogisticRegression,
+        params: params(r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictors": ["anion_gap", "age"]}"#),
+    };
+    env.execute(3, &fit);
+    env.execute(4, &submit(r#"{"q_anion_gap": "A"}"#));
+    let obs = env.execute(
+        5,
+        &submit(
+            r#"{"or_anion_gap": {"from_result": "OR anion_gap"}, "or_anion_gap_low": {"from_result": "OR anion_gap"}, "or_anion_gap_high": {"from_result": "OR anion_gap"}, "p_anion_gap": {"from_result": "OR anion_gap"}}"#,
+        ),
+    );
+    assert!(obs.text.contains("Still to answer: auc_anion_gap"), "{}", obs.text);
+    env.execute(6, &fit);
+    env.execute(7, &Action::ListTables);
+    env.execute(8, &Action::ListTables);
+    assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "roc_auc"]);
+}

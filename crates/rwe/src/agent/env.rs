@@ -554,8 +554,13 @@ impl StudyEnv {
         let task = self.sheet.task();
         let mut tools = Vec::new();
         for id in self.grounded_gaps().0 {
-            let Some(q) = task.question(&id).or(task.field(&id).map(|(q, _)| q)) else { continue };
-            for t in provenance::tools_for(task, q) {
+            // A field needs its own tool; a choice its question's.
+            let needs = match (task.field(&id), task.question(&id)) {
+                (Some((q, f)), _) => provenance::tool_for_field(task, q, f).into_iter().collect(),
+                (None, Some(q)) => provenance::tools_for(task, q),
+                (None, None) => Vec::new(),
+            };
+            for t in needs {
                 if !tools.contains(&t) {
                     tools.push(t);
                 }
