@@ -582,6 +582,7 @@ fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
     for branch in cohort["properties"]["groups"]["items"]["anyOf"].as_array().unwrap() {
         assert_eq!(branch["properties"]["column"], json!({"enum": ["age"]}), "run 5 cut hadm_id");
         assert_eq!(branch["properties"]["name"], json!({"const": "older"}), "named for n_older");
+        assert_eq!(branch["properties"]["at_least"], json!({"const": 65.0}), "sixty-five years or more");
     }
     assert_eq!(cohort["properties"]["groups"]["maxItems"], json!(1), "run 6 cut two named older");
     // The embedded model's grammar engine holds the named groups.
@@ -754,6 +755,7 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     for branch in groups.as_array().unwrap() {
         assert_eq!(branch["properties"]["name"], json!({"const": "high_rdw"}));
         assert_eq!(branch["properties"]["column"], json!({"enum": ["rdw"]}));
+        assert_eq!(branch["properties"]["above"], json!({"const": 15.5}), "run 6 cut at 15.5 inclusive: 30, R 27");
     }
     env.execute(
         1,

@@ -109,8 +109,16 @@ pub fn grounded_params_schema_for(
                 let named: Vec<&String> =
                     group_columns.iter().filter(|c| c.split('_').all(|w| words.contains(&w))).collect();
                 let columns: Vec<&String> = if named.is_empty() { group_columns.iter().collect() } else { named };
+                // The protocol's own cut where it gives one (`protocol_cut`).
+                let given = protocol_cut(protocol_text, name);
                 for cut in &cuts {
                     let mut b = cut.clone();
+                    if let Some((kind, value)) = given {
+                        if b["properties"].get(kind).is_none() {
+                            continue;
+                        }
+                        b["properties"][kind] = serde_json::json!({"const": value});
+                    }
                     b["properties"]["name"] = serde_json::json!({"const": name});
                     b["properties"]["column"] = serde_json::json!({"enum": columns});
                     branches.push(b);
@@ -153,34 +161,122 @@ pub fn grounded_params_schema_for(
     schema
 }
 
-/// The words of the protocol's `Exposure:` and `Groups:` paragraphs (each
-/// up to the next `Label:` line), lower case, a plural's `s` dropped.
-pub fn protocol_exposure_words(methods: &str) -> Vec<String> {
-    let mut words = Vec::new();
+/// The text of the protocol's `Exposure:` and `Groups:` paragraphs (each up
+/// to the next `Label:` line), lower case, on one line.
+fn exposure_text(methods: &str) -> String {
+    let mut text = String::new();
     let mut inside = false;
     for line in methods.lines() {
         let trimmed = line.trim_start();
-        let label = trimmed.split_once(':').map(|(l, _)| l).filter(|l| {
-            !l.is_empty()
-                && l.len() <= 40
-                && l.starts_with(|c: char| c.is_ascii_uppercase())
-                && l.chars().all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '-')
-        });
-        if let Some(label) = label {
+        if let Some(label) = label_of(trimmed) {
             inside = matches!(label, "Exposure" | "Groups" | "Exposures" | "Group");
         }
         if inside {
-            for w in trimmed.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
-                let w = w.to_ascii_lowercase();
-                let w = match w.strip_suffix('s') {
-                    Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_string(),
-                    _ => w,
-                };
-                words.push(w);
+            text.push_str(&trimmed.to_lowercase());
+            text.push(' ');
+        }
+    }
+    text
+}
+
+fn label_of(line: &str) -> Option<&str> {
+    line.split_once(':').map(|(l, _)| l).filter(|l| {
+        !l.is_empty()
+            && l.len() <= 40
+            && l.starts_with(|c: char| c.is_ascii_uppercase())
+            && l.chars().all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '-')
+    })
+}
+
+/// A number written in digits or in English words up to ninety-nine
+/// ("sixty-five").
+fn number_at(word: &str) -> Option<f64> {
+    if let Ok(x) = word.trim_end_matches(['%', ',', '.']).parse::<f64>() {
+        return Some(x);
+    }
+    const UNITS: [&str; 20] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+    ];
+    const TENS: [&str; 8] = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
+    let unit = |w: &str| UNITS.iter().position(|u| *u == w).map(|i| i as f64);
+    let ten = |w: &str| TENS.iter().position(|t| *t == w).map(|i| (i as f64 + 2.0) * 10.0);
+    match word.split_once('-') {
+        Some((t, u)) => Some(ten(t)? + unit(u).filter(|u| *u < 10.0)?),
+        None => unit(word).or_else(|| ten(word)),
+    }
+}
+
+/// The cut the protocol gives a group named `name`: in the Exposure or
+/// Groups sentence that holds every word of the name, "above N" (`above`)
+/// or "N ... or more", "at least N" (`at_least`). The age task says "aged
+/// sixty-five years or more", the RDW task "a value above 15.5 %"; run 6
+/// cut older at 18 and high RDW at 15.5 inclusive.
+pub fn protocol_cut(methods: &str, name: &str) -> Option<(&'static str, f64)> {
+    let text = exposure_text(methods);
+    let name_words: Vec<&str> = name.split('_').collect();
+    for sentence in text.split(". ").flat_map(|s| s.split(';')).map(str::trim) {
+        let words: Vec<&str> = sentence.split_whitespace().collect();
+        let holds = |w: &str| {
+            words.iter().any(|x| {
+                x.trim_matches(|c: char| !c.is_alphanumeric()).trim_end_matches('s') == w.trim_end_matches('s')
+            })
+        };
+        if !name_words.iter().all(|w| holds(w)) {
+            continue;
+        }
+        for (i, w) in words.iter().enumerate() {
+            let next = |k: usize| words.get(i + k).and_then(|x| number_at(x));
+            if *w == "above" || *w == "over" || (*w == "greater" && words.get(i + 1) == Some(&"than")) {
+                if let Some(x) = next(1).or_else(|| next(2)) {
+                    return Some(("above", x));
+                }
+            }
+            if *w == "least" && i > 0 && words[i - 1] == "at" {
+                if let Some(x) = next(1) {
+                    return Some(("at_least", x));
+                }
+            }
+            if let Some(x) = number_at(w) {
+                let rest = words[i + 1..].iter().take(4).copied().collect::<Vec<_>>().join(" ");
+                if rest.contains("or more") || rest.contains("or older") || rest.contains("or above") {
+                    return Some(("at_least", x));
+                }
             }
         }
     }
-    words
+    None
+}
+
+/// The words of the protocol's `Exposure:` and `Groups:` paragraphs (each
+/// up to the next `Label:` line), lower case, a plural's `s` dropped.
+pub fn protocol_exposure_words(methods: &str) -> Vec<String> {
+    exposure_text(methods)
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| match w.strip_suffix('s') {
+            Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_string(),
+            _ => w.to_string(),
+        })
+        .collect()
 }
 
 /// The N of an outcome "death ... within N days" on the protocol's
@@ -699,4 +795,22 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
             .collect::<String>()
     );
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_groups_cut_from_the_protocol() {
+        let age = "Population: adults (age at least eighteen).\nGroups: older patients are those aged sixty-five years or more at ICU admission; the others are\nyounger.\nOutcome: in-hospital death.";
+        assert_eq!(protocol_cut(age, "older"), Some(("at_least", 65.0)));
+        let rdw = "Exposure: the maximum RDW (labevents itemid 51277, valuenum, %) charted from six hours before to\ntwenty-four hours after intime, matched by subject_id; high RDW means a value above 15.5 %.\nStays without such an RDW are excluded.\nOutcome: death.";
+        assert_eq!(protocol_cut(rdw, "high_rdw"), Some(("above", 15.5)));
+        assert_eq!(protocol_cut(rdw, "older"), None);
+        assert_eq!(number_at("sixty-five"), Some(65.0));
+        assert_eq!(number_at("eighteen"), Some(18.0));
+        assert_eq!(number_at("15.5"), Some(15.5));
+        assert_eq!(number_at("sixty-fifteen"), None);
+    }
 }
