@@ -177,11 +177,20 @@ pub fn tool_for_field(task: &Task, question: &Question, field: &FieldKind) -> Op
     } else {
         None
     };
+    // A count of the lower side of a 0/1 column (`n_normal_rdw`,
+    // `n_no_statin`) is not a column's ones, which `describe` gives: the
+    // group sizes of a Kaplan-Meier comparison or of a propensity match,
+    // or a Fisher table's shares, count it. Run 6's RDW task described the
+    // RDW columns again and again for n_normal_rdw.
+    const LOWER: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
+    let lower_side = own_words(field.name()).iter().any(|w| LOWER.contains(&w.as_str()));
+    let side_tool = if methods.contains("propensity") { Some("propensity_matching") } else { test };
     match field {
         FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,
         FieldKind::Pvalue { .. } => ratio.or(test),
         FieldKind::Auc { .. } => Some("roc_auc"),
         FieldKind::Proportion { .. } if question.is_gated() && test == Some("fisher_test") => test,
+        FieldKind::Count { .. } | FieldKind::Proportion { .. } if lower_side && side_tool.is_some() => side_tool,
         FieldKind::Count { .. } | FieldKind::Proportion { .. } | FieldKind::Numeric { .. } => Some("describe"),
     }
 }
@@ -871,6 +880,10 @@ mod tests {
             result("HR age", effect("hazard_ratio")),
         ];
         assert_eq!(offered(&t, "n_high_rdw", &results), ["n high_rdw=1"]);
+        let baseline = t.question("baseline").unwrap();
+        let tool = |id: &str| tool_for_field(&t, baseline, t.field(id).unwrap().1);
+        assert_eq!(tool("n_high_rdw"), Some("describe"));
+        assert_eq!(tool("n_normal_rdw"), Some("kaplan_meier_logrank"), "run 6 described the RDW columns for it");
         let groups = vec![
             result("n high_rdw=1", ResultValue::Count { n: 4 }),
             result("n high_rdw=0", ResultValue::Count { n: 70 }),
@@ -898,6 +911,8 @@ mod tests {
             vec![result("statin=1", ResultValue::Count { n: 20 }), result("statin=0", ResultValue::Count { n: 54 })];
         assert_eq!(offered(&t, "n_statin", &sides), ["statin=1"]);
         assert_eq!(offered(&t, "n_no_statin", &sides), ["statin=0"]);
+        let baseline = t.question("baseline").unwrap();
+        assert_eq!(tool_for_field(&t, baseline, t.field("n_no_statin").unwrap().1), Some("propensity_matching"));
         let column = vec![result("statin", binary())];
         assert_eq!(offered(&t, "n_statin", &column), ["statin"]);
         assert!(offered(&t, "n_no_statin", &column).is_empty());
