@@ -941,3 +941,28 @@ fn a_waiting_field_needs_only_its_own_tool() {
     env.execute(8, &Action::ListTables);
     assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "roc_auc"]);
 }
+
+/// The narrowing levers never leave an empty schema: with only the ROC
+/// curve offered and the ROC curve excluded (it failed twice in a row),
+/// the schema offers the state's other actions.
+#[test]
+fn a_lever_whose_tools_are_all_excluded_offers_the_rest() {
+    let (task, gold) = dev("anion-gap-28day-auc");
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let submit = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
+    let build = || Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) };
+    env.execute(1, &build());
+    env.execute(
+        2,
+        &submit(r#"{"n_patients": {"from_result": "stays"}, "n_deaths_28d": {"from_result": "death_28d"}}"#),
+    );
+    for step in 3..=6 {
+        env.execute(step, &build());
+    }
+    assert_eq!(action_names(&env.response_schema(&[])), ["logistic_regression", "roc_auc"]);
+    let names = action_names(&env.response_schema(&["logistic_regression", "roc_auc"]));
+    assert!(names.len() > 2 && names.contains(&"describe".to_string()), "{names:?}");
+}

@@ -775,6 +775,20 @@ fn response_schema_with(
     cohort_params: Option<Value>,
     state: Option<&SchemaState>,
 ) -> Value {
+    // The narrowing levers never leave nothing to answer with: where the
+    // actions they keep are all excluded (a needed tool that failed twice
+    // in a row), the state's other limits still hold without them.
+    if let Some(s) = state.filter(|s| !s.compute_only.is_empty() || s.submit_only) {
+        let kept = |d: &ActionDoc| {
+            !excluded.contains(&d.name)
+                && (s.compute_only.is_empty() || s.compute_only.iter().any(|c| c == d.name))
+                && (!s.submit_only || d.name == "submit_answers")
+        };
+        if !docs(strategy).iter().copied().any(kept) {
+            let wider = SchemaState { compute_only: Vec::new(), submit_only: false, ..s.clone() };
+            return response_schema_with(strategy, excluded, cohort_params, Some(&wider));
+        }
+    }
     let actions: Vec<Value> = docs(strategy)
         .iter()
         .filter(|d| !excluded.contains(&d.name))
