@@ -637,17 +637,28 @@ pub struct ColumnRoles {
     /// one names a column of the table, that set is the only one a
     /// regression's `predictors` (a propensity model's `covariates`) take.
     pub models: super::adjustment::ProtocolModels,
+    /// The words of the protocol's Exposure and Groups text: a compared
+    /// group (Kaplan-Meier's, Fisher's row, a treatment) is a column named
+    /// with them where one is. A run at cc692e6 compared survival by sex,
+    /// not by high RDW, and its log-rank p counted for the RDW question.
+    pub exposure_words: Vec<String>,
 }
 
 impl ColumnRoles {
     /// The roles for a protocol's text (its background and methods).
     pub fn for_protocol(protocol_text: &str) -> ColumnRoles {
         let models = super::adjustment::ProtocolModels::read(protocol_text);
+        let exposure_words = super::cohort::protocol_exposure_words(protocol_text);
         match super::cohort::protocol_death_days(protocol_text) {
-            Some(n) => {
-                ColumnRoles { outcomes: vec![format!("death_{n}d")], times: vec![format!("followup_{n}d")], models }
+            Some(n) => ColumnRoles {
+                outcomes: vec![format!("death_{n}d")],
+                times: vec![format!("followup_{n}d")],
+                models,
+                exposure_words,
+            },
+            None => {
+                ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new(), models, exposure_words }
             }
-            None => ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new(), models },
         }
     }
 
@@ -709,7 +720,23 @@ fn tool_params_on(doc: &ActionDoc, table: &CsvColumns, roles: Option<&ColumnRole
         let grouped = roles.is_some() && doc.name == "kaplan_meier_logrank" && key == "group";
         let columns = if grouped || binary_param(doc.name, key) { &table.binary } else { &table.numeric };
         let columns = &match roles {
-            Some(r) => r.allow(param_role(doc.name, key), columns),
+            Some(r) => {
+                let allowed = r.allow(param_role(doc.name, key), columns);
+                let compared = matches!(
+                    (doc.name, key.as_str()),
+                    ("kaplan_meier_logrank", "group") | ("fisher_test", "row") | (_, "treatment")
+                );
+                let named: Vec<String> = allowed
+                    .iter()
+                    .filter(|c| c.split('_').all(|w| r.exposure_words.iter().any(|e| e == w)))
+                    .cloned()
+                    .collect();
+                if compared && !named.is_empty() {
+                    named
+                } else {
+                    allowed
+                }
+            }
             None => columns.clone(),
         };
         let is_column = |p: &Value| p.get("type") == Some(&Value::from("string")) && p.get("enum").is_none();
