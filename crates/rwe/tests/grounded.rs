@@ -58,6 +58,20 @@ fn env_for(run_dir: &Path, task: Task, gold: Gold) -> StudyEnv {
     StudyEnv::new(AnswerSheet::new(task, gold), ws, SandboxConfig::default(), Some(conn))
 }
 
+/// A grounded environment on a development task, with its run folder.
+fn grounded_env(id: &str) -> (tempfile::TempDir, StudyEnv) {
+    let (task, gold) = dev(id);
+    let run_dir = tempfile::tempdir().unwrap();
+    let mut env = env_for(run_dir.path(), task, gold);
+    env.set_grounded(true);
+    (run_dir, env)
+}
+
+/// An action's parameters from JSON text.
+fn params(json: &str) -> serde_json::Map<String, Value> {
+    serde_json::from_str::<Value>(json).unwrap().as_object().unwrap().clone()
+}
+
 fn act(action: &str, params: &str) -> String {
     format!(r#"{{"thought": "t", "action": {{"action": "{action}", "params": {params}}}}}"#)
 }
@@ -252,7 +266,6 @@ fn the_grounded_environment_refuses_typed_numbers_and_early_choices() {
     let (task, gold) = lactate();
     let mut env = env_for(dir.path(), task, gold);
     env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
     env.execute(1, &Action::BuildCohort { params: params(BUILD) });
     let answers = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
     let obs = env.execute(
@@ -359,7 +372,6 @@ fn the_embedded_grammar_holds_the_grounded_schemas() {
     let (task, gold) = lactate();
     let mut env = env_for(dir.path(), task, gold);
     env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
     let tok_env = toktrie::ApproximateTokEnv::single_byte_env();
     let factory = llguidance::ParserFactory::new_simple(&tok_env).unwrap();
     // How many bytes of `answer` a decoding under `schema` can produce.
@@ -527,10 +539,7 @@ fn the_protocol_shapes_the_cohort_and_passing_up_answers_ends_in_submitting_them
 /// more labs than the protocol names.
 #[test]
 fn a_lab_stated_twice_is_one_column_named_from_its_label() {
-    let (task, gold) = dev("anion-gap-28day-auc");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
+    let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
     let schema = env.response_schema(&[]);
     let twice = act("build_cohort", r#"{"labs": [{"itemid": 50868}, {"itemid": 50868}], "death_within_days": 28}"#);
     assert!(SchemaValidator::new(&schema).unwrap().check(&twice).is_err(), "one lab in this protocol");
@@ -551,11 +560,7 @@ fn a_lab_stated_twice_is_one_column_named_from_its_label() {
 /// and finish_task is not offered while a tool could fill an open field.
 #[test]
 fn a_field_no_column_is_named_for_asks_for_the_cohort_again() {
-    let (task, gold) = dev("age-baseline-mortality");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let (run_dir, mut env) = grounded_env("age-baseline-mortality");
     env.execute(1, &Action::BuildCohort { params: params("{}") });
     let state = env.state_note();
     assert!(
@@ -686,7 +691,6 @@ fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
 /// strategy's schema is unchanged.
 #[test]
 fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
     let tool = |schema: &Value, action: &str| -> Value {
         schema["properties"]["action"]["anyOf"]
             .as_array()
@@ -698,10 +702,7 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     };
     let derived = ["hospital_expire_flag", "days_to_death", "death_28d", "followup_28d"];
 
-    let (task, gold) = dev("anion-gap-28day-auc");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
+    let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
     env.execute(
         1,
         &Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) },
@@ -745,10 +746,7 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
 
     // One-year survival: the follow-up is the time, death within 365 days
     // the event, and the high-RDW group an exposure.
-    let (task, gold) = dev("rdw-one-year-survival");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
+    let (_run_dir, mut env) = grounded_env("rdw-one-year-survival");
     // Runs 5 and 6 named the group `age`: its name is what n_high_rdw
     // counts (n_normal_rdw is its zeros), its column the protocol's RDW.
     let groups = tool(&env.response_schema(&[]), "build_cohort")["properties"]["groups"]["items"]["anyOf"].clone();
@@ -776,10 +774,7 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     assert_eq!(km["properties"]["group"], json!({"enum": ["high_rdw"]}));
 
     // The propensity model takes the protocol's covariates.
-    let (task, gold) = dev("statin-psm-mortality");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
+    let (_run_dir, mut env) = grounded_env("statin-psm-mortality");
     // Run 6 named the drug and a creatinine group `avastatin`: the drug
     // column is named for n_statin, and no group is offered (the matched
     // counts are propensity matching's).
@@ -806,11 +801,7 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
 /// the needed tools and build_cohort are offered leaves only the tools.
 #[test]
 fn rebuilding_the_same_cohort_is_idle() {
-    let (task, gold) = dev("anion-gap-28day-auc");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
     let build = || Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) };
     env.execute(1, &build());
     let answers = params(r#"{"n_patients": {"from_result": "stays"}, "n_deaths_28d": {"from_result": "death_28d"}}"#);
@@ -892,10 +883,7 @@ fn an_observation_too_long_for_the_context_is_cut_and_the_run_goes_on() {
 /// cohort only build_cohort and run_sql are offered, which the state says.
 #[test]
 fn three_actions_without_a_cohort_leave_only_the_cohort_builders() {
-    let (task, gold) = dev("rdw-one-year-survival");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
+    let (_run_dir, mut env) = grounded_env("rdw-one-year-survival");
     for step in 1..=2 {
         env.execute(step, &Action::ListTables);
         assert!(action_names(&env.response_schema(&[])).contains(&"list_files".to_string()), "step {step}");
@@ -911,11 +899,7 @@ fn three_actions_without_a_cohort_leave_only_the_cohort_builders() {
 /// needs only its own tool, so the compute-only lever offers the ROC curve.
 #[test]
 fn a_waiting_field_needs_only_its_own_tool() {
-    let (task, gold) = dev("anion-gap-28day-auc");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
     let submit = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
     env.execute(
         1,
@@ -949,11 +933,7 @@ fn a_waiting_field_needs_only_its_own_tool() {
 /// the schema offers the state's other actions.
 #[test]
 fn a_lever_whose_tools_are_all_excluded_offers_the_rest() {
-    let (task, gold) = dev("anion-gap-28day-auc");
-    let run_dir = tempfile::tempdir().unwrap();
-    let mut env = env_for(run_dir.path(), task, gold);
-    env.set_grounded(true);
-    let params = |j: &str| serde_json::from_str::<Value>(j).unwrap().as_object().unwrap().clone();
+    let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
     let submit = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
     let build = || Action::BuildCohort { params: params(r#"{"labs": [{"itemid": 50868}], "death_within_days": 28}"#) };
     env.execute(1, &build());
