@@ -155,6 +155,11 @@ pub fn tools_for(task: &Task, question: &Question) -> Vec<&'static str> {
     tools
 }
 
+/// Words that name the lower side of a 0/1 column (`n_normal_rdw`,
+/// `n_no_statin`): no group is cut for them, and `describe` does not count
+/// them.
+pub const LOWER_SIDE: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
+
 /// The tool that computes one field of `question` ([`tools_for`]). Run 6's
 /// anion-gap task, with only the AUC open, ran regressions for six steps:
 /// the compute-only lever offered the question's logistic regression too.
@@ -182,8 +187,7 @@ pub fn tool_for_field(task: &Task, question: &Question, field: &FieldKind) -> Op
     // group sizes of a Kaplan-Meier comparison or of a propensity match,
     // or a Fisher table's shares, count it. Run 6's RDW task described the
     // RDW columns again and again for n_normal_rdw.
-    const LOWER: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
-    let lower_side = own_words(field.name()).iter().any(|w| LOWER.contains(&w.as_str()));
+    let lower_side = own_words(field.name()).iter().any(|w| LOWER_SIDE.contains(&w.as_str()));
     let side_tool = if methods.contains("propensity") { Some("propensity_matching") } else { test };
     match field {
         FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,

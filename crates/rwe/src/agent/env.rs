@@ -168,7 +168,6 @@ impl StudyEnv {
         // exposure, the names are the drug column's (`statin`) and there
         // are no groups: run 6 named both the drug and a creatinine group
         // `avastatin`.
-        const LOWER: [&str; 7] = ["low", "normal", "younger", "no", "non", "not", "without"];
         let exposure = super::cohort::protocol_exposure_words(&task.protocol.methods);
         let mut names: Vec<String> = Vec::new();
         for f in fields {
@@ -176,7 +175,7 @@ impl StudyEnv {
                 provenance::named_for(task, f.name()).into_iter().filter(|w| w != "death").collect();
             let name = words.join("_");
             if !words.is_empty()
-                && !words.iter().any(|w| LOWER.contains(&w.as_str()))
+                && !words.iter().any(|w| provenance::LOWER_SIDE.contains(&w.as_str()))
                 && words.iter().all(|w| exposure.contains(w))
                 && !names.contains(&name)
             {
