@@ -225,16 +225,18 @@ fn number_at(word: &str) -> Option<f64> {
     }
 }
 
-/// The cut the protocol gives a group named `name`: in the Exposure or
-/// Groups sentence that holds every word of the name, "above N" (`above`)
-/// or "N ... or more", "at least N" (`at_least`). The age task says "aged
-/// sixty-five years or more", the RDW task "a value above 15.5 %"; run 6
-/// cut older at 18 and high RDW at 15.5 inclusive.
+/// The cut the protocol gives a group named `name`, from the Exposure or
+/// Groups sentence that holds every word of the name: "above N", "over N",
+/// "more than N", "greater than N", "exceeding N", "> N" (`above`); "at
+/// least N", "N or more" (or older, above, higher, greater, over), "N and
+/// above", "greater than or equal to N", "≥ N", ">= N" (`at_least`). The
+/// age task says "aged sixty-five years or more", the RDW task "a value
+/// above 15.5 %"; run 6 cut older at 18 and high RDW at 15.5 inclusive.
 pub fn protocol_cut(methods: &str, name: &str) -> Option<(&'static str, f64)> {
     let text = exposure_text(methods);
     let name_words: Vec<&str> = name.split('_').collect();
     for sentence in text.split(". ").flat_map(|s| s.split(';')).map(str::trim) {
-        let words: Vec<&str> = sentence.split_whitespace().collect();
+        let words = cut_words(sentence);
         let holds = |w: &str| {
             words.iter().any(|x| {
                 x.trim_matches(|c: char| !c.is_alphanumeric()).trim_end_matches('s') == w.trim_end_matches('s')
@@ -243,27 +245,59 @@ pub fn protocol_cut(methods: &str, name: &str) -> Option<(&'static str, f64)> {
         if !name_words.iter().all(|w| holds(w)) {
             continue;
         }
-        for (i, w) in words.iter().enumerate() {
-            let next = |k: usize| words.get(i + k).and_then(|x| number_at(x));
-            if *w == "above" || *w == "over" || (*w == "greater" && words.get(i + 1) == Some(&"than")) {
-                if let Some(x) = next(1).or_else(|| next(2)) {
+        let word = |k: usize| words.get(k).map(String::as_str).unwrap_or("");
+        // The first number within three words after position `k`.
+        let number_after = |k: usize| (k + 1..k + 4).find_map(|j| words.get(j).and_then(|x| number_at(x)));
+        for i in 0..words.len() {
+            let w = word(i);
+            let than = word(i + 1) == "than";
+            if w == "≥" || w == ">=" || (matches!(w, "greater" | "more" | "higher") && than && word(i + 2) == "or") {
+                let from = if w == "≥" || w == ">=" { i } else { i + 4 };
+                if let Some(x) = number_after(from) {
+                    return Some(("at_least", x));
+                }
+            }
+            if w == ">"
+                || matches!(w, "above" | "over" | "exceeding" | "exceeds" | "exceed")
+                || (matches!(w, "greater" | "more" | "higher") && than)
+            {
+                if let Some(x) = number_after(if than { i + 1 } else { i }) {
                     return Some(("above", x));
                 }
             }
-            if *w == "least" && i > 0 && words[i - 1] == "at" {
-                if let Some(x) = next(1) {
+            if w == "least" && i > 0 && word(i - 1) == "at" {
+                if let Some(x) = number_after(i) {
                     return Some(("at_least", x));
                 }
             }
             if let Some(x) = number_at(w) {
-                let rest = words[i + 1..].iter().take(4).copied().collect::<Vec<_>>().join(" ");
-                if rest.contains("or more") || rest.contains("or older") || rest.contains("or above") {
+                let rest = words[i + 1..].iter().take(4).map(String::as_str).collect::<Vec<_>>().join(" ");
+                const AT_LEAST: [&str; 8] =
+                    ["or more", "or older", "or above", "or higher", "or greater", "or over", "and above", "and over"];
+                if AT_LEAST.iter().any(|t| rest.contains(t)) {
                     return Some(("at_least", x));
                 }
             }
         }
     }
     None
+}
+
+/// A sentence's words, with a comparison sign split from the number it
+/// stands before (`≥65` is `≥ 65`, `>15.5%` is `> 15.5%`).
+fn cut_words(sentence: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for w in sentence.split_whitespace() {
+        let sign = [">=", "≥", ">"].into_iter().find(|s| w.starts_with(s)).filter(|s| w.len() > s.len());
+        match sign {
+            Some(s) => {
+                words.push(s.to_string());
+                words.push(w[s.len()..].to_string());
+            }
+            None => words.push(w.to_string()),
+        }
+    }
+    words
 }
 
 /// The words of the protocol's `Exposure:` and `Groups:` paragraphs (each
@@ -808,6 +842,25 @@ mod tests {
         let rdw = "Exposure: the maximum RDW (labevents itemid 51277, valuenum, %) charted from six hours before to\ntwenty-four hours after intime, matched by subject_id; high RDW means a value above 15.5 %.\nStays without such an RDW are excluded.\nOutcome: death.";
         assert_eq!(protocol_cut(rdw, "high_rdw"), Some(("above", 15.5)));
         assert_eq!(protocol_cut(rdw, "older"), None);
+        // Other wordings of the same two cuts.
+        let groups = |s: &str| format!("Groups: {s}\nOutcome: death.");
+        for (text, cut) in [
+            ("high lactate is a value exceeding 2 mmol/L", ("above", 2.0)),
+            ("high lactate is lactate > 2", ("above", 2.0)),
+            ("high lactate is lactate >2.0 mmol/L", ("above", 2.0)),
+            ("high lactate is a value more than two", ("above", 2.0)),
+            ("high lactate is a lactate greater than 2 mmol/L", ("above", 2.0)),
+            ("high lactate is lactate ≥ 2", ("at_least", 2.0)),
+            ("high lactate is lactate ≥2", ("at_least", 2.0)),
+            ("high lactate is lactate >= 2", ("at_least", 2.0)),
+            ("high lactate is a value greater than or equal to 2 mmol/L", ("at_least", 2.0)),
+            ("high lactate is a value of 2 mmol/L or higher", ("at_least", 2.0)),
+            ("high lactate is a value of 2 and above", ("at_least", 2.0)),
+        ] {
+            assert_eq!(protocol_cut(&groups(text), "high_lactate"), Some(cut), "{text}");
+        }
+        // A number before the group's sentence, or in another group's, is no cut.
+        assert_eq!(protocol_cut(&groups("older patients are the others; high lactate is above 2"), "older"), None);
         assert_eq!(number_at("sixty-five"), Some(65.0));
         assert_eq!(number_at("eighteen"), Some(18.0));
         assert_eq!(number_at("15.5"), Some(15.5));
