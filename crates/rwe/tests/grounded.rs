@@ -676,7 +676,10 @@ fn idling_with_nothing_to_submit_ends_in_the_tools_the_questions_need() {
         state.contains("3 actions in a row computed nothing these need: only logistic_regression, roc_auc and build_cohort are offered now."),
         "{state}"
     );
-    assert!(names(&requests[8]).len() > 3, "lifted: {:?}", names(&requests[8]));
+    // Held to the regression, the model is held to the choice it computed;
+    // then the lever lifts.
+    assert_eq!(names(&requests[8]), ["submit_answers"]);
+    assert!(names(&requests[9]).len() > 3, "lifted: {:?}", names(&requests[9]));
     assert_eq!(run.steps[7].action, "submit_answers");
     assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
 }
@@ -897,6 +900,9 @@ fn three_actions_without_a_cohort_leave_only_the_cohort_builders() {
 /// linear and Cox regressions for six steps, and each logistic regression
 /// reset the idle count because its question needed one: a waiting field
 /// needs only its own tool, so the compute-only lever offers the ROC curve.
+/// Run 7 computed the AUC under that lever and ran two more regressions,
+/// to its step budget: once the held tool gives something to submit, only
+/// `submit_answers` is offered.
 #[test]
 fn a_waiting_field_needs_only_its_own_tool() {
     let (_run_dir, mut env) = grounded_env("anion-gap-28day-auc");
@@ -926,6 +932,15 @@ fn a_waiting_field_needs_only_its_own_tool() {
     env.execute(7, &Action::ListTables);
     env.execute(8, &Action::ListTables);
     assert_eq!(action_names(&env.response_schema(&[])), ["build_cohort", "roc_auc"]);
+    // Held to the tool, the model is held to the answer it computed.
+    env.execute(
+        9,
+        &Action::Statistics {
+            tool: evident_rwe::agent::actions::StatsTool::RocAuc,
+            params: params(r#"{"file": "cohort_audit.csv", "outcome": "death_28d", "predictor": "anion_gap"}"#),
+        },
+    );
+    assert_eq!(action_names(&env.response_schema(&[])), ["submit_answers"]);
 }
 
 /// The narrowing levers never leave an empty schema: with only the ROC

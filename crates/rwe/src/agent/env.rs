@@ -239,6 +239,11 @@ impl StudyEnv {
         if self.is_grounded() && !self.audit_file_present() {
             self.no_cohort += 1;
         }
+        // Held to the tools the open questions need (the compute-only lever).
+        let held = self.is_grounded()
+            && self.audit_file_present()
+            && self.idle >= IDLE_BEFORE_COMPUTE
+            && !self.something_offerable();
         if self.is_grounded() && self.audit_file_present() {
             if self.something_offerable() {
                 self.idle = 0;
@@ -313,6 +318,13 @@ impl StudyEnv {
                 self.observations.push((step, text.clone()));
             }
             self.results.extend(results.iter().cloned());
+            // A model that had to be held to the needed tool is held to the
+            // answer it computed: run 7's anion-gap task computed its AUC
+            // under the compute-only lever at step 18 and ran two more
+            // regressions, to the step budget, without submitting it.
+            if held && self.something_offerable() {
+                self.passed_up = self.passed_up.max(PASSES_BEFORE_SUBMIT);
+            }
             let note = provenance::results_note(&results);
             if !note.is_empty() {
                 // After the tool's text, which is cut first so that the cut at
