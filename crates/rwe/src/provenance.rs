@@ -155,6 +155,11 @@ pub fn tools_for(task: &Task, question: &Question) -> Vec<&'static str> {
     tools
 }
 
+/// Words that name an analysed sample rather than the cohort: a field
+/// named with one takes only results whose key holds it ([`relevant`]),
+/// and the tool that forms that sample ([`tool_for_field`]).
+pub const SAMPLE_WORDS: [&str; 2] = ["matched", "weighted"];
+
 /// Words that name the lower side of a 0/1 column (`n_normal_rdw`,
 /// `n_no_statin`): no group is cut for them, and `describe` does not count
 /// them.
@@ -189,7 +194,13 @@ pub fn tool_for_field(task: &Task, question: &Question, field: &FieldKind) -> Op
     // RDW columns again and again for n_normal_rdw.
     let lower_side = own_words(field.name()).iter().any(|w| LOWER_SIDE.contains(&w.as_str()));
     let side_tool = if methods.contains("propensity") { Some("propensity_matching") } else { test };
+    let sample_tool = own_words(field.name()).iter().find_map(|w| match w.as_str() {
+        "matched" => Some("propensity_matching"),
+        "weighted" => Some("iptw"),
+        _ => None,
+    });
     match field {
+        FieldKind::Count { .. } | FieldKind::Proportion { .. } if sample_tool.is_some() => sample_tool,
         FieldKind::Ratio { .. } | FieldKind::Ci { .. } => ratio,
         FieldKind::Pvalue { .. } => ratio.or(test),
         FieldKind::Auc { .. } => Some("roc_auc"),
@@ -268,7 +279,15 @@ pub fn candidates<'a>(task: &Task, field: &FieldKind, results: &'a [ResultNumber
 /// it. A field whose name has no such word takes every candidate.
 pub fn relevant<'a>(task: &Task, id: &str, field: &FieldKind, results: &'a [ResultNumber]) -> Vec<&'a str> {
     let words = subject_words(task, id);
-    let fitting: Vec<&ResultNumber> = results.iter().filter(|r| resolve(task, field, &r.value).is_some()).collect();
+    // A field about an analysed sample (`n_deaths_matched`) takes only a
+    // result computed on that sample: run 7's statin task filled
+    // n_deaths_matched with the whole cohort's deaths.
+    let sample: Vec<&str> = SAMPLE_WORDS.into_iter().filter(|w| words.iter().any(|x| x == w)).collect();
+    let fitting: Vec<&ResultNumber> = results
+        .iter()
+        .filter(|r| resolve(task, field, &r.value).is_some())
+        .filter(|r| sample.iter().all(|w| key_tokens(&r.key).iter().any(|t| t == w)))
+        .collect();
     if words.is_empty() {
         return fitting.iter().map(|r| r.key.as_str()).collect();
     }
@@ -921,6 +940,11 @@ mod tests {
         assert_eq!(offered(&t, "n_statin", &column), ["statin"]);
         assert!(offered(&t, "n_no_statin", &column).is_empty());
         assert_eq!(offered(&t, "n_deaths_matched", &results), ["matched events"]);
+        // Run 7 filled it with the cohort's deaths, before any matching.
+        let cohort = vec![result("death_365d", binary())];
+        assert!(offered(&t, "n_deaths_matched", &cohort).is_empty());
+        assert_eq!(tool_for_field(&t, baseline, t.field("n_deaths_matched").unwrap().1), Some("propensity_matching"));
+        assert_eq!(offered(&t, "n_deaths_matched", &[cohort, results.clone()].concat()), ["matched events"]);
         assert_eq!(offered(&t, "n_statin", &results), ["statin=1"]);
     }
 }
