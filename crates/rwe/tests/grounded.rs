@@ -1011,3 +1011,46 @@ fn a_choice_that_can_be_submitted_is_shown_with_its_options_and_its_result() {
         "{note}"
     );
 }
+
+/// Run 7's statin task spent 6 of its 14 steps on SQL that selected from
+/// `mimiciv_hosp.*`: in the grounded strategy an exploring action that has
+/// failed 4 times in the run is not offered again, and the observation of
+/// the fourth failure says so.
+#[test]
+fn an_exploring_action_that_failed_four_times_is_not_offered_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = lactate();
+    let mut env = env_for(dir.path(), task, gold);
+    let sql = |n: u32| act("run_sql", &format!(r#"{{"sql": "SELECT * FROM mimiciv_hosp.nothing_{n}"}}"#));
+    let script = vec![
+        act("build_cohort", BUILD),
+        submit(
+            r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
+        ),
+        sql(1),
+        act("describe", r#"{"file": "cohort_audit.csv", "columns": ["age"]}"#),
+        sql(2),
+        act("logistic_regression", LOGISTIC),
+        submit(r#"{"q_lactate": "A"}"#),
+        sql(3),
+        submit(r#"{"or_lactate": {"from_result": "OR lactate"}}"#),
+        sql(4),
+        submit(
+            r#"{"or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
+        ),
+    ];
+    let (run, requests) = run(dir.path(), &mut env, Strategy::TypedGrounded, &script);
+    assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
+    assert!(run.steps.iter().all(|s| s.invalid_outputs == 0), "{:?}", run.steps);
+    let failed_sql: Vec<&str> =
+        run.steps.iter().filter(|s| s.action == "run_sql").map(|s| s.observation.as_str()).collect();
+    assert_eq!(failed_sql.len(), 4);
+    assert!(
+        failed_sql[3].contains("run_sql has failed 4 times in this run; it is not offered again."),
+        "{}",
+        failed_sql[3]
+    );
+    assert!(!failed_sql[2].contains("not offered again"));
+    assert!(names(&requests[9]).contains(&"run_sql".to_string()), "three failures: {:?}", names(&requests[9]));
+    assert!(!names(&requests[10]).contains(&"run_sql".to_string()), "{:?}", names(&requests[10]));
+}

@@ -255,6 +255,28 @@ fn failed_twice(steps: &[StepRecord]) -> Option<&'static str> {
         .flatten()
 }
 
+/// Evident's loop guard for the grounded strategy, third part: an
+/// exploring action (SQL, R, a table's description, a file read) that has
+/// failed [`MAX_FAILURES`] times in the run is not offered again. Run 7's
+/// statin task spent 6 of its 14 steps on SQL that selected from
+/// `mimiciv_hosp.*`, failing twice in a row three times over.
+fn failed_often(steps: &[StepRecord]) -> Vec<&'static str> {
+    EXPLORING
+        .into_iter()
+        .filter(|name| {
+            steps.iter().filter(|s| s.action == *name && s.observation.starts_with(FAILED_PREFIX)).count()
+                >= MAX_FAILURES
+        })
+        .collect()
+}
+
+/// The actions [`failed_often`] may leave out: never the cohort builder,
+/// a statistics tool, or answering.
+const EXPLORING: [&str; 4] = ["run_sql", "execute_r_script", "describe_table", "read_file"];
+
+/// How many failures of one exploring action a grounded run allows.
+pub const MAX_FAILURES: usize = 4;
+
 /// How an observation of a failed action starts ([`env::StudyEnv::execute`]).
 const FAILED_PREFIX: &str = "The action failed:";
 
@@ -520,7 +542,15 @@ pub fn run_agent(
         let mut invalid = 0u32;
         let mut cuts = 0u32;
         let mut repeats: Vec<&'static str> = Vec::new();
-        let blocked: Vec<&'static str> = if typed { failed_twice(&steps).into_iter().collect() } else { Vec::new() };
+        let mut blocked: Vec<&'static str> =
+            if typed { failed_twice(&steps).into_iter().collect() } else { Vec::new() };
+        if env.is_grounded() {
+            for name in failed_often(&steps) {
+                if !blocked.contains(&name) {
+                    blocked.push(name);
+                }
+            }
+        }
         // Evident's typed schema follows the run's state: the protocol's
         // cohort criteria, the open questions, the workspace's tables.
         let mut request_schema = typed.then(|| env.response_schema(&blocked));
@@ -614,7 +644,17 @@ pub fn run_agent(
                         .last()
                         .is_some_and(|l| l.action == action.name() && l.observation.starts_with(FAILED_PREFIX))
                         && obs.text.starts_with(FAILED_PREFIX);
-                    if again {
+                    let failures = steps
+                        .iter()
+                        .filter(|s| s.action == action.name() && s.observation.starts_with(FAILED_PREFIX))
+                        .count()
+                        + usize::from(obs.text.starts_with(FAILED_PREFIX));
+                    if env.is_grounded() && EXPLORING.contains(&action.name()) && failures == MAX_FAILURES {
+                        obs.text.push_str(&format!(
+                            "\n{} has failed {MAX_FAILURES} times in this run; it is not offered again.",
+                            action.name()
+                        ));
+                    } else if again {
                         obs.text.push_str(&format!(
                             "\n{} failed twice in a row; your next answer cannot use it.",
                             action.name()
