@@ -964,54 +964,6 @@ fn a_lever_whose_tools_are_all_excluded_offers_the_rest() {
     assert!(names.len() > 2 && names.contains(&"describe".to_string()), "{names:?}");
 }
 
-/// Run 7's RDW task read "not significant at 0.05" under its log-rank p
-/// and its hazard ratio, then chose "significantly lower survival" and
-/// "higher hazard": once a choice can be submitted, the `[State]` line
-/// gives its options beside the result it follows, as that result reads.
-#[test]
-fn a_choice_that_can_be_submitted_is_shown_with_its_options_and_its_result() {
-    let (_run_dir, mut env) = grounded_env("rdw-one-year-survival");
-    let stats = |tool, json: &str| Action::Statistics { tool, params: params(json) };
-    use evident_rwe::agent::actions::StatsTool;
-    let built = env.execute(
-        1,
-        &Action::BuildCohort {
-            params: params(
-                r#"{"labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#,
-            ),
-        },
-    );
-    assert!(built.text.contains("Cohort built: 99 stays"), "{}", built.text);
-    assert!(!env.state_note().contains("q_km:"), "no choice before its test: {}", env.state_note());
-    env.execute(
-        2,
-        &stats(
-            StatsTool::KaplanMeierLogrank,
-            r#"{"file": "cohort_audit.csv", "time": "followup_365d", "event": "death_365d", "group": "high_rdw"}"#,
-        ),
-    );
-    let note = env.state_note();
-    assert!(
-        note.contains(
-            " q_km: options A: patients with high RDW had significantly lower survival; B: patients with high RDW had significantly higher survival; C: survival did not differ significantly between the groups; your result log-rank p: log-rank p 0.09123 (not significant at 0.05) (p-value)."
-        ),
-        "{note}"
-    );
-    assert!(!note.contains("q_cox:"), "the Cox choice waits for its model: {note}");
-    env.execute(
-        3,
-        &stats(
-            StatsTool::CoxRegression,
-            r#"{"file": "cohort_audit.csv", "time": "followup_365d", "event": "death_365d", "predictors": ["high_rdw", "age", "female"]}"#,
-        ),
-    );
-    let note = env.state_note();
-    assert!(
-        note.contains("; your result HR high_rdw: hazard ratio 2.077 (95% CI 0.9033-4.774), p 0.08534 (CI includes 1: not significant at 0.05) (ratio, its CI bounds, p-value)."),
-        "{note}"
-    );
-}
-
 /// Run 7's statin task spent 6 of its 14 steps on SQL that selected from
 /// `mimiciv_hosp.*`: in the grounded strategy an exploring action that has
 /// failed 4 times in the run is not offered again, and the observation of

@@ -706,23 +706,6 @@ impl StudyEnv {
         note
     }
 
-    /// A choice question's options and the result it follows (the first of
-    /// [`provenance::choice_basis_for`]'s keys) as that result reads:
-    /// `options A: ...; B: ...; C: ...; your result HR high_rdw: hazard
-    /// ratio 2.077 (95% CI 0.9033-4.774), p 0.08534 (CI includes 1: not
-    /// significant at 0.05)`. None for a field, or before any result.
-    fn choice_reading(&self, question: &crate::task::Question) -> Option<String> {
-        let choice = question.choice.as_ref()?;
-        let AnswerBasis::AfterAnalysis { keys } =
-            provenance::choice_basis_for(self.sheet.task(), question, &self.results)
-        else {
-            return None;
-        };
-        let result = self.results.iter().find(|r| Some(&r.key) == keys.first())?;
-        let options: Vec<String> = choice.options.iter().map(|(letter, text)| format!("{letter}: {text}")).collect();
-        Some(format!("options {}; your result {}: {}", options.join("; "), result.key, result.value.describe()))
-    }
-
     /// The grounded strategy's part of the `[State]` line once the audit
     /// file exists: what can be submitted now (a field with the keys of the
     /// results that fill it, a choice once an effect or test exists), what
@@ -784,16 +767,6 @@ impl StudyEnv {
         let mut note = format!("Unanswered: {}.", remaining.join(", "));
         if !offered.is_empty() {
             note.push_str(&format!(" Can submit now: {}.", truncate_chars(&offered.join("; "), 700)));
-        }
-        // Each choice that can be submitted, with its options and the result
-        // it follows, read: run 7's RDW task had the log-rank p 0.091 and
-        // the hazard ratio 2.08 (CI 0.90-4.77), each read "not significant
-        // at 0.05" in its own step's observation, three steps before it
-        // chose "significantly lower survival" and "higher hazard".
-        for id in remaining.iter().filter(|id| !waiting.contains(id) && !dead.contains(id)) {
-            if let Some(reading) = task.question(id).and_then(|q| self.choice_reading(q)) {
-                note.push_str(&format!(" {id}: {reading}."));
-            }
         }
         if !compute.is_empty() {
             note.push_str(&format!(" Compute on {AUDIT_FILE}: {}.", compute.join("; ")));
