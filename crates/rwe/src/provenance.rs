@@ -243,11 +243,34 @@ pub fn resolve(task: &Task, field: &FieldKind, result: &ResultValue) -> Option<f
                 *conf_high
             }
         }
-        (FieldKind::Pvalue { .. }, ResultValue::Effect { p_value, .. } | ResultValue::Test { p_value, .. }) => *p_value,
+        // A p-value beside a ratio is that ratio's: an effect of the ratio's
+        // kind, not a test or another model's (run 9's RDW task filled the
+        // Cox model's p with the logistic regression's).
+        (FieldKind::Pvalue { name, .. }, ResultValue::Effect { p_value, effect, .. })
+            if question_ratio_role(task, name).is_none_or(|role| role_fits(role.as_deref(), effect)) =>
+        {
+            *p_value
+        }
+        (FieldKind::Pvalue { name, .. }, ResultValue::Test { p_value, .. })
+            if question_ratio_role(task, name).is_none() =>
+        {
+            *p_value
+        }
         (FieldKind::Auc { .. }, ResultValue::Auc { auc }) => *auc,
         _ => return None,
     };
     x.is_finite().then_some(x)
+}
+
+/// The role of the ratio in the question that holds field `name`:
+/// `None` where that question has no ratio, `Some(None)` for a ratio
+/// without a role.
+fn question_ratio_role(task: &Task, name: &str) -> Option<Option<String>> {
+    let (question, _) = task.field(name)?;
+    question.fields.iter().find_map(|f| match f {
+        FieldKind::Ratio { role, .. } => Some(role.clone()),
+        _ => None,
+    })
 }
 
 /// A ratio field's role (odds_ratio, hazard_ratio, ...) takes an effect of
@@ -922,6 +945,13 @@ mod tests {
         assert_eq!(offered(&t, "hr_high_rdw", &results), ["HR high_rdw"]);
         assert_eq!(offered(&t, "hr_low", &results), ["HR high_rdw"]);
         assert_eq!(offered(&t, "p_cox", &results), ["HR high_rdw"]);
+        // Run 9 filled the Cox model's p with a logistic regression's.
+        let other_models = vec![
+            result("OR high_rdw", effect("odds_ratio")),
+            result("log-rank p", ResultValue::Test { test: "log-rank".into(), p_value: 0.09 }),
+        ];
+        assert!(offered(&t, "p_cox", &other_models).is_empty());
+        assert_eq!(offered(&t, "p_logrank", &other_models), ["log-rank p"], "no ratio beside it");
 
         let t = dev("statin-psm-mortality");
         let results = vec![
