@@ -412,6 +412,9 @@ pub fn choice_ready(task: &Task, question: &Question, results: &[ResultNumber]) 
         .fields
         .iter()
         .filter(|f| matches!(f, FieldKind::Ratio { .. } | FieldKind::Pvalue { .. } | FieldKind::Auc { .. }))
+        // An effect no tool computes (a mean difference's ratio and p) cannot
+        // hold the choice back.
+        .filter(|f| fillable_by_a_tool(task, f))
         .collect();
     if effects.is_empty() {
         return analysis_done(results);

@@ -340,23 +340,22 @@ fn a_field_no_tool_can_fill_is_named_and_the_run_finishes() {
         submit(
             r#"{"q_lactate": "A", "n_patients": {"from_result": "rows"}, "n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
         ),
-        submit(r#"{"p_lactate": {"from_result": "OR lactate"}}"#),
         act("finish_task", "{}"),
     ];
     let (run, requests) = run(run_dir.path(), &mut env, Strategy::TypedGrounded, &script);
     assert_eq!(run.termination, Termination::Finished, "{:?}", run.steps.last());
-    assert_eq!(run.steps.len(), 6);
-    // The ratio and its bounds are never offered; the p-value is.
-    assert_eq!(ids(&offered(&requests[4]).unwrap()), ["p_lactate"]);
-    let state = run.steps[4].observation.split("[State]").nth(1).unwrap();
+    assert_eq!(run.steps.len(), 5);
+    // The ratio, its bounds and its p-value (a mean difference's, which no
+    // odds ratio gives) are never offered.
+    let state = run.steps[3].observation.split("[State]").nth(1).unwrap();
     assert!(
         state.contains(
-            "No tool's result can fill or_lactate (ratio), or_lactate_low (ci), or_lactate_high (ci): left unanswered"
+            "No tool's result can fill or_lactate (ratio), or_lactate_low (ci), or_lactate_high (ci), p_lactate (pvalue): left unanswered"
         ),
         "{state}"
     );
     assert!(state.ends_with("Nothing left that a result can fill. Next: finish_task."), "{state}");
-    let last = requests[5].json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"].clone();
+    let last = requests[4].json_schema.as_ref().unwrap()["properties"]["action"]["anyOf"].clone();
     let names: Vec<&str> =
         last.as_array().unwrap().iter().map(|b| b["properties"]["action"]["const"].as_str().unwrap()).collect();
     assert_eq!(names, ["finish_task"], "only finish_task once only dead ends remain");
@@ -796,6 +795,13 @@ fn a_regression_takes_the_protocols_outcome_and_no_outcome_derived_predictor() {
     let psm = tool(&env.response_schema(&[]), "propensity_matching");
     assert_eq!(psm["properties"]["covariates"], json!({"const": ["age", "female", "creatinine"]}));
     assert_eq!(psm["properties"]["outcome"], json!({"enum": ["death_365d"]}));
+    // The protocol's caliper, 0.2 SD (run 9 matched with 3.2: 44 pairs, R 31).
+    assert_eq!(psm["properties"]["caliper"], json!({"const": 0.2}));
+    assert_eq!(
+        evident_rwe::agent::actions::protocol_caliper("with a caliper of 0.25 standard deviations."),
+        Some(0.25)
+    );
+    assert_eq!(evident_rwe::agent::actions::protocol_caliper("nearest neighbour matching"), None);
 }
 
 /// Run 6's anion-gap task rebuilt the same cohort between failing SQL

@@ -642,6 +642,20 @@ pub struct ColumnRoles {
     /// with them where one is. A run at cc692e6 compared survival by sex,
     /// not by high RDW, and its log-rank p counted for the RDW question.
     pub exposure_words: Vec<String>,
+    /// The protocol's matching caliper in SDs ("a caliper of 0.2 standard
+    /// deviations"): the only one `propensity_matching` takes; where the
+    /// protocol gives none, the parameter is left out and the tool's
+    /// default (0.2) applies. Run 9's statin task matched with a caliper of
+    /// 3.2 SD, 44 pairs where the protocol's 0.2 gives 31.
+    pub caliper: Option<f64>,
+}
+
+/// The number within five words after "caliper" in a protocol's text.
+pub fn protocol_caliper(protocol_text: &str) -> Option<f64> {
+    let text = protocol_text.to_lowercase();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let at = words.iter().position(|w| w.starts_with("caliper"))?;
+    words[at + 1..].iter().take(5).find_map(|w| w.trim_end_matches([',', '.', ';', ')']).parse::<f64>().ok())
 }
 
 impl ColumnRoles {
@@ -649,16 +663,22 @@ impl ColumnRoles {
     pub fn for_protocol(protocol_text: &str) -> ColumnRoles {
         let models = super::adjustment::ProtocolModels::read(protocol_text);
         let exposure_words = super::cohort::protocol_exposure_words(protocol_text);
+        let caliper = protocol_caliper(protocol_text);
         match super::cohort::protocol_death_days(protocol_text) {
             Some(n) => ColumnRoles {
                 outcomes: vec![format!("death_{n}d")],
                 times: vec![format!("followup_{n}d")],
                 models,
                 exposure_words,
+                caliper,
             },
-            None => {
-                ColumnRoles { outcomes: vec!["hospital_expire_flag".into()], times: Vec::new(), models, exposure_words }
-            }
+            None => ColumnRoles {
+                outcomes: vec!["hospital_expire_flag".into()],
+                times: Vec::new(),
+                models,
+                exposure_words,
+                caliper,
+            },
         }
     }
 
@@ -713,6 +733,15 @@ fn tool_params_on(doc: &ActionDoc, table: &CsvColumns, roles: Option<&ColumnRole
     for (key, prop) in props.iter_mut() {
         if key == "file" {
             *prop = serde_json::json!({"const": table.file});
+            continue;
+        }
+        if key == "caliper" {
+            if let Some(r) = roles {
+                match r.caliper {
+                    Some(c) => *prop = serde_json::json!({"const": c}),
+                    None => unusable.push(key.clone()),
+                }
+            }
             continue;
         }
         // Grounded, a Kaplan-Meier group is a 0/1 column (the 0.5B model
