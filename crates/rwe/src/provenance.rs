@@ -192,9 +192,10 @@ pub fn tool_for_field(task: &Task, question: &Question, field: &FieldKind) -> Op
     // group sizes of a Kaplan-Meier comparison or of a propensity match,
     // or a Fisher table's shares, count it. Run 6's RDW task described the
     // RDW columns again and again for n_normal_rdw.
-    let lower_side = own_words(field.name()).iter().any(|w| LOWER_SIDE.contains(&w.as_str()));
+    let words = own_words(field.name());
+    let lower_side = words.iter().any(|w| LOWER_SIDE.contains(&w.as_str()));
     let side_tool = if methods.contains("propensity") { Some("propensity_matching") } else { test };
-    let sample_tool = own_words(field.name()).iter().find_map(|w| match w.as_str() {
+    let sample_tool = words.iter().find_map(|w| match w.as_str() {
         "matched" => Some("propensity_matching"),
         "weighted" => Some("iptw"),
         _ => None,

@@ -251,8 +251,9 @@ pub fn protocol_cut(methods: &str, name: &str) -> Option<(&'static str, f64)> {
         for i in 0..words.len() {
             let w = word(i);
             let than = word(i + 1) == "than";
-            if w == "≥" || w == ">=" || (matches!(w, "greater" | "more" | "higher") && than && word(i + 2) == "or") {
-                let from = if w == "≥" || w == ">=" { i } else { i + 4 };
+            let sign = matches!(w, "≥" | ">=");
+            if sign || (matches!(w, "greater" | "more" | "higher") && than && word(i + 2) == "or") {
+                let from = if sign { i } else { i + 4 };
                 if let Some(x) = number_after(from) {
                     return Some(("at_least", x));
                 }

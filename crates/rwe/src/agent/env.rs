@@ -240,12 +240,11 @@ impl StudyEnv {
             self.no_cohort += 1;
         }
         // Held to the tools the open questions need (the compute-only lever).
-        let held = self.is_grounded()
-            && self.audit_file_present()
-            && self.idle >= IDLE_BEFORE_COMPUTE
-            && !self.something_offerable();
-        if self.is_grounded() && self.audit_file_present() {
-            if self.something_offerable() {
+        let counted = self.is_grounded() && self.audit_file_present();
+        let offerable = counted && self.something_offerable();
+        let held = counted && self.idle >= IDLE_BEFORE_COMPUTE && !offerable;
+        if counted {
+            if offerable {
                 self.idle = 0;
                 match action {
                     Action::SubmitAnswers { .. } => self.passed_up = 0,

@@ -261,13 +261,12 @@ fn failed_twice(steps: &[StepRecord]) -> Option<&'static str> {
 /// statin task spent 6 of its 14 steps on SQL that selected from
 /// `mimiciv_hosp.*`, failing twice in a row three times over.
 fn failed_often(steps: &[StepRecord]) -> Vec<&'static str> {
-    EXPLORING
-        .into_iter()
-        .filter(|name| {
-            steps.iter().filter(|s| s.action == *name && s.observation.starts_with(FAILED_PREFIX)).count()
-                >= MAX_FAILURES
-        })
-        .collect()
+    EXPLORING.into_iter().filter(|name| failures_of(steps, name) >= MAX_FAILURES).collect()
+}
+
+/// How many of `steps` ran action `name` and failed.
+fn failures_of(steps: &[StepRecord], name: &str) -> usize {
+    steps.iter().filter(|s| s.action == name && s.observation.starts_with(FAILED_PREFIX)).count()
 }
 
 /// The actions [`failed_often`] may leave out: never the cohort builder,
@@ -644,11 +643,8 @@ pub fn run_agent(
                         .last()
                         .is_some_and(|l| l.action == action.name() && l.observation.starts_with(FAILED_PREFIX))
                         && obs.text.starts_with(FAILED_PREFIX);
-                    let failures = steps
-                        .iter()
-                        .filter(|s| s.action == action.name() && s.observation.starts_with(FAILED_PREFIX))
-                        .count()
-                        + usize::from(obs.text.starts_with(FAILED_PREFIX));
+                    let failures =
+                        failures_of(&steps, action.name()) + usize::from(obs.text.starts_with(FAILED_PREFIX));
                     if env.is_grounded() && EXPLORING.contains(&action.name()) && failures == MAX_FAILURES {
                         obs.text.push_str(&format!(
                             "\n{} has failed {MAX_FAILURES} times in this run; it is not offered again.",
