@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use chrono::{NaiveDate, NaiveDateTime};
+use evident_chart::bank::AnswerType;
 use evident_chart::{AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde::Serialize;
@@ -26,6 +27,9 @@ use evident_store::SectionFilter;
 pub struct AskRequest {
     pub patient_id: String,
     pub question: String,
+    /// The question's answer schema: yes_no, date, category, score,
+    /// date_list or interval_list (`None`: not stated).
+    pub answer_type: Option<String>,
     /// The reference date, YYYY-MM-DD (default: the last document's date).
     pub as_of: Option<String>,
     /// agent, an ablation (agent-no-skills, ...), baseline or full-context.
@@ -60,6 +64,16 @@ fn parse_method(text: &str) -> Result<Method> {
     input_error!("method {text:?} is unknown; use one of {known}")
 }
 
+fn parse_answer_type(text: &str) -> Result<AnswerType> {
+    match AnswerType::parse(text) {
+        Some(t) => Ok(t),
+        None => {
+            let known: Vec<&str> = AnswerType::ALL.iter().map(|t| t.as_str()).collect();
+            input_error!("answer type {text:?} is unknown; use one of {}", known.join(", "))
+        }
+    }
+}
+
 fn parse_as_of(text: &str) -> Result<NaiveDateTime> {
     match NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d") {
         Ok(d) => Ok(d.and_hms_opt(23, 59, 59).expect("a valid time of day")),
@@ -73,6 +87,7 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
         input_error!("the question is empty; ask something about the patient's record");
     }
     let method = parse_method(&request.method)?;
+    let answer_type = request.answer_type.as_deref().map(parse_answer_type).transpose()?;
     let skills = match &request.skills_dir {
         Some(dir) => SkillLibrary::with_user_dir(dir),
         None => SkillLibrary::builtin(),
@@ -129,6 +144,7 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     let view = RecordView::new(&store, request.patient_id.clone(), as_of);
     let question = Question {
         text: request.question.trim(),
+        answer_type,
         method,
         skills: &skills,
         config: &config,

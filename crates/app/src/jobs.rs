@@ -321,6 +321,7 @@ fn run_chart(session: &Session, job: &ChartJob, out: PathBuf) -> Result<serde_js
     let request = crate::chart::AskRequest {
         patient_id: job.patient_id.clone(),
         question: job.question.clone(),
+        answer_type: None,
         as_of: job.as_of.clone().filter(|a| !a.trim().is_empty()),
         method: job.method.clone().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "agent".into()),
         skills_dir: None,

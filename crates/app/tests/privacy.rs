@@ -136,6 +136,7 @@ fn a_chart_question_is_refused() {
         let request = evident_app::chart::AskRequest {
             patient_id: "P001".into(),
             question: "What is the most recent HbA1c?".into(),
+            answer_type: None,
             as_of: None,
             method: "agent".into(),
             skills_dir: None,

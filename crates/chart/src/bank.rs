@@ -57,6 +57,38 @@ impl AnswerType {
     pub fn is_list(self) -> bool {
         matches!(self, AnswerType::DateList | AnswerType::IntervalList)
     }
+    pub const ALL: [AnswerType; 6] = [
+        AnswerType::YesNo,
+        AnswerType::Date,
+        AnswerType::Category,
+        AnswerType::Score,
+        AnswerType::DateList,
+        AnswerType::IntervalList,
+    ];
+
+    /// Reads `yes_no` (or `yes-no`), `date`, `category`, `score`,
+    /// `date_list`, `interval_list`.
+    pub fn parse(text: &str) -> Option<AnswerType> {
+        let t = text.trim().replace('-', "_");
+        AnswerType::ALL.into_iter().find(|a| a.as_str() == t)
+    }
+
+    /// The answer schema as every method's answer prompt states it (the
+    /// paper gives each question's answer schema with the question; the
+    /// wording follows the schemas of the baseline prompt).
+    pub fn schema(self) -> &'static str {
+        match self {
+            AnswerType::YesNo => "single choice: Yes / No / Not documented / Unclear",
+            AnswerType::Date => "one date: YYYY-MM-DD, or Not documented / Unclear",
+            AnswerType::Category => "one category named in the question, or Not documented / Unclear",
+            AnswerType::Score => "stage or score: <value>; <date of the inputs>; <source>, or Not documented / Unclear",
+            AnswerType::DateList => "list of dates: a status, then the dates separated by \" | \", or Never / Not documented",
+            AnswerType::IntervalList => {
+                "list of intervals: a status, then start–end or start–ongoing entries separated by \" | \", or Never / Not documented"
+            }
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             AnswerType::YesNo => "yes_no",

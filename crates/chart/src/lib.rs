@@ -315,6 +315,10 @@ pub struct ChartAnswer {
 /// What [`ask`] needs besides the record view.
 pub struct Question<'a> {
     pub text: &'a str,
+    /// The question's answer schema (the paper gives it with the question;
+    /// every method's answer prompt states it, and Evident's constrained
+    /// answer step decodes the answer under it). `None`: not stated.
+    pub answer_type: Option<bank::AnswerType>,
     pub method: Method,
     pub skills: &'a SkillLibrary,
     pub config: &'a AgentConfig,
@@ -345,6 +349,7 @@ pub fn ask(
         skills: question.skills,
         config: &config,
         question: question.text,
+        answer_type: question.answer_type,
         patient: question.patient.clone(),
     };
     let produced = match question.method {
@@ -429,7 +434,10 @@ fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let mut trace = Trace { stopped_because: "no record is read".into(), ..Trace::default() };
     let user = ctx.prompts.render(
         "chart_llm_baseline.prompt.md",
-        json!({"patient_id": ctx.view.patient_id(), "as_of": agent::date_of(ctx.view.as_of()), "question": ctx.question}),
+        json!({
+            "patient_id": ctx.view.patient_id(), "as_of": agent::date_of(ctx.view.as_of()),
+            "question": ctx.question, "answer_schema": ctx.answer_schema(),
+        }),
     )?;
     let outcome =
         agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &mut trace)?;
@@ -446,7 +454,7 @@ fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let render = |shown: &[agent::ShownNode]| {
         ctx.prompts.render(
             "chart_synthesis.prompt.md",
-            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": shown}),
         )
     };
     let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
@@ -498,7 +506,7 @@ fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Pro
     let render = |shown: &[agent::ShownNode]| {
         ctx.prompts.render(
             "chart_synthesis.prompt.md",
-            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": shown}),
         )
     };
     let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;

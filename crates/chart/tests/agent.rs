@@ -41,6 +41,7 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
     let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
     let q = Question {
         text: question,
+        answer_type: None,
         method,
         skills: &skills,
         config: &config,
@@ -318,6 +319,7 @@ fn ask_with(model: &Scripted, config: &AgentConfig) -> ChartAnswer {
     let skills = SkillLibrary::builtin().unwrap();
     let q = Question {
         text: "Is the patient receiving metformin?",
+        answer_type: None,
         method: Method::Agent,
         skills: &skills,
         config,
@@ -525,6 +527,7 @@ fn simple_rag_retrieves_densely_up_to_the_reference_date_in_one_call() {
     let model = scripted(&["Answer: Yes\nReasoning: Started on 2023-01-20 [1]."]);
     let q = Question {
         text: "Is the patient receiving metformin?",
+        answer_type: None,
         method: Method::SimpleRag,
         skills: &skills,
         config: &config,
@@ -786,6 +789,7 @@ fn all_skills_with_context(model: &Scripted, limit: Option<usize>) -> ChartAnswe
         .unwrap();
     let q = Question {
         text: "Is the patient receiving metformin?",
+        answer_type: None,
         method: Method::AgentAllSkills,
         skills: &skills,
         config: &config,

@@ -37,6 +37,7 @@ fn run(model: &Scripted, method: Method, q: &BankQuestion) -> ChartAnswer {
     let config = AgentConfig::default();
     let question = Question {
         text: &q.question,
+        answer_type: Some(q.answer_type),
         method,
         skills: &skills,
         config: &config,

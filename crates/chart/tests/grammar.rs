@@ -1,17 +1,18 @@
 //! Every JSON schema the agent sends is one the embedded model's grammar
 //! compiler (llguidance, as `evident_llm`'s llama provider uses it)
 //! accepts: the assessment, the typed and the paper's plan, and the
-//! round action. (A `maxProperties` beside listed properties passed the
+//! round action, and the answer step's under each answer type. (A `maxProperties` beside listed properties passed the
 //! scripted tests and was refused by llguidance on the first real call.)
 
 mod support;
 
+use evident_chart::bank::AnswerType;
 use evident_chart::{ask, prompts, AgentConfig, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde_json::json;
 use support::{day, scripted, store, AS_OF};
 
-fn schemas(method: Method) -> Vec<serde_json::Value> {
+fn schemas(method: Method, answer_type: Option<AnswerType>) -> Vec<serde_json::Value> {
     let assess = json!({"intent": "ISS stage", "hypotheses": [], "required_information": [], "missing_information": [],
                         "complexity": "low", "skills": ["mm-staging"]});
     let plan = json!({"steps": [{"step": 1, "objective": "stage", "tool": "calculate", "arguments": {"calculator": "iss"},
@@ -35,6 +36,7 @@ fn schemas(method: Method) -> Vec<serde_json::Value> {
     let config = method.agent_config(&AgentConfig::default().with_model_context(32_768)).unwrap();
     let q = Question {
         text: "What is the ISS stage?",
+        answer_type,
         method,
         skills: &skills,
         config: &config,
@@ -49,8 +51,11 @@ fn schemas(method: Method) -> Vec<serde_json::Value> {
 fn every_schema_the_agent_sends_compiles_for_the_embedded_model() {
     let env = toktrie::ApproximateTokEnv::single_byte_env();
     let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
-    for method in [Method::Agent, Method::AgentPaperPlan, Method::AgentReactive, Method::AgentNoFilters] {
-        let schemas = schemas(method);
+    // The answer step's schema follows the question's answer type.
+    let typed = AnswerType::ALL.into_iter().map(|t| (Method::Agent, Some(t)));
+    let methods = [Method::Agent, Method::AgentPaperPlan, Method::AgentReactive, Method::AgentNoFilters];
+    for (method, answer_type) in methods.into_iter().map(|m| (m, None)).chain(typed) {
+        let schemas = schemas(method, answer_type);
         assert!(schemas.len() >= 3, "{method:?}: {}", schemas.len());
         for schema in schemas {
             let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());

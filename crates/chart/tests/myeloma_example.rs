@@ -79,6 +79,7 @@ fn an_iss_question_on_the_example_cites_the_stored_lab_values() {
     ]);
     let q = Question {
         text: "ISS stage on 2024-01-22 calculated from albumin and beta-2-microglobulin (last labs within 90 days)?",
+        answer_type: None,
         method: Method::Agent,
         skills: &skills,
         config: &config,

@@ -114,6 +114,7 @@ fn an_r2_iss_question_runs_through_the_tools_and_cites_the_stored_labs() {
     ]);
     let q = Question {
         text: "What is the R2-ISS stage at diagnosis (labs within 90 days)?",
+        answer_type: None,
         method: Method::Agent,
         skills: &skills,
         config: &config,
@@ -191,6 +192,7 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
     ]);
     let q = Question {
         text: "What is the CHA2DS2-VASc score?",
+        answer_type: None,
         method: Method::Agent,
         skills: &skills,
         config: &config,

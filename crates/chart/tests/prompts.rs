@@ -7,6 +7,7 @@
 
 mod support;
 
+use evident_chart::bank::AnswerType;
 use evident_chart::{ask, prompts, AgentConfig, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde_json::json;
@@ -30,6 +31,10 @@ fn rendered(model: &Scripted) -> String {
 }
 
 fn run(method: Method, answers: &[String]) -> String {
+    run_typed(method, None, answers)
+}
+
+fn run_typed(method: Method, answer_type: Option<AnswerType>, answers: &[String]) -> String {
     let model = scripted(answers);
     let store = store();
     let view = RecordView::new(&store, "P1", day(AS_OF));
@@ -37,6 +42,7 @@ fn run(method: Method, answers: &[String]) -> String {
     let config = AgentConfig::default();
     let q = Question {
         text: "Is the patient currently receiving metformin?",
+        answer_type,
         method,
         skills: &skills,
         config: &config,
@@ -91,4 +97,32 @@ fn agent_plan_repair_prompt() {
 #[test]
 fn llm_baseline_prompt() {
     insta::assert_snapshot!(run(Method::Baseline, &["Answer: Not documented\nReasoning: No record.".to_string()]));
+}
+
+/// The paper gives every method the question's answer schema: stated under
+/// the question in the assessment and in every answer prompt, and absent
+/// when the asker gave none.
+#[test]
+fn the_answer_schema_is_stated_under_the_question() {
+    let line = "Answer schema: single choice: Yes / No / Not documented / Unclear";
+    let baseline = "Answer: No\nReasoning: No record.".to_string();
+    let prompt = run_typed(Method::Baseline, Some(AnswerType::YesNo), std::slice::from_ref(&baseline));
+    assert!(prompt.contains(&format!("Question: Is the patient currently receiving metformin?\n{line}\n")), "{prompt}");
+    assert!(!run(Method::Baseline, &[baseline]).contains("Answer schema:"));
+    let answers = vec![
+        json!({"intent": "current metformin status", "hypotheses": [], "required_information": [],
+               "missing_information": [], "complexity": "low", "skills": []})
+        .to_string(),
+        json!({"steps": [{"step": 1, "objective": "find metformin", "tool": "search_reports", "arguments": {"query": "metformin"},
+               "evidence_requirements": [], "stop_rule": "found"}], "stop_conditions": []})
+        .to_string(),
+        json!({"action": "call_tool", "tool": "search_reports", "arguments": {"query": "metformin"}, "reason": "planned"}).to_string(),
+        json!({"action": "finish", "reason": "found"}).to_string(),
+        "Answer: Yes\nReasoning: Started on 2023-01-20 [1].".to_string(),
+    ];
+    let agent = run_typed(Method::Agent, Some(AnswerType::Date), &answers);
+    let date = "Answer schema: one date: YYYY-MM-DD, or Not documented / Unclear";
+    // The assessment (request 1) and the synthesis (the last request).
+    assert!(agent.split("=== request 2").next().unwrap().contains(date), "{agent}");
+    assert!(agent.rsplit("=== request").next().unwrap().contains(date), "{agent}");
 }

@@ -101,6 +101,7 @@ fn run_with(
     let skills = SkillLibrary::builtin().unwrap();
     let q = Question {
         text: question,
+        answer_type: None,
         method,
         skills: &skills,
         config: &config,
@@ -292,7 +293,15 @@ fn a_comparator_without_an_embedder_is_a_setup_error() {
     let config = AgentConfig::default();
     let model = scripted(&[ANSWER]);
     for method in [Method::AdvancedRag, Method::IterativeRag] {
-        let q = Question { text: "q?", method, skills: &skills, config: &config, patient: "x".into(), embedder: None };
+        let q = Question {
+            text: "q?",
+            answer_type: None,
+            method,
+            skills: &skills,
+            config: &config,
+            patient: "x".into(),
+            embedder: None,
+        };
         let err = ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap_err();
         assert!(err.to_string().contains("needs an embedder"), "{err}");
     }

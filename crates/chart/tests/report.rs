@@ -49,6 +49,7 @@ fn answered(finals: &[&str]) -> (std::sync::Mutex<evident_store::Store>, ChartAn
     let config = AgentConfig::default();
     let q = Question {
         text: "Is <script>x</script> metformin given?",
+        answer_type: None,
         method: Method::Agent,
         skills: &skills,
         config: &config,

@@ -3,7 +3,7 @@
 //! answer marks supported resolves to the stored text (read back from the
 //! store, not from the answer) and every other one names no context item;
 //! and bad input (unknown patient, unparseable --as-of, an empty
-//! question, a skills file that does not validate, an unknown method)
+//! question, a skills file that does not validate, an unknown method or answer type)
 //! refused with exit 2, a message naming the place, and no answer file
 //! written; advanced RAG on a two-note record, with its HTML page; and an
 //! ISS question on the example myeloma record, whose own plan reaches the
@@ -149,6 +149,8 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
         .fails_with(2, "--as-of: \"2024-13-01\" is not a date");
     ask(&["X1", "   "]).fails_with(2, "the question is empty");
     ask(&["X1", "Is she on metformin?", "--method", "magic"]).fails_with(2, "method \"magic\" is unknown");
+    ask(&["X1", "Is she on metformin?", "--answer-type", "essay"])
+        .fails_with(2, "--answer-type: answer type \"essay\" is unknown; use one of yes_no, date");
     sb.write("skills/renal.md", "---\nid: renal\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody\n");
     ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");
     assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");

@@ -382,6 +382,7 @@ pub fn evaluate_chart(
         let ask = AskRequest {
             patient_id: q.patient.clone(),
             question: q.question.clone(),
+            answer_type: Some(q.answer_type.as_str().to_string()),
             as_of: Some(q.reference_date.clone()),
             method: method.clone(),
             skills_dir: None,

@@ -24,7 +24,7 @@ pub(crate) fn assess(ctx: &Ctx<'_>) -> Result<Assessment, ChartError> {
         "additionalProperties": false});
     let user = ctx.render(
         "chart_assess.prompt.md",
-        json!({"question": ctx.question, "as_of": ctx.as_of(), "skills": selectable}),
+        json!({"question": ctx.question, "answer_schema": ctx.answer_schema(), "as_of": ctx.as_of(), "skills": selectable}),
     )?;
     let request = ctx.request(vec![Message::system(ctx.baseline()?), Message::user(user)], 384);
     let answer = chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)?;

@@ -314,6 +314,8 @@ pub(crate) struct Ctx<'a> {
     pub skills: &'a SkillLibrary,
     pub config: &'a AgentConfig,
     pub question: &'a str,
+    /// The question's answer schema, when the asker gave it.
+    pub answer_type: Option<crate::bank::AnswerType>,
     pub patient: String,
 }
 
@@ -323,6 +325,11 @@ impl Ctx<'_> {
         r.temperature = self.config.temperature;
         r.seed = self.config.seed;
         r
+    }
+
+    /// The answer schema line the answer prompts show, when given.
+    pub(crate) fn answer_schema(&self) -> Option<&'static str> {
+        self.answer_type.map(crate::bank::AnswerType::schema)
     }
 
     fn as_of(&self) -> String {
@@ -457,6 +464,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
             "chart_synthesis.prompt.md",
             json!({
                 "question": ctx.question, "as_of": ctx.as_of(), "patient": ctx.patient,
+                "answer_schema": ctx.answer_schema(),
                 "plan_summary": plan_summary,
                 "requirements": assessment.required_information.join("; "),
                 "nodes": shown,

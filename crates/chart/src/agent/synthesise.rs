@@ -7,6 +7,7 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
 use super::*;
 use crate::answer::{citation_numbers, parse_two_line};
+use crate::bank::AnswerType;
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -108,9 +109,21 @@ pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
 /// The answer step's schema: a one-line answer, and a reasoning of one to
 /// three cited passages whose `[n]` can only be a number in `numbers` (no
 /// citation at all when nothing was shown). Patterns carry their own
-/// length bounds so the answer always fits its token limit.
-pub(crate) fn answer_schema(numbers: &[usize]) -> Value {
+/// length bounds so the answer always fits its token limit. With the
+/// question's answer type the answer is held to its schema: one of the
+/// choices, a date, a value first; else any short line.
+pub(crate) fn answer_schema(numbers: &[usize], answer_type: Option<AnswerType>) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
+    const UNKNOWN: &str = "Not documented|Unclear";
+    let answer = match answer_type {
+        Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
+        Some(AnswerType::Date) => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
+        Some(AnswerType::Score) => {
+            format!("^(?:(?:[0-9]{{1,3}}(?:\\.[0-9]{{1,2}})?|I|II|III|IV)(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
+        }
+        Some(AnswerType::Category) => format!("^{TEXT}{{1,40}}$"),
+        Some(AnswerType::DateList | AnswerType::IntervalList) | None => format!("^{TEXT}{{1,80}}$"),
+    };
     let reasoning = if numbers.is_empty() {
         format!("^{TEXT}{{1,300}}$")
     } else {
@@ -118,7 +131,7 @@ pub(crate) fn answer_schema(numbers: &[usize]) -> Value {
         format!("^{TEXT}{{1,160}}(?:\\[(?:{alternatives})\\]{TEXT}{{0,160}}){{1,3}}$")
     };
     json!({"type": "object", "properties": {
-        "answer": {"type": "string", "pattern": format!("^{TEXT}{{1,80}}$")},
+        "answer": {"type": "string", "pattern": answer},
         "reasoning": {"type": "string", "pattern": reasoning}},
         "required": ["answer", "reasoning"], "additionalProperties": false})
 }
@@ -134,7 +147,7 @@ fn synthesise_constrained(
     max_tokens: u32,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let schema = answer_schema(&shown_numbers(&user));
+    let schema = answer_schema(&shown_numbers(&user), ctx.answer_type);
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
@@ -192,14 +205,37 @@ mod tests {
     fn the_answer_schema_admits_only_shown_citation_numbers() {
         let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
         assert_eq!(shown_numbers(prompt), vec![1, 2]);
-        let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2])).unwrap();
+        let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], None)).unwrap();
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
         assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
-        let none = evident_llm::SchemaValidator::new(&answer_schema(&[])).unwrap();
+        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], None)).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
+    }
+
+    #[test]
+    fn the_answer_type_holds_the_answer_to_its_schema() {
+        let check = |t: AnswerType, answer: &str| {
+            let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(t))).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
+        };
+        for ok in ["Yes", "No", "Not documented", "Unclear", "Never"] {
+            assert!(check(AnswerType::YesNo, ok), "{ok}");
+        }
+        assert!(!check(AnswerType::YesNo, "The patient takes it"));
+        assert!(!check(AnswerType::YesNo, "Yes, since 2019"));
+        assert!(check(AnswerType::Date, "2017-08-26"));
+        assert!(check(AnswerType::Date, "Not documented"));
+        assert!(!check(AnswerType::Date, "2020-09-30 conditions age sex"));
+        assert!(!check(AnswerType::Date, "August 2017"));
+        assert!(check(AnswerType::Score, "0; 2020-09-30; conditions, age and sex"));
+        assert!(check(AnswerType::Score, "II"));
+        assert!(check(AnswerType::Score, "2.5"));
+        assert!(!check(AnswerType::Score, "2020-09-30 conditions age sex"), "the value comes first");
+        assert!(check(AnswerType::Category, "Overweight"));
+        assert!(check(AnswerType::IntervalList, "Administered: 2019-01-01–ongoing"));
     }
 }

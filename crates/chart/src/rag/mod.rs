@@ -260,7 +260,7 @@ pub(crate) fn answer(
     let render = |shown: &[agent::ShownNode]| {
         ctx.prompts.render(
             "chart_synthesis.prompt.md",
-            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": shown}),
+            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": shown}),
         )
     };
     let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
@@ -277,7 +277,7 @@ pub(crate) fn answer_budget(ctx: &Ctx<'_>) -> Result<usize, ChartError> {
     let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
     let user = ctx.prompts.render(
         "chart_synthesis.prompt.md",
-        json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "nodes": []}),
+        json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": []}),
     )?;
     Ok(agent::node_budget(ctx.config, &[Message::system(system), Message::user(user)], ANSWER_TOKENS as usize))
 }

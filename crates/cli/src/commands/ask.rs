@@ -20,6 +20,11 @@ pub struct Args {
     /// Default: the date of the patient's last document.
     #[arg(long)]
     pub as_of: Option<String>,
+    /// The question's answer schema (yes_no, date, category, score,
+    /// date_list, interval_list): stated in every method's answer prompt
+    /// and, on the embedded model, the form the answer is decoded in.
+    #[arg(long)]
+    pub answer_type: Option<String>,
     /// agent, baseline, full-context, simple-rag (dense top 10, MiniLM),
     /// advanced-rag (up to 8 rewritten queries, hybrid trigram BM25 +
     /// MiniLM, reranked, top 20), iterative-rag (sub-queries, hybrid,
@@ -59,6 +64,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
     let request = AskRequest {
         patient_id: args.patient.clone(),
         question: args.question.clone(),
+        answer_type: args.answer_type.clone(),
         as_of: args.as_of.clone(),
         method: args.method.clone(),
         skills_dir: args.skills.clone(),
@@ -76,6 +82,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             anyhow::anyhow!("--as-of: {}", m.trim_start_matches("reference date "))
         }
         evident_app::AppError::Input(m) if m.starts_with("skill file") => anyhow::anyhow!("--skills: {m}"),
+        evident_app::AppError::Input(m) if m.starts_with("answer type") => anyhow::anyhow!("--answer-type: {m}"),
         other => other.into(),
     })?;
     ctx.print(&result)?;
