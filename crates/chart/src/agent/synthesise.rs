@@ -106,20 +106,75 @@ pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
     numbers
 }
 
+/// What the numbered context items of a prompt show that an answer may
+/// take as its value: every date (YYYY-MM-DD) in their lines, and each
+/// calculator result's score, stage or reported value.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ShownValues {
+    pub items: usize,
+    pub dates: Vec<String>,
+    pub results: Vec<String>,
+}
+
+pub(crate) fn shown_values(prompt: &str) -> ShownValues {
+    let mut shown = ShownValues::default();
+    for line in prompt.lines() {
+        let Some((number, text)) = line.strip_prefix('[').and_then(|l| l.split_once(']')) else { continue };
+        if number.parse::<usize>().is_err() {
+            continue;
+        }
+        shown.items += 1;
+        let bytes = text.as_bytes();
+        for i in 0..bytes.len().saturating_sub(9) {
+            let window = &text[i..i + 10];
+            let is_date =
+                window.bytes().enumerate().all(|(j, b)| if j == 4 || j == 7 { b == b'-' } else { b.is_ascii_digit() });
+            let bounded = i == 0 || !bytes[i - 1].is_ascii_digit();
+            if is_date && bounded && !shown.dates.iter().any(|d| d == window) {
+                shown.dates.push(window.to_string());
+            }
+        }
+        if let Some((_, result)) = text.split_once(" calculator: inputs ").and_then(|(_, r)| r.rsplit_once("; result "))
+        {
+            let Ok(output) = serde_json::from_str::<Value>(result.trim()) else { continue };
+            let value = match (&output["stage"], &output["score"], &output["reported"]) {
+                (Value::String(stage), _, _) => Some(stage.clone()),
+                (_, Value::Number(n), _) | (_, _, Value::Number(n)) => n.as_f64().map(|v| format!("{v}")),
+                _ => None,
+            };
+            shown.results.extend(value.filter(|v| !shown.results.contains(v)));
+        }
+    }
+    shown
+}
+
+fn alternatives(values: &[String]) -> String {
+    values.iter().map(|v| v.replace('.', "\\.")).collect::<Vec<_>>().join("|")
+}
+
 /// The answer step's schema: a one-line answer, and a reasoning of one to
 /// three cited passages whose `[n]` can only be a number in `numbers` (no
 /// citation at all when nothing was shown). Patterns carry their own
 /// length bounds so the answer always fits its token limit. With the
 /// question's answer type the answer is held to its schema: one of the
-/// choices, a date, a value first; else any short line.
-pub(crate) fn answer_schema(numbers: &[usize], answer_type: Option<AnswerType>) -> Value {
+/// choices; a date that a shown item holds (any date when nothing is
+/// shown); a score or stage first, one a shown calculator computed when
+/// there is one; else any short line.
+pub(crate) fn answer_schema(numbers: &[usize], answer_type: Option<AnswerType>, shown: &ShownValues) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
     let answer = match answer_type {
         Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
-        Some(AnswerType::Date) => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
+        Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
+        Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
+        Some(AnswerType::Date) => format!("^(?:{}|{UNKNOWN})$", alternatives(&shown.dates)),
         Some(AnswerType::Score) => {
-            format!("^(?:(?:[0-9]{{1,3}}(?:\\.[0-9]{{1,2}})?|I|II|III|IV)(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
+            let value = if shown.results.is_empty() {
+                "[0-9]{1,3}(?:\\.[0-9]{1,2})?|I|II|III|IV".to_string()
+            } else {
+                alternatives(&shown.results)
+            };
+            format!("^(?:(?:{value})(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
         }
         Some(AnswerType::Category) => format!("^{TEXT}{{1,40}}$"),
         Some(AnswerType::DateList | AnswerType::IntervalList) | None => format!("^{TEXT}{{1,80}}$"),
@@ -147,7 +202,7 @@ fn synthesise_constrained(
     max_tokens: u32,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let schema = answer_schema(&shown_numbers(&user), ctx.answer_type);
+    let schema = answer_schema(&shown_numbers(&user), ctx.answer_type, &shown_values(&user));
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
@@ -205,13 +260,14 @@ mod tests {
     fn the_answer_schema_admits_only_shown_citation_numbers() {
         let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
         assert_eq!(shown_numbers(prompt), vec![1, 2]);
-        let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], None)).unwrap();
+        let validator =
+            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], None, &ShownValues::default())).unwrap();
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
         assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
-        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], None)).unwrap();
+        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], None, &ShownValues::default())).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
     }
@@ -219,7 +275,8 @@ mod tests {
     #[test]
     fn the_answer_type_holds_the_answer_to_its_schema() {
         let check = |t: AnswerType, answer: &str| {
-            let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(t))).unwrap();
+            let validator =
+                evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(t), &ShownValues::default())).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         for ok in ["Yes", "No", "Not documented", "Unclear", "Never"] {
@@ -237,5 +294,35 @@ mod tests {
         assert!(!check(AnswerType::Score, "2020-09-30 conditions age sex"), "the value comes first");
         assert!(check(AnswerType::Category, "Overweight"));
         assert!(check(AnswerType::IntervalList, "Administered: 2019-01-01–ongoing"));
+    }
+
+    #[test]
+    fn a_date_or_score_answer_is_one_the_shown_items_hold() {
+        let prompt = "Question: When was it first documented?\nReference date: 2020-07-13\nContext items:\n\
+            [1] (problem_list, 2017-08-26) Conditions on 2017-08-26 - 2017-08-26 20:43: Polyp of colon (resolved 2019-01-18)\n\
+            [2] (calculation, 2020-09-30) cha2ds2-vasc calculator: inputs {\"age_years\":32}; result {\"score\":0.0,\"items\":[]}\n\
+            [3] (calculation, 2020-09-30) r-iss calculator: inputs {}; result {\"stage\":\"II\",\"points\":null}\n\
+            Write the two lines now.";
+        let shown = shown_values(prompt);
+        assert_eq!(shown.items, 3);
+        assert_eq!(shown.dates, ["2017-08-26", "2019-01-18", "2020-09-30"], "the reference date is no item's");
+        assert_eq!(shown.results, ["0", "II"]);
+        let check = |t: AnswerType, answer: &str| {
+            let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], Some(t), &shown)).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
+        };
+        assert!(check(AnswerType::Date, "2017-08-26"));
+        assert!(check(AnswerType::Date, "Not documented"));
+        assert!(!check(AnswerType::Date, "2020-07-13"), "a date no item shows");
+        assert!(check(AnswerType::Score, "0; 2020-09-30; conditions, age, sex"));
+        assert!(check(AnswerType::Score, "II"));
+        assert!(!check(AnswerType::Score, "3"), "not a computed value");
+        let nothing = shown_values("Context items:\n(none: nothing was found in the record)\n");
+        assert_eq!(nothing, ShownValues::default());
+        let no_dates = ShownValues { items: 1, ..ShownValues::default() };
+        let validator =
+            evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(AnswerType::Date), &no_dates)).unwrap();
+        assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
+        assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
     }
 }
