@@ -96,9 +96,12 @@ impl Calculator {
         }
     }
 
-    /// The JSON schema of the calculator's input.
+    /// The JSON schema of the calculator's input. Every number is bounded
+    /// (0 to 1,000 holds any of these inputs in its unit): a small model
+    /// under constrained decoding once wrote an albumin of a thousand
+    /// zeros into a plan, until the plan hit its token limit.
     pub fn input_schema(self) -> Value {
-        let num = |d: &str| json!({"type": "number", "description": d});
+        let num = |d: &str| json!({"type": "number", "minimum": 0, "maximum": 1000, "description": d});
         let flag = json!({"type": "boolean"});
         let flags = |names: &[&str]| {
             let props: serde_json::Map<String, Value> = names.iter().map(|n| (n.to_string(), flag.clone())).collect();
