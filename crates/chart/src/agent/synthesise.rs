@@ -125,13 +125,14 @@ pub(crate) fn shown_values(prompt: &str) -> ShownValues {
         }
         shown.items += 1;
         let bytes = text.as_bytes();
-        for i in 0..bytes.len().saturating_sub(9) {
-            let window = &text[i..i + 10];
+        for (i, window) in bytes.windows(10).enumerate() {
             let is_date =
-                window.bytes().enumerate().all(|(j, b)| if j == 4 || j == 7 { b == b'-' } else { b.is_ascii_digit() });
+                window.iter().enumerate().all(|(j, b)| if j == 4 || j == 7 { *b == b'-' } else { b.is_ascii_digit() });
             let bounded = i == 0 || !bytes[i - 1].is_ascii_digit();
-            if is_date && bounded && !shown.dates.iter().any(|d| d == window) {
-                shown.dates.push(window.to_string());
+            // Digits and dashes only, so the window is whole characters.
+            let date = String::from_utf8_lossy(window);
+            if is_date && bounded && !shown.dates.iter().any(|d| *d == date) {
+                shown.dates.push(date.into_owned());
             }
         }
         if let Some((_, result)) = text.split_once(" calculator: inputs ").and_then(|(_, r)| r.rsplit_once("; result "))
@@ -299,7 +300,7 @@ mod tests {
     #[test]
     fn a_date_or_score_answer_is_one_the_shown_items_hold() {
         let prompt = "Question: When was it first documented?\nReference date: 2020-07-13\nContext items:\n\
-            [1] (problem_list, 2017-08-26) Conditions on 2017-08-26 - 2017-08-26 20:43: Polyp of colon (resolved 2019-01-18)\n\
+            [1] (problem_list, 2017-08-26) Conditions – 2017-08-26 20:43: Polyp of colon (resolved 2019-01-18)–\n\
             [2] (calculation, 2020-09-30) cha2ds2-vasc calculator: inputs {\"age_years\":32}; result {\"score\":0.0,\"items\":[]}\n\
             [3] (calculation, 2020-09-30) r-iss calculator: inputs {}; result {\"stage\":\"II\",\"points\":null}\n\
             Write the two lines now.";
