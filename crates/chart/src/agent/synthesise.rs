@@ -8,6 +8,8 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 use super::*;
 use crate::answer::{citation_numbers, parse_two_line};
 use crate::bank::AnswerType;
+use crate::calculators::Calculator;
+use crate::question_names;
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -108,12 +110,13 @@ pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
 
 /// What the numbered context items of a prompt show that an answer may
 /// take as its value: every date (YYYY-MM-DD) in their lines, and each
-/// calculator result's score, stage or reported value.
+/// calculator result's score, stage or reported value with the
+/// calculator's name.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct ShownValues {
     pub items: usize,
     pub dates: Vec<String>,
-    pub results: Vec<String>,
+    pub results: Vec<(String, String)>,
 }
 
 pub(crate) fn shown_values(prompt: &str) -> ShownValues {
@@ -135,22 +138,49 @@ pub(crate) fn shown_values(prompt: &str) -> ShownValues {
                 shown.dates.push(date.into_owned());
             }
         }
-        if let Some((_, result)) = text.split_once(" calculator: inputs ").and_then(|(_, r)| r.rsplit_once("; result "))
-        {
+        let calculation =
+            text.split_once(" calculator: inputs ").and_then(|(head, r)| Some((head, r.rsplit_once("; result ")?.1)));
+        if let Some((head, result)) = calculation {
+            let name = head.rsplit(' ').next().unwrap_or_default().to_string();
             let Ok(output) = serde_json::from_str::<Value>(result.trim()) else { continue };
             let value = match (&output["stage"], &output["score"], &output["reported"]) {
                 (Value::String(stage), _, _) => Some(stage.clone()),
                 (_, Value::Number(n), _) | (_, _, Value::Number(n)) => n.as_f64().map(|v| format!("{v}")),
                 _ => None,
             };
-            shown.results.extend(value.filter(|v| !shown.results.contains(v)));
+            let result = value.map(|v| (name, v));
+            shown.results.extend(result.filter(|r| !shown.results.contains(r)));
         }
     }
     shown
 }
 
-fn alternatives(values: &[String]) -> String {
-    values.iter().map(|v| v.replace('.', "\\.")).collect::<Vec<_>>().join("|")
+/// The options a question lists in parentheses, "(G1, G2, G3a)": two or
+/// more, comma-separated, the first such list.
+pub(crate) fn question_options(question: &str) -> Vec<String> {
+    question
+        .split('(')
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')'))
+        .map(|(inside, _)| {
+            inside.split(',').map(|o| o.trim().to_string()).filter(|o| !o.is_empty()).collect::<Vec<_>>()
+        })
+        .find(|options| options.len() >= 2)
+        .unwrap_or_default()
+}
+
+/// Values as one regular-expression alternation, each matched literally.
+fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
+    let literal = |v: &str| {
+        v.chars().fold(String::new(), |mut out, c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+            out
+        })
+    };
+    values.into_iter().map(|v| literal(v.as_ref())).collect::<Vec<_>>().join("|")
 }
 
 /// The answer step's schema: a one-line answer, and a reasoning of one to
@@ -159,9 +189,16 @@ fn alternatives(values: &[String]) -> String {
 /// length bounds so the answer always fits its token limit. With the
 /// question's answer type the answer is held to its schema: one of the
 /// choices; a date that a shown item holds (any date when nothing is
-/// shown); a score or stage first, one a shown calculator computed when
-/// there is one; else any short line.
-pub(crate) fn answer_schema(numbers: &[usize], answer_type: Option<AnswerType>, shown: &ShownValues) -> Value {
+/// shown); a score or stage first: the value of a shown calculator the
+/// question names when there is one (nothing else: the score is
+/// computed), else one a shown calculator computed; a category among the
+/// options the question lists; else any short line.
+pub(crate) fn answer_schema(
+    numbers: &[usize],
+    question: &str,
+    answer_type: Option<AnswerType>,
+    shown: &ShownValues,
+) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
     let answer = match answer_type {
@@ -170,14 +207,25 @@ pub(crate) fn answer_schema(numbers: &[usize], answer_type: Option<AnswerType>, 
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
         Some(AnswerType::Date) => format!("^(?:{}|{UNKNOWN})$", alternatives(&shown.dates)),
         Some(AnswerType::Score) => {
-            let value = if shown.results.is_empty() {
-                "[0-9]{1,3}(?:\\.[0-9]{1,2})?|I|II|III|IV".to_string()
-            } else {
-                alternatives(&shown.results)
-            };
-            format!("^(?:(?:{value})(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
+            let named: Vec<&str> = shown
+                .results
+                .iter()
+                .filter(|(name, _)| Calculator::from_name(name).is_some_and(|c| question_names(question, c)))
+                .map(|(_, v)| v.as_str())
+                .collect();
+            let computed = || alternatives(shown.results.iter().map(|(_, v)| v));
+            match (named.is_empty(), shown.results.is_empty()) {
+                (false, _) => format!("^(?:{})(?:; {TEXT}{{1,60}})?$", alternatives(named)),
+                (true, false) => format!("^(?:(?:{})(?:; {TEXT}{{1,60}})?|{UNKNOWN})$", computed()),
+                (true, true) => {
+                    format!("^(?:(?:[0-9]{{1,3}}(?:\\.[0-9]{{1,2}})?|I|II|III|IV)(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
+                }
+            }
         }
-        Some(AnswerType::Category) => format!("^{TEXT}{{1,40}}$"),
+        Some(AnswerType::Category) => match question_options(question) {
+            options if options.is_empty() => format!("^{TEXT}{{1,40}}$"),
+            options => format!("^(?:{}|{UNKNOWN})$", alternatives(options)),
+        },
         Some(AnswerType::DateList | AnswerType::IntervalList) | None => format!("^{TEXT}{{1,80}}$"),
     };
     let reasoning = if numbers.is_empty() {
@@ -203,7 +251,7 @@ fn synthesise_constrained(
     max_tokens: u32,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let schema = answer_schema(&shown_numbers(&user), ctx.answer_type, &shown_values(&user));
+    let schema = answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown_values(&user));
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
@@ -262,13 +310,13 @@ mod tests {
         let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
         assert_eq!(shown_numbers(prompt), vec![1, 2]);
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], None, &ShownValues::default())).unwrap();
+            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], "q", None, &ShownValues::default())).unwrap();
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
         assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
-        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], None, &ShownValues::default())).unwrap();
+        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], "q", None, &ShownValues::default())).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
     }
@@ -277,7 +325,7 @@ mod tests {
     fn the_answer_type_holds_the_answer_to_its_schema() {
         let check = |t: AnswerType, answer: &str| {
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(t), &ShownValues::default())).unwrap();
+                evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(t), &ShownValues::default())).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         for ok in ["Yes", "No", "Not documented", "Unclear", "Never"] {
@@ -307,9 +355,11 @@ mod tests {
         let shown = shown_values(prompt);
         assert_eq!(shown.items, 3);
         assert_eq!(shown.dates, ["2017-08-26", "2019-01-18", "2020-09-30"], "the reference date is no item's");
-        assert_eq!(shown.results, ["0", "II"]);
+        assert_eq!(shown.results, [("cha2ds2-vasc".to_string(), "0".to_string()), ("r-iss".into(), "II".into())]);
+        let question = "When was it first documented?";
         let check = |t: AnswerType, answer: &str| {
-            let validator = evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], Some(t), &shown)).unwrap();
+            let validator =
+                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], question, Some(t), &shown)).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         assert!(check(AnswerType::Date, "2017-08-26"));
@@ -318,11 +368,41 @@ mod tests {
         assert!(check(AnswerType::Score, "0; 2020-09-30; conditions, age, sex"));
         assert!(check(AnswerType::Score, "II"));
         assert!(!check(AnswerType::Score, "3"), "not a computed value");
+        assert!(check(AnswerType::Score, "Not documented"), "no calculator the question names ran");
+        // A score the question names and a calculator computed is the answer.
+        let named = |answer: &str| {
+            let schema = answer_schema(
+                &[1, 2, 3],
+                "What is the CHA2DS2-VASc score on 2020-09-30?",
+                Some(AnswerType::Score),
+                &shown,
+            );
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "Computed [2]."}).to_string()).is_ok()
+        };
+        assert!(named("0; 2020-09-30; age and sex"));
+        assert!(!named("II"), "another calculator's value");
+        assert!(!named("Not documented"));
+        // A category among the options the question lists.
+        let bmi = "What is the adult BMI category (underweight, normal, overweight, obese) on 2021-02-22?";
+        assert_eq!(question_options(bmi), ["underweight", "normal", "overweight", "obese"]);
+        let hba1c = "Which glycaemic range (normal below 5.7%, prediabetes 5.7-6.4%, diabetes 6.5% or more) is it?";
+        assert_eq!(question_options(hba1c)[1], "prediabetes 5.7-6.4%");
+        let category = |question: &str, answer: &str| {
+            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &shown);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
+        };
+        assert!(category(bmi, "overweight") && category(bmi, "Not documented"));
+        assert!(!category(bmi, "Overweight (BMI 29.3)"));
+        assert!(category(hba1c, "prediabetes 5.7-6.4%"));
+        assert!(!category(hba1c, "prediabetes 5x7-6.4%"), "a dot is a dot");
+        assert!(category("What is the stage?", "Stage II (from the note)"), "no options listed: a short line");
         let nothing = shown_values("Context items:\n(none: nothing was found in the record)\n");
         assert_eq!(nothing, ShownValues::default());
         let no_dates = ShownValues { items: 1, ..ShownValues::default() };
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1], Some(AnswerType::Date), &no_dates)).unwrap();
+            evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(AnswerType::Date), &no_dates)).unwrap();
         assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
         assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
     }
