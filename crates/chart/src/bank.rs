@@ -57,6 +57,7 @@ impl AnswerType {
     pub fn is_list(self) -> bool {
         matches!(self, AnswerType::DateList | AnswerType::IntervalList)
     }
+
     pub const ALL: [AnswerType; 6] = [
         AnswerType::YesNo,
         AnswerType::Date,
