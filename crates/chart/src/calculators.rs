@@ -436,6 +436,34 @@ pub fn charlson(input: &CharlsonInput) -> Result<ScoreOutput, CalcError> {
 
 // ---------------------------------------------------------------- CHA2DS2-VASc
 
+/// The CHA2DS2-VASc conditions as the stored problem list names them
+/// (Lip et al., Chest 2010: congestive heart failure, hypertension,
+/// diabetes, prior stroke / TIA / thromboembolism, vascular disease =
+/// prior myocardial infarction, peripheral artery disease or aortic
+/// plaque): each input, the phrases that mark it (lower case, matched
+/// inside a condition line), and phrases that do not count.
+pub const CHA2DS2_VASC_CONDITIONS: [(&str, &[&str], &[&str]); 5] = [
+    ("congestive_heart_failure", &["heart failure"], &[]),
+    ("hypertension", &["hypertension", "hypertensive"], &["pulmonary hypertension", "ocular hypertension"]),
+    ("diabetes", &["diabetes"], &["prediabetes", "gestational diabetes", "diabetes insipidus"]),
+    (
+        "stroke_tia_thromboembolism",
+        &["stroke", "cerebral infarction", "cerebrovascular accident", "transient ischemic attack", "thromboembolism"],
+        &[],
+    ),
+    (
+        "vascular_disease",
+        &[
+            "myocardial infarction",
+            "peripheral arterial disease",
+            "peripheral artery disease",
+            "peripheral vascular disease",
+            "aortic plaque",
+        ],
+        &[],
+    ),
+];
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cha2ds2VascInput {

@@ -8,7 +8,7 @@
 mod support;
 
 use evident_chart::{
-    ask, prompts, AgentConfig, ChartAnswer, CitedSource, Evidence, Method, Question, RecordView, SkillLibrary,
+    ask, prompts, AgentConfig, ChartAnswer, CitedSource, Evidence, Method, Question, RecordView, SkillLibrary, ToolName,
 };
 use evident_llm::StructuredModel;
 use serde_json::{json, Value};
@@ -982,4 +982,48 @@ fn a_question_names_a_calculator_by_its_own_label_only() {
     assert_eq!(names("What is the CHA2DS2-VASc score on 2020-09-30?"), ["cha2ds2-vasc"]);
     assert!(names("When was Polyp of colon first documented?").is_empty());
     assert!(names("Was a mission statement documented?").is_empty());
+}
+
+/// CHA2DS2-VASc's conditions come from the stored problem list, dated on
+/// or before the reference date, each cited: the embedded model called the
+/// calculator with age and sex only, and a documented hypertension never
+/// counted. Prediabetes is not diabetes; a heart failure listed after the
+/// reference date is not seen.
+#[test]
+fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
+    use evident_model::text::{split_sections, split_sentences};
+    let store = store();
+    let text = "Conditions on 2023-05-01\n\
+        - 2023-05-01 10:00: Essential hypertension (disorder) (active) [SNOMED 59621000] [Condition/h1]\n\
+        - 2023-05-01 10:00: Prediabetes (finding) (active) [SNOMED 714628002] [Condition/p1]\n";
+    let later = "Conditions on 2024-02-01\n- 2024-02-01 10:00: Chronic congestive heart failure (disorder) (active) [Condition/f1]\n";
+    {
+        let mut guard = store.lock().unwrap();
+        let w = guard.writer().unwrap();
+        for (id, date, text) in [("pl1", "2023-05-01", text), ("pl2", "2024-02-01", later)] {
+            let doc = evident_model::Document {
+                id: id.into(),
+                patient_id: "P1".into(),
+                kind: evident_model::DocKind::ProblemList,
+                date: Some(day(date)),
+                title: id.into(),
+                source: "test".into(),
+                source_id: id.into(),
+                text: text.into(),
+            };
+            w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let out = view.run(ToolName::Calculate, &json!({"calculator": "cha2ds2-vasc"})).unwrap();
+    let Evidence::Calculation { inputs, output, used, .. } = &out.evidence[0] else { panic!("{:?}", out.evidence) };
+    // P1: female, 67 on 2023-12-31 (age 65-74: 1), hypertension 1.
+    assert_eq!(inputs["hypertension"], true, "{inputs}");
+    assert!(inputs.get("diabetes").is_none_or(|d| d == false), "prediabetes does not count: {inputs}");
+    assert!(inputs.get("congestive_heart_failure").is_none_or(|d| d == false), "listed after the reference date");
+    assert_eq!(output["score"], 3.0, "female 1 + age 65-74 1 + hypertension 1: {output}");
+    let cited: Vec<String> = used.iter().map(Evidence::text).collect();
+    assert!(cited.iter().any(|t| t.contains("Essential hypertension") && t.contains("Condition/h1")), "{cited:?}");
+    assert!(!cited.iter().any(|t| t.contains("Prediabetes")), "{cited:?}");
 }

@@ -107,7 +107,7 @@ fn argument_properties(vocabulary: &Vocabulary) -> serde_json::Map<String, Value
         "concepts": {"type": "array", "items": one_of(&vocabulary.labs, 40), "maxItems": 4},
         "record": {"type": "string", "enum": ["medications", "conditions", "procedures"]},
         "calculator": {"type": "string", "enum": Calculator::ALL.map(|c| c.name())},
-        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"], "minimum": 0, "maximum": 1000}, "maxProperties": 6}});
+        "inputs": {"type": "object", "additionalProperties": {"type": ["number", "boolean"]}, "maxProperties": 6}});
     match properties {
         Value::Object(map) => map,
         _ => unreachable!("an object literal"),

@@ -1,7 +1,8 @@
 //! The calculator tool: ISS-family lab inputs are read from stored labs
-//! within the lookback window, and a required age or sex from the stored
-//! patient; a stored value wins over one the call gives, which stands only
-//! where the store has none.
+//! within the lookback window, a required age or sex from the stored
+//! patient, and CHA2DS2-VASc's conditions from the stored problem list; a
+//! stored value wins over one the call gives, which stands only where the
+//! store has none.
 
 use super::*;
 
@@ -61,6 +62,9 @@ impl RecordView<'_> {
             }
         }
         self.fill_demographics(calculator, &mut inputs, &mut used)?;
+        if calculator == Calculator::Cha2ds2Vasc {
+            self.fill_conditions(&mut inputs, &mut used)?;
+        }
         if !missing.is_empty() {
             return Ok(ToolOutput {
                 evidence: used,
@@ -151,6 +155,46 @@ impl RecordView<'_> {
                 sex: patient.sex,
                 as_of: self.as_of(),
             });
+        }
+        Ok(())
+    }
+}
+
+impl RecordView<'_> {
+    /// Sets each CHA2DS2-VASc condition the stored problem list documents
+    /// on or before the reference date ([`CHA2DS2_VASC_CONDITIONS`]) and
+    /// cites the first line that shows it; a condition the list does not
+    /// show keeps the call's value (absent by default, as the score counts
+    /// it). The embedded model called the calculator with age and sex only,
+    /// so a patient's documented hypertension never counted.
+    fn fill_conditions(&self, inputs: &mut Value, used: &mut Vec<Evidence>) -> Result<(), ToolFailure> {
+        let store = self.lock();
+        let documents = store.documents(&self.patient_id)?;
+        let lists =
+            documents.iter().filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
+        let mut found: Vec<&str> = Vec::new();
+        for doc in lists {
+            for sentence in store.sentences(&doc.id)? {
+                let Some((text, record)) = timeline_line(&sentence.text) else { continue };
+                let lower = text.to_lowercase();
+                for (input, marks, not) in CHA2DS2_VASC_CONDITIONS {
+                    let shown = marks.iter().any(|m| lower.contains(m)) && !not.iter().any(|n| lower.contains(n));
+                    if !shown || found.contains(&input) {
+                        continue;
+                    }
+                    found.push(input);
+                    inputs[input] = json!(true);
+                    used.push(Evidence::Entry {
+                        record: record.clone(),
+                        document_id: doc.id.clone(),
+                        date: doc.date,
+                        sentence_id: sentence.ordinal,
+                        start: sentence.start,
+                        end: sentence.end,
+                        text: sentence.text.trim().to_string(),
+                    });
+                }
+            }
         }
         Ok(())
     }
