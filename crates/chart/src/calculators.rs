@@ -96,12 +96,13 @@ impl Calculator {
         }
     }
 
-    /// The JSON schema of the calculator's input. Every number is bounded
-    /// (0 to 1,000 holds any of these inputs in its unit): a small model
-    /// under constrained decoding once wrote an albumin of a thousand
-    /// zeros into a plan, until the plan hit its token limit.
+    /// The JSON schema of the calculator's input. Numbers are not bounded
+    /// here: bounds of 0 to 1,000 (against an albumin of a thousand zeros
+    /// that a 0.5B plan once wrote) changed the embedded model's ISS plan
+    /// on the example myeloma record so that it lost its calculator call;
+    /// the calculator checks each value's range itself.
     pub fn input_schema(self) -> Value {
-        let num = |d: &str| json!({"type": "number", "minimum": 0, "maximum": 1000, "description": d});
+        let num = |d: &str| json!({"type": "number", "description": d});
         let flag = json!({"type": "boolean"});
         let flags = |names: &[&str]| {
             let props: serde_json::Map<String, Value> = names.iter().map(|n| (n.to_string(), flag.clone())).collect();

@@ -170,20 +170,3 @@ fn a_value_outside_the_lookback_window_is_missing() {
     assert_eq!(evident_chart::calculators::ECOG_LOOKBACK_DAYS, 180);
 }
 
-/// Every numeric input is bounded, so a decoder held to the schema cannot
-/// write an endless number (a plan once held an albumin of a thousand zeros).
-#[test]
-fn calculator_inputs_are_bounded_numbers() {
-    let iss = evident_llm::SchemaValidator::new(&Calculator::Iss.input_schema()).unwrap();
-    assert!(iss.check(r#"{"beta2_microglobulin_mg_l": 3.2, "albumin_g_dl": 3.9}"#).is_ok());
-    assert!(iss.check(r#"{"beta2_microglobulin_mg_l": 3.2, "albumin_g_dl": 1e40}"#).is_err());
-    assert!(iss.check(r#"{"beta2_microglobulin_mg_l": -1, "albumin_g_dl": 3.9}"#).is_err());
-    for c in Calculator::ALL {
-        let schema = c.input_schema();
-        for (name, p) in schema["properties"].as_object().unwrap() {
-            if p["type"] == "number" {
-                assert_eq!((p["minimum"].as_f64(), p["maximum"].as_f64()), (Some(0.0), Some(1000.0)), "{c:?} {name}");
-            }
-        }
-    }
-}
