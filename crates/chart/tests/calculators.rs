@@ -169,4 +169,3 @@ fn a_value_outside_the_lookback_window_is_missing() {
     assert_eq!(Calculator::HctCi.lookback_days(), Some(365));
     assert_eq!(evident_chart::calculators::ECOG_LOOKBACK_DAYS, 180);
 }
-
