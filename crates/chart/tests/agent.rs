@@ -991,7 +991,6 @@ fn a_question_names_a_calculator_by_its_own_label_only() {
 /// reference date is not seen.
 #[test]
 fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
-    use evident_model::text::{split_sections, split_sentences};
     let store = store();
     let text = "Conditions on 2023-05-01\n\
         - 2023-05-01 10:00: Essential hypertension (disorder) (active) [SNOMED 59621000] [Condition/h1]\n\
@@ -1001,17 +1000,7 @@ fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
         let mut guard = store.lock().unwrap();
         let w = guard.writer().unwrap();
         for (id, date, text) in [("pl1", "2023-05-01", text), ("pl2", "2024-02-01", later)] {
-            let doc = evident_model::Document {
-                id: id.into(),
-                patient_id: "P1".into(),
-                kind: evident_model::DocKind::ProblemList,
-                date: Some(day(date)),
-                title: id.into(),
-                source: "test".into(),
-                source_id: id.into(),
-                text: text.into(),
-            };
-            w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
+            support::put_document(&w, id, evident_model::DocKind::ProblemList, date, text);
         }
         w.commit().unwrap();
     }

@@ -174,9 +174,7 @@ impl RecordView<'_> {
             documents.iter().filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
         let mut found: Vec<&str> = Vec::new();
         for doc in lists {
-            for sentence in store.sentences(&doc.id)? {
-                let Some((text, record)) = timeline_line(&sentence.text) else { continue };
-                let lower = text.to_lowercase();
+            for (lower, entry) in timeline_entries(&store, doc)? {
                 for (input, marks, not) in CHA2DS2_VASC_CONDITIONS {
                     let shown = marks.iter().any(|m| lower.contains(m)) && !not.iter().any(|n| lower.contains(n));
                     if !shown || found.contains(&input) {
@@ -184,15 +182,7 @@ impl RecordView<'_> {
                     }
                     found.push(input);
                     inputs[input] = json!(true);
-                    used.push(Evidence::Entry {
-                        record: record.clone(),
-                        document_id: doc.id.clone(),
-                        date: doc.date,
-                        sentence_id: sentence.ordinal,
-                        start: sentence.start,
-                        end: sentence.end,
-                        text: sentence.text.trim().to_string(),
-                    });
+                    used.push(entry.clone());
                 }
             }
         }

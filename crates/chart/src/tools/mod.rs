@@ -25,7 +25,7 @@ mod labs;
 mod query;
 mod reports;
 mod structured;
-pub(crate) use structured::timeline_line;
+pub(crate) use structured::{timeline_entries, timeline_line};
 
 pub(crate) use query::STOPWORDS;
 pub use query::{keyword_subset, sanitise_query};

@@ -38,21 +38,11 @@ impl RecordView<'_> {
         documents.reverse();
         let mut evidence = Vec::new();
         for doc in &documents {
-            for sentence in store.sentences(&doc.id)? {
-                let Some((text, record)) = timeline_line(&sentence.text) else { continue };
-                let lower = text.to_lowercase();
+            for (lower, entry) in timeline_entries(&store, doc)? {
                 if !words.is_empty() && !words.iter().any(|w| lower.contains(w.as_str())) {
                     continue;
                 }
-                evidence.push(Evidence::Entry {
-                    record,
-                    document_id: doc.id.clone(),
-                    date: doc.date,
-                    sentence_id: sentence.ordinal,
-                    start: sentence.start,
-                    end: sentence.end,
-                    text: sentence.text.trim().to_string(),
-                });
+                evidence.push(entry);
             }
             if window.most_recent && !evidence.is_empty() {
                 break;
@@ -62,6 +52,29 @@ impl RecordView<'_> {
         let note = evidence.is_empty().then(|| format!("no {} entries match in that scope", a.record));
         Ok(ToolOutput { evidence, note })
     }
+}
+
+/// A document's timeline lines, each as its text in lower case and the
+/// citable entry of its sentence.
+pub(crate) fn timeline_entries(
+    store: &Store,
+    doc: &evident_store::DocumentSummary,
+) -> Result<Vec<(String, Evidence)>, evident_store::StoreError> {
+    let mut entries = Vec::new();
+    for sentence in store.sentences(&doc.id)? {
+        let Some((text, record)) = timeline_line(&sentence.text) else { continue };
+        let entry = Evidence::Entry {
+            record,
+            document_id: doc.id.clone(),
+            date: doc.date,
+            sentence_id: sentence.ordinal,
+            start: sentence.start,
+            end: sentence.end,
+            text: sentence.text.trim().to_string(),
+        };
+        entries.push((text.to_lowercase(), entry));
+    }
+    Ok(entries)
 }
 
 /// A timeline line `- 2020-01-02 10:00: text [Resource/id]` as (text, record).

@@ -23,6 +23,21 @@ pub fn day(d: &str) -> NaiveDateTime {
     NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap().and_hms_opt(9, 0, 0).unwrap()
 }
 
+/// Writes one document of patient P1, split into sections and sentences.
+pub fn put_document(w: &evident_store::Writer<'_>, id: &str, kind: DocKind, date: &str, text: &str) {
+    let doc = Document {
+        id: id.into(),
+        patient_id: "P1".into(),
+        kind,
+        date: Some(day(date)),
+        title: id.into(),
+        source: "test".into(),
+        source_id: id.into(),
+        text: text.into(),
+    };
+    w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
+}
+
 /// The reference date of the fixture: one document lies after it.
 pub const AS_OF: &str = "2023-12-31";
 
@@ -46,17 +61,7 @@ pub fn store() -> Mutex<Store> {
         ("d3", DocKind::Radiology, "2023-06-01", "CT abdomen.\nNo acute findings. No osteolytic lesions.\n"),
         ("d4", DocKind::ProgressNote, "2024-03-01", "Follow-up.\nMetformin discontinued because of lactic acidosis. Zebrafish allergy noted.\n"),
     ] {
-        let doc = Document {
-            id: id.into(),
-            patient_id: "P1".into(),
-            kind,
-            date: Some(day(date)),
-            title: id.into(),
-            source: "test".into(),
-            source_id: id.into(),
-            text: text.into(),
-        };
-        w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
+        put_document(&w, id, kind, date, text);
     }
     let catalogue = LabCatalogue::builtin();
     for (i, (name, value, unit, low, high, date)) in [
