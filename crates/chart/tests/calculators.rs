@@ -5,7 +5,8 @@
 //! input validation.
 
 use chrono::NaiveDate;
-use evident_chart::calculators::{calculate, latest_within, Calculator};
+use evident_chart::calculators::tables::TablesError;
+use evident_chart::calculators::{calculate, latest_within, Calculator, CalculatorTables};
 use serde_json::{json, Value};
 
 #[track_caller]
@@ -64,7 +65,7 @@ fn hct_ci_weights_and_risk_groups_as_the_paper_defines_them() {
     check(Calculator::HctCi, json!({"heart_valve_disease": true, "arrhythmia": false}), "risk_group", json!("high"));
     // All 17 items: 9 x 1 + 4 x 2 + 4 x 3 = 29.
     let all: serde_json::Map<String, Value> =
-        evident_chart::calculators::HCT_CI.iter().map(|(n, _)| (n.to_string(), json!(true))).collect();
+        CalculatorTables::builtin().hct_ci.items.iter().map(|i| (i.name.clone(), json!(true))).collect();
     check(Calculator::HctCi, Value::Object(all), "score", json!(29.0));
 }
 
@@ -168,4 +169,58 @@ fn a_value_outside_the_lookback_window_is_missing() {
     assert_eq!(Calculator::Iss.lookback_days(), Some(90));
     assert_eq!(Calculator::HctCi.lookback_days(), Some(365));
     assert_eq!(evident_chart::calculators::ECOG_LOOKBACK_DAYS, 180);
+}
+
+const TABLES: &str = include_str!("../data/calculator_tables.json");
+
+/// The shipped tables load, and hold what the calculators' sources say:
+/// the paper's 17 HCT-CI items (29 points in all), Charlson's 19
+/// conditions, CHA2DS2-VASc's six items and five conditions with phrases.
+#[test]
+fn the_shipped_calculator_tables_validate() {
+    let t = CalculatorTables::from_json(TABLES).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.hct_ci.items.len(), 17);
+    assert_eq!(t.hct_ci.items.iter().map(|i| i.points).sum::<f64>(), 29.0);
+    assert_eq!(t.charlson.items.len(), 19);
+    assert_eq!(t.cha2ds2_vasc.items.len(), 6);
+    assert_eq!(t.cha2ds2_vasc.conditions.len(), 5);
+    assert_eq!(&t, CalculatorTables::builtin());
+}
+
+/// Each way an edit can break a table is reported with its place in the
+/// file and what to do, all at once; nothing is computed from such a file.
+#[test]
+fn a_broken_table_is_refused_naming_each_place() {
+    let mut v: Value = serde_json::from_str(TABLES).unwrap();
+    v["hct_ci"]["items"][3]["points"] = json!(0);
+    v["hct_ci"]["items"][4]["name"] = json!("Cerebrovascular disease");
+    v["charlson"]["supersedes"][1]["mild"] = json!("mild_liver");
+    v["charlson"]["age_points"][2]["from"] = json!(55);
+    v["cha2ds2_vasc"]["items"][5]["name"] = json!("sex");
+    v["cha2ds2_vasc"]["conditions"][2]["not"][0] = json!("Prediabetes");
+    v["cha2ds2_vasc"]["conditions"][3]["input"] = json!("female");
+    v["r2_iss"]["groups"][3]["up_to"] = json!(4);
+    let err = CalculatorTables::from_json(&v.to_string()).unwrap_err();
+    let TablesError::Invalid(problems) = &err else { panic!("expected problems, got {err}") };
+    let text = err.to_string();
+    for place in [
+        "hct_ci.items[3].points: 0 must be a positive number",
+        "hct_ci.items[4].name: \"Cerebrovascular disease\" must be snake case",
+        "charlson.supersedes[1].mild: \"mild_liver\" is not one of charlson's items",
+        "charlson.age_points[2]: ages and points must both rise",
+        "cha2ds2_vasc.items: \"sex\" is not an input of the calculator",
+        "cha2ds2_vasc.items: the input \"female\" has no points",
+        "cha2ds2_vasc.conditions[2].not[0]: \"Prediabetes\" must be a non-empty lower-case phrase",
+        "cha2ds2_vasc.conditions[3].input: \"female\" is not a condition CHA2DS2-VASc weighs",
+        "r2_iss.groups: the last group ends at 4 but a patient can score 5",
+    ] {
+        assert!(text.contains(place), "missing {place:?} in:\n{text}");
+    }
+    assert_eq!(problems.len(), 9, "{text}");
+
+    // A misspelt field is a JSON error that names it.
+    let mut v: Value = serde_json::from_str(TABLES).unwrap();
+    v["charlson"]["item"] = v["charlson"]["items"].clone();
+    let err = CalculatorTables::from_json(&v.to_string()).unwrap_err().to_string();
+    assert!(err.contains("unknown field `item`") && err.contains("calculator_tables.json"), "{err}");
 }

@@ -162,10 +162,10 @@ impl RecordView<'_> {
 
 impl RecordView<'_> {
     /// Sets each CHA2DS2-VASc condition the stored problem list documents
-    /// on or before the reference date ([`CHA2DS2_VASC_CONDITIONS`]) and
-    /// cites the first line that shows it; a condition the list does not
-    /// show keeps the call's value (absent by default, as the score counts
-    /// it). The embedded model called the calculator with age and sex only,
+    /// on or before the reference date (the calculator tables'
+    /// `cha2ds2_vasc.conditions`) and cites the first line that shows it;
+    /// a condition the list does not show keeps the call's value (absent
+    /// by default, as the score counts it). The embedded model called the calculator with age and sex only,
     /// so a patient's documented hypertension never counted.
     fn fill_conditions(&self, inputs: &mut Value, used: &mut Vec<Evidence>) -> Result<(), ToolFailure> {
         let store = self.lock();
@@ -175,9 +175,9 @@ impl RecordView<'_> {
         let mut found: Vec<&str> = Vec::new();
         for doc in lists {
             for (lower, entry) in timeline_entries(&store, doc)? {
-                for (input, marks, not) in CHA2DS2_VASC_CONDITIONS {
-                    let shown = marks.iter().any(|m| lower.contains(m)) && !not.iter().any(|n| lower.contains(n));
-                    if !shown || found.contains(&input) {
+                for condition in &CalculatorTables::builtin().cha2ds2_vasc.conditions {
+                    let input = condition.input.as_str();
+                    if !condition.shown_in(&lower) || found.contains(&input) {
                         continue;
                     }
                     found.push(input);

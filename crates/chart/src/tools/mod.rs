@@ -39,7 +39,7 @@ use evident_store::{LabQuery, LabRecord, SectionFilter, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::calculators::{calculate, latest_within, Calculator, CHA2DS2_VASC_CONDITIONS};
+use crate::calculators::{calculate, latest_within, Calculator, CalculatorTables};
 
 /// Default results per report query and the broadening cap.
 pub const DEFAULT_K: usize = 5;

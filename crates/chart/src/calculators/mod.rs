@@ -28,11 +28,19 @@
 //! Every input is checked (missing, wrong type, out of a physiological
 //! range, unknown field) before anything is computed; an invalid input is
 //! an error naming the field, never a guess.
+//!
+//! The weighted items, age points, groups and condition phrases are data,
+//! validated when first read ([`tables`], `data/calculator_tables.json`);
+//! the formulas are here.
+
+pub mod tables;
 
 use chrono::NaiveDateTime;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+pub use tables::CalculatorTables;
 
 /// A calculator the agent may call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,9 +131,9 @@ impl Calculator {
                 "ldh_high": flag, "del_17p": flag, "t_4_14": flag, "gain_1q": flag},
                 "required": ["beta2_microglobulin_mg_l", "albumin_g_dl", "ldh_high", "del_17p", "t_4_14", "gain_1q"],
                 "additionalProperties": false}),
-            Calculator::HctCi => flags(&HCT_CI.iter().map(|(n, _)| *n).collect::<Vec<_>>()),
+            Calculator::HctCi => flags(&item_names(&CalculatorTables::builtin().hct_ci.items)),
             Calculator::Charlson => {
-                let mut s = flags(&CHARLSON.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+                let mut s = flags(&item_names(&CalculatorTables::builtin().charlson.items));
                 s["properties"]["age_years"] = num("optional: adds the age points of Charlson 1994");
                 s
             }
@@ -165,7 +173,9 @@ pub fn calculate(calculator: Calculator, input: &Value) -> Result<Value, CalcErr
         Calculator::Iss => to_value(iss(&parse(calculator, input)?)?),
         Calculator::RIss => to_value(r_iss(&parse(calculator, input)?)?),
         Calculator::R2Iss => to_value(r2_iss(&parse(calculator, input)?)?),
-        Calculator::HctCi => to_value(hct_ci(&parse_flags(calculator, input, &HCT_CI)?)),
+        Calculator::HctCi => {
+            to_value(hct_ci(&parse_flags(calculator, input, &CalculatorTables::builtin().hct_ci.items)?))
+        }
         Calculator::Charlson => to_value(charlson(&parse(calculator, input)?)?),
         Calculator::Cha2ds2Vasc => to_value(cha2ds2_vasc(&parse(calculator, input)?)?),
         Calculator::EgfrCkdEpi2021 => to_value(egfr_ckd_epi_2021(&parse(calculator, input)?)?),
@@ -174,6 +184,10 @@ pub fn calculate(calculator: Calculator, input: &Value) -> Result<Value, CalcErr
     let mut out = out;
     out["calculator"] = json!(calculator.name());
     Ok(out)
+}
+
+fn item_names(items: &[tables::Item]) -> Vec<&str> {
+    items.iter().map(|i| i.name.as_str()).collect()
 }
 
 fn to_value<T: Serialize>(v: T) -> Value {
@@ -205,7 +219,7 @@ pub struct IssInput {
     pub albumin_g_dl: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stage {
     I,
     II,
@@ -287,52 +301,35 @@ pub struct R2IssInput {
 /// the risk groups of the abstract).
 pub fn r2_iss(input: &R2IssInput) -> Result<StageOutput, CalcError> {
     check_iss(Calculator::R2Iss, input.beta2_microglobulin_mg_l, input.albumin_g_dl)?;
+    let table = &CalculatorTables::builtin().r2_iss;
     let iss = iss_stage(input.beta2_microglobulin_mg_l, input.albumin_g_dl);
-    let mut points = match iss {
-        Stage::II => 1.0,
-        Stage::III => 1.5,
-        _ => 0.0,
-    };
-    for (present, weight) in [(input.del_17p, 1.0), (input.ldh_high, 1.0), (input.t_4_14, 1.0), (input.gain_1q, 0.5)] {
+    let mut points = table.iss_points.iter().filter(|s| s.stage == iss).map(|s| s.points).sum::<f64>();
+    for item in &table.items {
+        let present = match item.name.as_str() {
+            "del_17p" => input.del_17p,
+            "ldh_high" => input.ldh_high,
+            "t_4_14" => input.t_4_14,
+            "gain_1q" => input.gain_1q,
+            other => unreachable!("validated: r2_iss.items holds only R2-ISS inputs, not {other}"),
+        };
         if present {
-            points += weight;
+            points += item.points;
         }
     }
-    let stage = if points == 0.0 {
-        Stage::I
-    } else if points <= 1.0 {
-        Stage::II
-    } else if points <= 2.5 {
-        Stage::III
-    } else {
-        Stage::IV
-    };
-    let rule = "ISS II 1, ISS III 1.5, del(17p) 1, high LDH 1, t(4;14) 1, 1q+ 0.5; I 0, II 0.5-1, III 1.5-2.5, IV 3-5";
+    let group = table.groups.iter().find(|g| points <= g.up_to).or(table.groups.last());
+    let stage = group.map_or(Stage::IV, |g| g.stage);
+    let weights: Vec<String> = table
+        .iss_points
+        .iter()
+        .map(|s| format!("ISS {:?} {}", s.stage, s.points))
+        .chain(table.items.iter().map(|i| format!("{} {}", i.name, i.points)))
+        .collect();
+    let groups: Vec<String> = table.groups.iter().map(|g| format!("{:?} up to {}", g.stage, g.up_to)).collect();
+    let rule = format!("{}; groups {}", weights.join(", "), groups.join(", "));
     Ok(StageOutput { stage, points: Some(points), rule: format!("{rule} (ISS {iss:?})") })
 }
 
 // ---------------------------------------------------------------- HCT-CI
-
-/// The paper's 17 HCT-CI comorbidities and their weights.
-pub const HCT_CI: [(&str, u32); 17] = [
-    ("arrhythmia", 1),
-    ("cardiac_disease", 1),
-    ("inflammatory_bowel_disease", 1),
-    ("diabetes_requiring_medication", 1),
-    ("cerebrovascular_disease", 1),
-    ("psychiatric_disturbance", 1),
-    ("hepatic_mild", 1),
-    ("obesity_bmi_over_35", 1),
-    ("infection", 1),
-    ("rheumatologic", 2),
-    ("peptic_ulcer", 2),
-    ("renal_moderate_severe", 2),
-    ("pulmonary_moderate", 2),
-    ("prior_solid_tumour", 3),
-    ("heart_valve_disease", 3),
-    ("pulmonary_severe", 3),
-    ("hepatic_moderate_severe", 3),
-];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScoreOutput {
@@ -343,18 +340,17 @@ pub struct ScoreOutput {
     pub items: Vec<(String, f64)>,
 }
 
-/// Flags by name from a JSON object whose keys must come from `table`
-/// (absent keys are false).
-fn parse_flags(c: Calculator, input: &Value, table: &[(&str, u32)]) -> Result<Vec<(String, u32)>, CalcError> {
+/// The items of `table` that a JSON object of flags marks true (absent keys
+/// are false; a key not in the table is an error listing the table's).
+fn parse_flags(c: Calculator, input: &Value, table: &[tables::Item]) -> Result<Vec<(String, f64)>, CalcError> {
     let Some(object) = input.as_object() else { return Err(calc_err(c, "input", "expected a JSON object of flags")) };
     let mut present = Vec::new();
     for (key, value) in object {
-        let Some((name, weight)) = table.iter().find(|(n, _)| n == key) else {
-            let known: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-            return Err(calc_err(c, key, format!("unknown item; use {}", known.join(", "))));
+        let Some(item) = table.iter().find(|i| i.name == *key) else {
+            return Err(calc_err(c, key, format!("unknown item; use {}", item_names(table).join(", "))));
         };
         match value.as_bool() {
-            Some(true) => present.push((name.to_string(), *weight)),
+            Some(true) => present.push((item.name.clone(), item.points)),
             Some(false) => {}
             None => return Err(calc_err(c, key, format!("{value} is not true or false"))),
         }
@@ -362,45 +358,16 @@ fn parse_flags(c: Calculator, input: &Value, table: &[(&str, u32)]) -> Result<Ve
     Ok(present)
 }
 
-pub fn hct_ci(present: &[(String, u32)]) -> ScoreOutput {
-    let score: u32 = present.iter().map(|(_, w)| w).sum();
-    let group = match score {
-        0 => "low",
-        1 | 2 => "intermediate",
-        _ => "high",
-    };
-    ScoreOutput {
-        score: score as f64,
-        risk_group: Some(group.into()),
-        items: present.iter().map(|(n, w)| (n.clone(), *w as f64)).collect(),
-    }
+/// HCT-CI: the present comorbidities' points and the risk group the sum
+/// reaches (the tables' `hct_ci`).
+pub fn hct_ci(present: &[(String, f64)]) -> ScoreOutput {
+    let score = points(present);
+    let groups = &CalculatorTables::builtin().hct_ci.risk_groups;
+    let group = groups.iter().rev().find(|g| score >= g.from).map(|g| g.name.clone());
+    ScoreOutput { score, risk_group: group, items: present.to_vec() }
 }
 
 // ---------------------------------------------------------------- Charlson
-
-/// Charlson 1987 conditions and weights. Where a severe form is present
-/// its mild form does not also count (diabetes, liver disease, tumour).
-pub const CHARLSON: [(&str, u32); 19] = [
-    ("myocardial_infarction", 1),
-    ("congestive_heart_failure", 1),
-    ("peripheral_vascular_disease", 1),
-    ("cerebrovascular_disease", 1),
-    ("dementia", 1),
-    ("chronic_pulmonary_disease", 1),
-    ("connective_tissue_disease", 1),
-    ("peptic_ulcer_disease", 1),
-    ("mild_liver_disease", 1),
-    ("diabetes_uncomplicated", 1),
-    ("hemiplegia", 2),
-    ("moderate_severe_renal_disease", 2),
-    ("diabetes_end_organ_damage", 2),
-    ("any_tumour", 2),
-    ("leukaemia", 2),
-    ("lymphoma", 2),
-    ("moderate_severe_liver_disease", 3),
-    ("metastatic_solid_tumour", 6),
-    ("aids", 6),
-];
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct CharlsonInput {
@@ -410,24 +377,21 @@ pub struct CharlsonInput {
     pub flags: serde_json::Map<String, Value>,
 }
 
+/// Charlson 1987 with the optional age points of 1994 (the tables'
+/// `charlson`). Where a severe form is present its mild form does not also
+/// count (diabetes, liver disease, tumour).
 pub fn charlson(input: &CharlsonInput) -> Result<ScoreOutput, CalcError> {
     let c = Calculator::Charlson;
-    let mut present = parse_flags(c, &Value::Object(input.flags.clone()), &CHARLSON)?;
-    let has = |p: &[(String, u32)], n: &str| p.iter().any(|(x, _)| x == n);
-    for (severe, mild) in [
-        ("diabetes_end_organ_damage", "diabetes_uncomplicated"),
-        ("moderate_severe_liver_disease", "mild_liver_disease"),
-        ("metastatic_solid_tumour", "any_tumour"),
-    ] {
-        if has(&present, severe) {
-            present.retain(|(n, _)| n != mild);
+    let table = &CalculatorTables::builtin().charlson;
+    let mut items = parse_flags(c, &Value::Object(input.flags.clone()), &table.items)?;
+    for rule in &table.supersedes {
+        if items.iter().any(|(n, _)| *n == rule.severe) {
+            items.retain(|(n, _)| *n != rule.mild);
         }
     }
-    let mut items: Vec<(String, f64)> = present.iter().map(|(n, w)| (n.clone(), *w as f64)).collect();
     if let Some(age) = input.age_years {
         check_range(c, "age_years", age, 0.0, 120.0)?;
-        // Charlson 1994: one point per decade from 50 (50-59: 1 ... >= 80: 4).
-        let points = if age < 50.0 { 0.0 } else { ((age - 40.0) / 10.0).floor().min(4.0) };
+        let points = tables::age_points(&table.age_points, age);
         if points > 0.0 {
             items.push(("age".into(), points));
         }
@@ -436,34 +400,6 @@ pub fn charlson(input: &CharlsonInput) -> Result<ScoreOutput, CalcError> {
 }
 
 // ---------------------------------------------------------------- CHA2DS2-VASc
-
-/// The CHA2DS2-VASc conditions as the stored problem list names them
-/// (Lip et al., Chest 2010: congestive heart failure, hypertension,
-/// diabetes, prior stroke / TIA / thromboembolism, vascular disease =
-/// prior myocardial infarction, peripheral artery disease or aortic
-/// plaque): each input, the phrases that mark it (lower case, matched
-/// inside a condition line), and phrases that do not count.
-pub const CHA2DS2_VASC_CONDITIONS: [(&str, &[&str], &[&str]); 5] = [
-    ("congestive_heart_failure", &["heart failure"], &[]),
-    ("hypertension", &["hypertension", "hypertensive"], &["pulmonary hypertension", "ocular hypertension"]),
-    ("diabetes", &["diabetes"], &["prediabetes", "gestational diabetes", "diabetes insipidus"]),
-    (
-        "stroke_tia_thromboembolism",
-        &["stroke", "cerebral infarction", "cerebrovascular accident", "transient ischemic attack", "thromboembolism"],
-        &[],
-    ),
-    (
-        "vascular_disease",
-        &[
-            "myocardial infarction",
-            "peripheral arterial disease",
-            "peripheral artery disease",
-            "peripheral vascular disease",
-            "aortic plaque",
-        ],
-        &[],
-    ),
-];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -488,28 +424,29 @@ fn points(items: &[(String, f64)]) -> f64 {
     items.iter().fold(0.0, |sum, (_, p)| sum + p)
 }
 
+/// CHA2DS2-VASc (the tables' `cha2ds2_vasc`): each present item's points,
+/// then the age points.
 pub fn cha2ds2_vasc(input: &Cha2ds2VascInput) -> Result<ScoreOutput, CalcError> {
     check_range(Calculator::Cha2ds2Vasc, "age_years", input.age_years, 0.0, 120.0)?;
-    let age_points = if input.age_years >= 75.0 {
-        2.0
-    } else if input.age_years >= 65.0 {
-        1.0
-    } else {
-        0.0
-    };
+    let table = &CalculatorTables::builtin().cha2ds2_vasc;
     let mut items = vec![];
-    for (present, name, points) in [
-        (input.congestive_heart_failure, "congestive_heart_failure", 1.0),
-        (input.hypertension, "hypertension", 1.0),
-        (age_points > 0.0, "age", age_points),
-        (input.diabetes, "diabetes", 1.0),
-        (input.stroke_tia_thromboembolism, "stroke_tia_thromboembolism", 2.0),
-        (input.vascular_disease, "vascular_disease", 1.0),
-        (input.female, "female", 1.0),
-    ] {
+    for item in &table.items {
+        let present = match item.name.as_str() {
+            "congestive_heart_failure" => input.congestive_heart_failure,
+            "hypertension" => input.hypertension,
+            "diabetes" => input.diabetes,
+            "stroke_tia_thromboembolism" => input.stroke_tia_thromboembolism,
+            "vascular_disease" => input.vascular_disease,
+            "female" => input.female,
+            other => unreachable!("validated: cha2ds2_vasc.items holds only CHA2DS2-VASc inputs, not {other}"),
+        };
         if present {
-            items.push((name.to_string(), points));
+            items.push((item.name.clone(), item.points));
         }
+    }
+    let age = tables::age_points(&table.age_points, input.age_years);
+    if age > 0.0 {
+        items.push(("age".to_string(), age));
     }
     Ok(ScoreOutput { score: points(&items), risk_group: None, items })
 }
