@@ -64,7 +64,7 @@ fn parse_method(text: &str) -> Result<Method> {
     input_error!("method {text:?} is unknown; use one of {known}")
 }
 
-fn parse_answer_type(text: &str) -> Result<AnswerType> {
+pub(crate) fn parse_answer_type(text: &str) -> Result<AnswerType> {
     match AnswerType::parse(text) {
         Some(t) => Ok(t),
         None => {

@@ -87,6 +87,11 @@ pub struct ChartJob {
     pub method: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+    /// The answer schema the question expects (`yes_no`, `date`,
+    /// `category`, `score`, `date_list`, `interval_list`); stated to the
+    /// model under the question, as `evident ask --answer-type` does.
+    #[serde(default)]
+    pub answer_type: Option<String>,
 }
 
 /// A job as the front ends show it.
@@ -167,6 +172,9 @@ fn check(session: &Session, request: &JobRequest) -> Result<()> {
         JobRequest::Chart(c) => {
             if c.question.trim().is_empty() {
                 input_error!("the question is empty; ask something about the patient's record");
+            }
+            if let Some(t) = c.answer_type.as_deref().filter(|t| !t.trim().is_empty()) {
+                crate::chart::parse_answer_type(t)?;
             }
             session.with_store(|store| session.require_patient(store, &c.patient_id))?;
         }
@@ -321,7 +329,7 @@ fn run_chart(session: &Session, job: &ChartJob, out: PathBuf) -> Result<serde_js
     let request = crate::chart::AskRequest {
         patient_id: job.patient_id.clone(),
         question: job.question.clone(),
-        answer_type: None,
+        answer_type: job.answer_type.clone().filter(|t| !t.trim().is_empty()),
         as_of: job.as_of.clone().filter(|a| !a.trim().is_empty()),
         method: job.method.clone().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "agent".into()),
         skills_dir: None,
@@ -406,6 +414,11 @@ impl ProgressSink for JobProgress<'_> {
 /// The chart question methods a job may name.
 pub fn chart_methods() -> Vec<&'static str> {
     evident_chart::Method::ALL.iter().map(|m| m.as_str()).collect()
+}
+
+/// The answer types a chart job may state.
+pub fn chart_answer_types() -> Vec<&'static str> {
+    evident_chart::bank::AnswerType::ALL.iter().map(|t| t.as_str()).collect()
 }
 
 /// The screening strategies a job may name.

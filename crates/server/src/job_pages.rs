@@ -173,6 +173,12 @@ async fn chart_page(State(state): State<AppState>, headers: HeaderMap) -> PageRe
                         @for m in jobs::chart_methods() { option value=(m) selected[m == "agent"] { (m) } }
                     }
                 }
+                label { "Answer type "
+                    select name="answer_type" id="chart-answer-type" {
+                        option value="" selected { "not stated" }
+                        @for t in jobs::chart_answer_types() { option value=(t) { (t) } }
+                    }
+                }
                 button type="submit" id="ask-button" { "Ask" }
             }
         } @else {
@@ -192,6 +198,8 @@ struct ChartForm {
     as_of: String,
     #[serde(default)]
     method: String,
+    #[serde(default)]
+    answer_type: String,
 }
 
 async fn chart_submit(State(state): State<AppState>, user: CurrentUser, Form(form): Form<ChartForm>) -> PageResult {
@@ -203,6 +211,7 @@ async fn chart_submit(State(state): State<AppState>, user: CurrentUser, Form(for
         as_of: Some(form.as_of).filter(|a| !a.trim().is_empty()),
         method: Some(form.method).filter(|m| !m.trim().is_empty()),
         model: None,
+        answer_type: Some(form.answer_type).filter(|t| !t.trim().is_empty()),
     });
     let job = start_job(&state, user.actor, request).await?;
     Ok(Redirect::to(&format!("/jobs/{}", enc(&job.id))).into_response())

@@ -112,6 +112,10 @@ async fn a_job_runs_in_the_background_and_its_end_is_stored_streamed_and_audited
     let (status, body) = rita.post("/api/jobs", json!({ "kind": "screening", "method": "ican" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body["error"].as_str().unwrap().contains("needs the trial"), "{body}");
+    let bad_type = json!({ "kind": "chart", "patient_id": "P001", "question": "x?", "answer_type": "number" });
+    let (status, body) = rita.post("/api/jobs", bad_type).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("answer type \"number\" is unknown; use one of yes_no"), "{body}");
     let (_, list) = rita.get("/api/jobs").await;
     assert_eq!(list, "[]", "refused requests record nothing");
 
@@ -212,6 +216,7 @@ async fn the_chart_answer_page_shows_two_lines_cited_passages_the_not_cited_apar
     let rita = Client::login(&app, "rita").await;
     let (_, form) = rita.get("/chart").await;
     assert!(form.contains("id=\"chart-form\"") && form.contains(&id));
+    assert!(form.contains("id=\"chart-answer-type\"") && form.contains("<option value=\"interval_list\">"), "{form}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
