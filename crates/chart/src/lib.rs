@@ -440,7 +440,7 @@ fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         }),
     )?;
     let outcome =
-        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &mut trace)?;
+        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &[], &mut trace)?;
     Ok(Produced { nodes: vec![], outcome, trace })
 }
 
@@ -463,7 +463,7 @@ fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &mut trace)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &[], &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }
 
@@ -515,7 +515,7 @@ fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Pro
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("dense top {SIMPLE_RAG_K}: {} of {total} sections fit the context", nodes.len());
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &mut trace)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &[], &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }
 

@@ -1,6 +1,6 @@
 //! The clinical skill library as data: one Markdown file per skill with a
 //! front matter (`id`, `category`, `summary`, `keywords`, optional
-//! `policies`), validated on load with errors that name the file and the
+//! `policies`, and for a style skill optional `answers`), validated on load with errors that name the file and the
 //! field. The built-in library (general medicine and the multiple-myeloma
 //! pack, `crates/chart/skills/`) is compiled in; a user's folder adds to it.
 //!
@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 /// The base style skill (the two-line format), always selected.
 pub const BASE_STYLE: &str = "style-base";
+
+/// The answers a yes/no question may have (the baseline prompt's single
+/// choice, and "Never"); a style skill's `answers` are some of them.
+pub const YES_NO_ANSWERS: [&str; 5] = ["Yes", "No", "Never", "Not documented", "Unclear"];
 
 /// The skill files shipped with Evident: (file name, text).
 pub const BUILTIN_SKILLS: &[(&str, &str)] = &[
@@ -76,6 +80,10 @@ pub struct Skill {
     pub keywords: Vec<String>,
     /// Policy skills attached whenever this skill is selected.
     pub policies: Vec<String>,
+    /// Style skills only: the answers the style allows a yes/no question
+    /// (empty: the answer type's own). Evident's constrained answer step
+    /// decodes among them when the question triggers the skill.
+    pub answers: Vec<String>,
     /// The instructions (Markdown after the front matter).
     pub body: String,
     /// Where it came from: a built-in name or a user file path.
@@ -91,6 +99,8 @@ struct FrontMatter {
     keywords: Option<Vec<String>>,
     #[serde(default)]
     policies: Vec<String>,
+    #[serde(default)]
+    answers: Vec<String>,
 }
 
 /// A skill file that does not validate: the file, the field and what to do.
@@ -122,13 +132,13 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         // "unknown field `x`" names x; otherwise the first field named.
         let field = match message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             Some(unknown) => unknown.to_string(),
-            None => ["id", "category", "summary", "keywords", "policies"]
+            None => ["id", "category", "summary", "keywords", "policies", "answers"]
                 .into_iter()
                 .find(|f| message.contains(&format!("`{f}`")))
                 .unwrap_or("front matter")
                 .to_string(),
         };
-        err(origin, &field, format!("{message}; fields are id, category, summary, keywords and policies"))
+        err(origin, &field, format!("{message}; fields are id, category, summary, keywords, policies and answers"))
     })?;
     let id = front
         .id
@@ -174,12 +184,28 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
     if body.is_empty() {
         return Err(err(origin, "body", "the skill has no instructions after the front matter"));
     }
+    if !front.answers.is_empty() && category != SkillCategory::Style {
+        return Err(err(origin, "answers", "only a style skill may list answers; remove the field"));
+    }
+    for (i, a) in front.answers.iter().enumerate() {
+        if !YES_NO_ANSWERS.contains(&a.as_str()) {
+            return Err(err(
+                origin,
+                "answers",
+                format!("entry {} {a:?} is not a yes/no answer; use some of {}", i + 1, YES_NO_ANSWERS.join(", ")),
+            ));
+        }
+        if front.answers[..i].contains(a) {
+            return Err(err(origin, "answers", format!("entry {} {a:?} is listed twice", i + 1)));
+        }
+    }
     Ok(Skill {
         id,
         category,
         summary,
         keywords,
         policies: front.policies,
+        answers: front.answers,
         body: body.to_string(),
         origin: origin.to_string(),
     })
@@ -324,6 +350,29 @@ impl SkillLibrary {
         }
     }
 
+    /// The yes/no answers the selected style skills allow the question:
+    /// those listed by every selected style skill that the question's own
+    /// words trigger and that lists any (in the first one's order); empty
+    /// when none does. Keyed on the question, not on the model's choice,
+    /// so a style skill the model picked for an unrelated question does
+    /// not narrow its answer.
+    pub fn style_answers(&self, selection: &Selection, question: &str) -> Vec<String> {
+        let question = format!(" {} ", question.to_lowercase());
+        let mut answers: Option<Vec<String>> = None;
+        for id in &selection.ids {
+            let Some(skill) = self.skills.get(id) else { continue };
+            let triggered = skill.keywords.iter().any(|k| contains_phrase(&question, k));
+            if skill.category != SkillCategory::Style || skill.answers.is_empty() || !triggered {
+                continue;
+            }
+            answers = Some(match answers {
+                None => skill.answers.clone(),
+                Some(so_far) => so_far.into_iter().filter(|a| skill.answers.contains(a)).collect(),
+            });
+        }
+        answers.unwrap_or_default()
+    }
+
     /// Every skill: the "unfiltered" ablation.
     pub fn select_all(&self) -> Selection {
         Selection {
@@ -431,6 +480,29 @@ mod tests {
         for category in [SkillCategory::Workflow, SkillCategory::Parsing, SkillCategory::Style, SkillCategory::Policy] {
             assert!(lib.all().any(|s| s.category == category), "{category:?}");
         }
+    }
+
+    /// A style skill's `answers` narrow a yes/no answer only for a question
+    /// whose own words trigger it, and only a style skill may list them.
+    #[test]
+    fn style_answers_come_from_the_style_skills_the_question_triggers() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let eligibility = "Does the patient meet the statin criteria, that is, age 40-75 with documented diabetes?";
+        let selection = lib.select(eligibility, &[]);
+        assert!(selection.ids.contains(&"style-eligibility".to_string()), "{selection:?}");
+        assert_eq!(lib.style_answers(&selection, eligibility), ["Yes", "No", "Unclear"]);
+        // The model chose every style skill for an unrelated question: no narrowing.
+        let other = "Has the patient ever been prescribed an opioid?";
+        let all: Vec<String> = lib.all().filter(|s| s.category == SkillCategory::Style).map(|s| s.id.clone()).collect();
+        assert!(lib.style_answers(&lib.select(other, &all), other).is_empty());
+        // Only style skills, only yes/no answers, each once.
+        let file = |category: &str, answers: &str| {
+            format!("---\nid: x\ncategory: {category}\nsummary: s\nkeywords: []\nanswers: {answers}\n---\nDo it.\n")
+        };
+        check_error(&file("workflow", "[\"Yes\"]"), "answers", "only a style skill");
+        check_error(&file("style", "[\"Yes\", \"Maybe\"]"), "answers", "entry 2 \"Maybe\" is not a yes/no answer");
+        check_error(&file("style", "[\"No\", \"No\"]"), "answers", "listed twice");
+        assert_eq!(parse_skill("x.md", &file("style", "[\"Yes\", \"No\"]")).unwrap().answers, ["Yes", "No"]);
     }
 
     #[track_caller]

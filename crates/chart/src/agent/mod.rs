@@ -445,6 +445,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     trace.plan = Some(plan.clone());
     let nodes = execute(ctx, &plan, &assessment, conversation, &mut trace)?;
     let style = style_block(ctx, &assessment.selection);
+    let style_answers = ctx.skills.style_answers(&assessment.selection, ctx.question);
     let plan_summary = trace
         .rounds
         .iter()
@@ -485,7 +486,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         let resolution = resolve(&kept);
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;
-        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &mut trace) {
+        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, &mut trace) {
             Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),
             Err(e) if is_overflow(&e) && shrink < 2 => {
                 trace.stopped_because.push_str(&format!("; synthesis context halved after: {e}"));

@@ -61,10 +61,11 @@ pub(crate) fn synthesise(
     system: String,
     user: String,
     max_tokens: u32,
+    style_answers: &[String],
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     if ctx.config.constrained_answer {
-        return synthesise_constrained(ctx, system, user, max_tokens, trace);
+        return synthesise_constrained(ctx, system, user, max_tokens, style_answers, trace);
     }
     let mut messages = vec![Message::system(system), Message::user(user)];
     let mut last_error = String::new();
@@ -188,7 +189,8 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// citation at all when nothing was shown). Patterns carry their own
 /// length bounds so the answer always fits its token limit. With the
 /// question's answer type the answer is held to its schema: one of the
-/// choices; a date that a shown item holds (any date when nothing is
+/// choices (those the agent's triggered style skills allow, when they
+/// list any: `style_answers`); a date that a shown item holds (any date when nothing is
 /// shown); a score or stage first: the value of a shown calculator the
 /// question names when there is one (nothing else: the score is
 /// computed), else one a shown calculator computed; a category among the
@@ -198,10 +200,12 @@ pub(crate) fn answer_schema(
     question: &str,
     answer_type: Option<AnswerType>,
     shown: &ShownValues,
+    style_answers: &[String],
 ) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
     let answer = match answer_type {
+        Some(AnswerType::YesNo) if !style_answers.is_empty() => format!("^(?:{})$", alternatives(style_answers)),
         Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
@@ -249,9 +253,11 @@ fn synthesise_constrained(
     system: String,
     user: String,
     max_tokens: u32,
+    style_answers: &[String],
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let schema = answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown_values(&user));
+    let shown = shown_values(&user);
+    let schema = answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers);
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
@@ -310,13 +316,15 @@ mod tests {
         let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
         assert_eq!(shown_numbers(prompt), vec![1, 2]);
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], "q", None, &ShownValues::default())).unwrap();
+            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], "q", None, &ShownValues::default(), &[]))
+                .unwrap();
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
         assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
-        let none = evident_llm::SchemaValidator::new(&answer_schema(&[], "q", None, &ShownValues::default())).unwrap();
+        let none =
+            evident_llm::SchemaValidator::new(&answer_schema(&[], "q", None, &ShownValues::default(), &[])).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
     }
@@ -325,13 +333,29 @@ mod tests {
     fn the_answer_type_holds_the_answer_to_its_schema() {
         let check = |t: AnswerType, answer: &str| {
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(t), &ShownValues::default())).unwrap();
+                evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(t), &ShownValues::default(), &[]))
+                    .unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         for ok in ["Yes", "No", "Not documented", "Unclear", "Never"] {
             assert!(check(AnswerType::YesNo, ok), "{ok}");
         }
         assert!(!check(AnswerType::YesNo, "The patient takes it"));
+        // A triggered style skill's answers narrow a yes/no answer (the
+        // eligibility style: met, not met, or unclear; never "Not documented").
+        let styled = ["Yes".to_string(), "No".to_string(), "Unclear".to_string()];
+        let eligibility = evident_llm::SchemaValidator::new(&answer_schema(
+            &[1],
+            "q",
+            Some(AnswerType::YesNo),
+            &ShownValues::default(),
+            &styled,
+        ))
+        .unwrap();
+        let answers =
+            |a: &str| eligibility.check(&json!({"answer": a, "reasoning": "From the record [1]."}).to_string());
+        assert!(answers("No").is_ok() && answers("Unclear").is_ok());
+        assert!(answers("Not documented").is_err() && answers("Never").is_err());
         assert!(!check(AnswerType::YesNo, "Yes, since 2019"));
         assert!(check(AnswerType::Date, "2017-08-26"));
         assert!(check(AnswerType::Date, "Not documented"));
@@ -359,7 +383,7 @@ mod tests {
         let question = "When was it first documented?";
         let check = |t: AnswerType, answer: &str| {
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], question, Some(t), &shown)).unwrap();
+                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], question, Some(t), &shown, &[])).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         assert!(check(AnswerType::Date, "2017-08-26"));
@@ -376,6 +400,7 @@ mod tests {
                 "What is the CHA2DS2-VASc score on 2020-09-30?",
                 Some(AnswerType::Score),
                 &shown,
+                &[],
             );
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "Computed [2]."}).to_string()).is_ok()
@@ -389,7 +414,7 @@ mod tests {
         let hba1c = "Which glycaemic range (normal below 5.7%, prediabetes 5.7-6.4%, diabetes 6.5% or more) is it?";
         assert_eq!(question_options(hba1c)[1], "prediabetes 5.7-6.4%");
         let category = |question: &str, answer: &str| {
-            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &shown);
+            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &shown, &[]);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };
@@ -402,7 +427,8 @@ mod tests {
         assert_eq!(nothing, ShownValues::default());
         let no_dates = ShownValues { items: 1, ..ShownValues::default() };
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(AnswerType::Date), &no_dates)).unwrap();
+            evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(AnswerType::Date), &no_dates, &[]))
+                .unwrap();
         assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
         assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
     }
