@@ -5,12 +5,16 @@
 //! and of stops, and returns a resolution the synthesis prompt receives:
 //! `select` (these nodes carry the answer), `abstain` (no evidence), or
 //! `conflict` (the most recent day says both given and stopped / not given).
+//! A question about a first occurrence (a selected workflow skill with
+//! `evidence_order: earliest`, which the question's words trigger) is
+//! ranked the other way: the earliest dated evidence first, and no conflict
+//! of the latest day, which says nothing about when something began.
 //!
 //! The paper names the policy engine's behaviour (temporal authority,
 //! administered over planned, select/abstain/conflict) but not its rules;
 //! the word lists and the authority order here are Evident's.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::tools::Evidence;
 use evident_model::DocKind;
@@ -33,9 +37,22 @@ pub enum Statement {
     Other,
 }
 
+/// Which end of the record carries the answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvidenceOrder {
+    /// Current status and most questions: the most recent evidence decides.
+    #[default]
+    MostRecent,
+    /// First occurrence: the earliest dated evidence decides.
+    Earliest,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Resolution {
     pub decision: Decision,
+    /// The order the nodes were ranked in.
+    pub order: EvidenceOrder,
     /// Node numbers (1-based, as cited) in order of authority.
     pub ranked: Vec<usize>,
     /// The nodes the answer should rest on.
@@ -129,17 +146,29 @@ pub fn classify(text: &str) -> Statement {
     }
 }
 
-/// Resolves the numbered nodes (`nodes[i]` is cited as `i + 1`).
+/// Resolves the numbered nodes (`nodes[i]` is cited as `i + 1`), most
+/// recent first.
 pub fn resolve(nodes: &[Evidence]) -> Resolution {
+    resolve_in(nodes, EvidenceOrder::MostRecent)
+}
+
+/// Resolves the numbered nodes in the given order.
+pub fn resolve_in(nodes: &[Evidence], order: EvidenceOrder) -> Resolution {
     if nodes.is_empty() {
         return Resolution {
             decision: Decision::Abstain,
+            order,
             ranked: vec![],
             selected: vec![],
             statements: vec![],
             note: "No evidence was retrieved: answer \"Not documented\" unless the question needs no record.".into(),
         };
     }
+    let statements: Vec<(usize, Statement)> = (0..nodes.len()).map(|i| (i + 1, classify(&nodes[i].text()))).collect();
+    if order == EvidenceOrder::Earliest {
+        return earliest(nodes, statements);
+    }
+    let statement = |i: usize| statements[i].1;
     let mut ranked: Vec<usize> = (0..nodes.len()).collect();
     ranked.sort_by(|&a, &b| {
         let (da, db) = (nodes[a].date(), nodes[b].date());
@@ -149,8 +178,6 @@ pub fn resolve(nodes: &[Evidence]) -> Resolution {
             .then(db.cmp(&da))
             .then(a.cmp(&b))
     });
-    let statements: Vec<(usize, Statement)> = (0..nodes.len()).map(|i| (i + 1, classify(&nodes[i].text()))).collect();
-    let statement = |i: usize| statements[i].1;
     let ranked_numbers: Vec<usize> = ranked.iter().map(|i| i + 1).collect();
 
     // Conflict: on the most recent day that says anything about an
@@ -165,6 +192,7 @@ pub fn resolve(nodes: &[Evidence]) -> Resolution {
         if given && stopped {
             return Resolution {
                 decision: Decision::Conflict,
+                order,
                 ranked: ranked_numbers,
                 selected: same_day.iter().map(|i| i + 1).collect(),
                 statements,
@@ -198,7 +226,32 @@ pub fn resolve(nodes: &[Evidence]) -> Resolution {
             "The most recent, most authoritative evidence comes first.".to_string(),
         )
     };
-    Resolution { decision: Decision::Select, ranked: ranked_numbers, selected, statements, note }
+    Resolution { decision: Decision::Select, order, ranked: ranked_numbers, selected, statements, note }
+}
+
+/// A first-occurrence question: dated nodes oldest first (on the same day,
+/// by authority), undated ones last; the earliest three that are not mere
+/// plans are selected (plans too when nothing else was found).
+fn earliest(nodes: &[Evidence], statements: Vec<(usize, Statement)>) -> Resolution {
+    let mut ranked: Vec<usize> = (0..nodes.len()).collect();
+    ranked.sort_by(|&a, &b| {
+        let (da, db) = (nodes[a].date(), nodes[b].date());
+        (da.is_none(), da.map(|d| d.date()))
+            .cmp(&(db.is_none(), db.map(|d| d.date())))
+            .then(authority(&nodes[a]).cmp(&authority(&nodes[b])))
+            .then(da.cmp(&db))
+            .then(a.cmp(&b))
+    });
+    let occurred: Vec<usize> = ranked.iter().copied().filter(|&i| statements[i].1 != Statement::Planned).collect();
+    let pool = if occurred.is_empty() { &ranked } else { &occurred };
+    Resolution {
+        decision: Decision::Select,
+        order: EvidenceOrder::Earliest,
+        ranked: ranked.iter().map(|i| i + 1).collect(),
+        selected: pool.iter().take(3).map(|i| i + 1).collect(),
+        statements,
+        note: "The question asks when something first happened: the earliest dated evidence comes first. Answer with the date of the earliest item that states it, that item's own date, not a later date in the same line (a resolution, a stop or an end).".into(),
+    }
 }
 
 #[cfg(test)]
@@ -218,6 +271,25 @@ mod tests {
             end: text.len(),
             text: text.into(),
         }
+    }
+
+    /// A first-occurrence question ranks oldest first and selects the
+    /// earliest items that are not mere plans; the latest day's given and
+    /// stopped is no conflict for it.
+    #[test]
+    fn a_first_occurrence_ranks_the_earliest_first() {
+        let nodes = vec![
+            section(DocKind::ProgressNote, "2019-03-01", "Amoxicillin started."),
+            section(DocKind::ProgressNote, "2019-03-01", "Amoxicillin stopped."),
+            section(DocKind::ProgressNote, "2009-01-01", "Plan to start amoxicillin."),
+            section(DocKind::MedicationList, "2009-11-17", "Amoxicillin 250 MG (stopped, ended 2010-01-02)"),
+        ];
+        assert_eq!(resolve(&nodes).decision, Decision::Conflict, "most recent: the latest day disagrees");
+        let r = resolve_in(&nodes, EvidenceOrder::Earliest);
+        assert_eq!((r.decision, r.order), (Decision::Select, EvidenceOrder::Earliest));
+        assert_eq!(r.ranked, [3, 4, 1, 2]);
+        assert_eq!(r.selected, [4, 1, 2], "the plan is not an occurrence");
+        assert!(r.note.contains("earliest"), "{}", r.note);
     }
 
     #[test]

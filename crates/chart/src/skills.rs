@@ -1,6 +1,7 @@
 //! The clinical skill library as data: one Markdown file per skill with a
 //! front matter (`id`, `category`, `summary`, `keywords`, optional
-//! `policies`, and for a style skill optional `answers`), validated on load with errors that name the file and the
+//! `policies`; for a style skill optional `answers`, for a workflow skill
+//! optional `evidence_order`), validated on load with errors that name the file and the
 //! field. The built-in library (general medicine and the multiple-myeloma
 //! pack, `crates/chart/skills/`) is compiled in; a user's folder adds to it.
 //!
@@ -14,6 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::policy::EvidenceOrder;
 
 /// The base style skill (the two-line format), always selected.
 pub const BASE_STYLE: &str = "style-base";
@@ -84,6 +87,11 @@ pub struct Skill {
     /// (empty: the answer type's own). Evident's constrained answer step
     /// decodes among them when the question triggers the skill.
     pub answers: Vec<String>,
+    /// Workflow skills only: the end of the record that answers the
+    /// question (`earliest` for a first occurrence); the policy engine
+    /// ranks the evidence so when the question's words trigger the skill.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence_order: Option<EvidenceOrder>,
     /// The instructions (Markdown after the front matter).
     pub body: String,
     /// Where it came from: a built-in name or a user file path.
@@ -101,6 +109,8 @@ struct FrontMatter {
     policies: Vec<String>,
     #[serde(default)]
     answers: Vec<String>,
+    #[serde(default)]
+    evidence_order: Option<String>,
 }
 
 /// A skill file that does not validate: the file, the field and what to do.
@@ -132,13 +142,17 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         // "unknown field `x`" names x; otherwise the first field named.
         let field = match message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             Some(unknown) => unknown.to_string(),
-            None => ["id", "category", "summary", "keywords", "policies", "answers"]
+            None => ["id", "category", "summary", "keywords", "policies", "answers", "evidence_order"]
                 .into_iter()
                 .find(|f| message.contains(&format!("`{f}`")))
                 .unwrap_or("front matter")
                 .to_string(),
         };
-        err(origin, &field, format!("{message}; fields are id, category, summary, keywords, policies and answers"))
+        err(
+            origin,
+            &field,
+            format!("{message}; fields are id, category, summary, keywords, policies, answers and evidence_order"),
+        )
     })?;
     let id = front
         .id
@@ -187,6 +201,21 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
     if !front.answers.is_empty() && category != SkillCategory::Style {
         return Err(err(origin, "answers", "only a style skill may list answers; remove the field"));
     }
+    let evidence_order = match front.evidence_order.as_deref() {
+        None => None,
+        Some(_) if category != SkillCategory::Workflow => {
+            return Err(err(origin, "evidence_order", "only a workflow skill may set it; remove the field"))
+        }
+        Some("earliest") => Some(EvidenceOrder::Earliest),
+        Some("most_recent") => Some(EvidenceOrder::MostRecent),
+        Some(other) => {
+            return Err(err(
+                origin,
+                "evidence_order",
+                format!("{other:?} is not an order; use earliest or most_recent"),
+            ))
+        }
+    };
     for (i, a) in front.answers.iter().enumerate() {
         if !YES_NO_ANSWERS.contains(&a.as_str()) {
             return Err(err(
@@ -206,6 +235,7 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         keywords,
         policies: front.policies,
         answers: front.answers,
+        evidence_order,
         body: body.to_string(),
         origin: origin.to_string(),
     })
@@ -373,6 +403,25 @@ impl SkillLibrary {
         answers.unwrap_or_default()
     }
 
+    /// The order the policy engine ranks evidence in: that of a selected
+    /// workflow skill which sets one and which the question's own words
+    /// trigger (`earliest` wins over `most_recent`); else most recent.
+    pub fn evidence_order(&self, selection: &Selection, question: &str) -> EvidenceOrder {
+        let question = format!(" {} ", question.to_lowercase());
+        let orders: Vec<EvidenceOrder> = selection
+            .ids
+            .iter()
+            .filter_map(|id| self.skills.get(id))
+            .filter(|s| s.keywords.iter().any(|k| contains_phrase(&question, k)))
+            .filter_map(|s| s.evidence_order)
+            .collect();
+        if orders.contains(&EvidenceOrder::Earliest) {
+            EvidenceOrder::Earliest
+        } else {
+            EvidenceOrder::MostRecent
+        }
+    }
+
     /// Every skill: the "unfiltered" ablation.
     pub fn select_all(&self) -> Selection {
         Selection {
@@ -503,6 +552,31 @@ mod tests {
         check_error(&file("style", "[\"Yes\", \"Maybe\"]"), "answers", "entry 2 \"Maybe\" is not a yes/no answer");
         check_error(&file("style", "[\"No\", \"No\"]"), "answers", "listed twice");
         assert_eq!(parse_skill("x.md", &file("style", "[\"Yes\", \"No\"]")).unwrap().answers, ["Yes", "No"]);
+    }
+
+    /// A first-occurrence question, whose words trigger the selected
+    /// `first-occurrence` skill, is ranked earliest first; the same skill
+    /// chosen for a question about today is not.
+    #[test]
+    fn the_evidence_order_comes_from_a_triggered_workflow_skill() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let first = "When was Escherichia coli urinary tract infection first documented?";
+        let chosen = ["first-occurrence".to_string()];
+        assert_eq!(lib.evidence_order(&lib.select(first, &chosen), first), EvidenceOrder::Earliest);
+        assert_eq!(lib.evidence_order(&lib.select(first, &[]), first), EvidenceOrder::MostRecent, "not selected");
+        let today = "Is the patient receiving metformin on 2020-10-01?";
+        assert_eq!(lib.evidence_order(&lib.select(today, &chosen), today), EvidenceOrder::MostRecent);
+        let file = |category: &str, order: &str| {
+            format!(
+                "---\nid: x\ncategory: {category}\nsummary: s\nkeywords: []\nevidence_order: {order}\n---\nDo it.\n"
+            )
+        };
+        check_error(&file("style", "earliest"), "evidence_order", "only a workflow skill");
+        check_error(&file("workflow", "oldest"), "evidence_order", "\"oldest\" is not an order");
+        assert_eq!(
+            parse_skill("x.md", &file("workflow", "earliest")).unwrap().evidence_order,
+            Some(EvidenceOrder::Earliest)
+        );
     }
 
     #[track_caller]

@@ -43,7 +43,7 @@ use serde_json::{json, Value};
 use std::sync::Mutex;
 
 use crate::answer::TwoLine;
-use crate::policy::{resolve, Resolution};
+use crate::policy::{resolve_in, Resolution};
 use crate::skills::{Selection, SkillLibrary};
 use crate::tools::{Evidence, RecordView, ToolName};
 use crate::{ChartError, Citation};
@@ -446,6 +446,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let nodes = execute(ctx, &plan, &assessment, conversation, &mut trace)?;
     let style = style_block(ctx, &assessment.selection);
     let style_answers = ctx.skills.style_answers(&assessment.selection, ctx.question);
+    let order = ctx.skills.evidence_order(&assessment.selection, ctx.question);
     let plan_summary = trace
         .rounds
         .iter()
@@ -483,7 +484,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     // a recorded pipeline failure rather than an error.
     for shrink in 0..3 {
         let (kept, shown) = number_nodes(&nodes, budget);
-        let resolution = resolve(&kept);
+        let resolution = resolve_in(&kept, order);
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;
         match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, &mut trace) {
