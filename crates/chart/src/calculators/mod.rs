@@ -391,12 +391,18 @@ pub fn charlson(input: &CharlsonInput) -> Result<ScoreOutput, CalcError> {
     }
     if let Some(age) = input.age_years {
         check_range(c, "age_years", age, 0.0, 120.0)?;
-        let points = tables::age_points(&table.age_points, age);
-        if points > 0.0 {
-            items.push(("age".into(), points));
-        }
     }
-    Ok(ScoreOutput { score: points(&items), risk_group: None, items })
+    Ok(scored_with_age(items, &table.age_points, input.age_years))
+}
+
+/// The items with the age band's points after them (none below the first
+/// band, or without an age), and their sum.
+fn scored_with_age(mut items: Vec<(String, f64)>, bands: &[tables::AgeBand], age: Option<f64>) -> ScoreOutput {
+    let age_points = age.map_or(0.0, |a| tables::age_points(bands, a));
+    if age_points > 0.0 {
+        items.push(("age".to_string(), age_points));
+    }
+    ScoreOutput { score: points(&items), risk_group: None, items }
 }
 
 // ---------------------------------------------------------------- CHA2DS2-VASc
@@ -444,11 +450,7 @@ pub fn cha2ds2_vasc(input: &Cha2ds2VascInput) -> Result<ScoreOutput, CalcError> 
             items.push((item.name.clone(), item.points));
         }
     }
-    let age = tables::age_points(&table.age_points, input.age_years);
-    if age > 0.0 {
-        items.push(("age".to_string(), age));
-    }
-    Ok(ScoreOutput { score: points(&items), risk_group: None, items })
+    Ok(scored_with_age(items, &table.age_points, Some(input.age_years)))
 }
 
 // ---------------------------------------------------------------- eGFR, BMI
