@@ -7,6 +7,7 @@
 
 mod support;
 
+use evident_chart::bank::AnswerType;
 use evident_chart::{
     ask, prompts, AgentConfig, ChartAnswer, CitedSource, Evidence, Method, Question, RecordView, SkillLibrary, ToolName,
 };
@@ -34,6 +35,11 @@ fn action(kind: &str, tool: Option<&str>, args: Value) -> String {
 }
 
 fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
+    run_typed(model, method, question, None)
+}
+
+/// [`run`] with the question's answer type stated.
+fn run_typed(model: &Scripted, method: Method, question: &str, answer_type: Option<AnswerType>) -> ChartAnswer {
     let store = store();
     let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
@@ -41,7 +47,7 @@ fn run(model: &Scripted, method: Method, question: &str) -> ChartAnswer {
     let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
     let q = Question {
         text: question,
-        answer_type: None,
+        answer_type,
         method,
         skills: &skills,
         config: &config,
@@ -716,6 +722,40 @@ fn the_typed_plan_gives_each_tool_its_own_arguments_and_calculators_as_an_enum()
     assert!(schema["properties"]["steps"]["items"]["properties"]["arguments"]["properties"]
         .get("calculator")
         .is_some());
+}
+
+/// The typed plan offers a calculate step only when the question calls
+/// for a calculator: the ones it names; all for a score question that names
+/// none (or an unstated answer type); none for a yes/no question.
+#[test]
+fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
+    let calculators = |question: &str, answer_type: Option<AnswerType>| {
+        let model = scripted(&[
+            ASSESS.to_string(),
+            plan(json!([step(1, "search_reports", json!({"query": "echocardiogram"}))])),
+            action("call_tool", Some("search_reports"), json!({"query": "echocardiogram"})),
+            action("finish", None, json!({})),
+            "Answer: No\nReasoning: Nothing found.".to_string(),
+        ]);
+        run_typed(&model, Method::Agent, question, answer_type);
+        let schema = model.requests()[1].json_schema.clone().unwrap();
+        let steps = schema["properties"]["steps"]["items"]["anyOf"].as_array().unwrap().clone();
+        steps.iter().find(|b| b["properties"]["tool"]["const"] == "calculate").map(|b| {
+            b["properties"]["arguments"]["anyOf"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["properties"]["calculator"]["const"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+    };
+    let echo = "Is there documented evidence that an echocardiogram has been performed?";
+    assert_eq!(calculators(echo, Some(AnswerType::YesNo)), None);
+    assert_eq!(calculators(echo, None).map(|c| c.len()), Some(evident_chart::calculators::Calculator::ALL.len()));
+    let iss = "What is the ISS stage at diagnosis?";
+    assert_eq!(calculators(iss, Some(AnswerType::Score)), Some(vec!["iss".to_string()]));
+    assert_eq!(calculators(iss, Some(AnswerType::Category)), Some(vec!["iss".to_string()]), "named");
+    assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(8));
 }
 
 #[test]

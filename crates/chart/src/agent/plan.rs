@@ -7,6 +7,7 @@ use evident_model::DocKind;
 
 use super::assess::{workflow_block, EXECUTION_SKILLS};
 use super::*;
+use crate::bank::AnswerType;
 use crate::calculators::Calculator;
 use crate::tools::{keyword_subset, MAX_K};
 
@@ -122,7 +123,7 @@ fn argument_properties(vocabulary: &Vocabulary) -> serde_json::Map<String, Value
 /// still missing).
 fn tool_arguments_schema(ctx: &Ctx<'_>, tool: ToolName, properties: &serde_json::Map<String, Value>) -> Value {
     if tool == ToolName::Calculate {
-        return json!({"anyOf": Calculator::ALL.map(calculator_arguments_schema)});
+        return json!({"anyOf": plan_calculators(ctx).into_iter().map(calculator_arguments_schema).collect::<Vec<_>>()});
     }
     let mut schema = tool.schema();
     if !ctx.config.use_filters {
@@ -297,13 +298,32 @@ fn plan_schema(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Value {
         "required": ["steps", "stop_conditions"], "additionalProperties": false})
 }
 
-/// The typed plan's step schema of each allowed tool.
+/// The typed plan's step schema of each allowed tool; a calculate step
+/// only when the question calls for a calculator ([`plan_calculators`]).
 fn typed_steps(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Vec<(ToolName, Value)> {
     let properties = argument_properties(vocabulary);
+    let calculators = plan_calculators(ctx);
     ctx.allowed_tools()
         .into_iter()
+        .filter(|t| *t != ToolName::Calculate || !calculators.is_empty())
         .map(|t| (t, step_schema(json!({"const": t.as_str()}), tool_arguments_schema(ctx, t, &properties))))
         .collect()
+}
+
+/// The calculators a typed plan may call: those the question names; when
+/// it names none, every one if the question asks for a score or its answer
+/// type is not given, and none for a yes/no, date, category or list
+/// question. A 0.5B plan for "is there documented evidence that an
+/// echocardiogram has been performed?" added an ISS step and typed an
+/// albumin of hundreds of digits until its token limit, three times, a
+/// pipeline failure (docs/evaluation.md, `f9aef24a-G13`).
+pub(crate) fn plan_calculators(ctx: &Ctx<'_>) -> Vec<Calculator> {
+    let named: Vec<Calculator> = Calculator::ALL.into_iter().filter(|&c| question_names(ctx.question, c)).collect();
+    match ctx.answer_type {
+        _ if !named.is_empty() => named,
+        None | Some(AnswerType::Score) => Calculator::ALL.to_vec(),
+        Some(_) => Vec::new(),
+    }
 }
 
 /// At most this many validation errors, each cut to [`ERROR_CHARS`], go
