@@ -190,11 +190,11 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// length bounds so the answer always fits its token limit. With the
 /// question's answer type the answer is held to its schema: one of the
 /// choices (those the agent's triggered style skills allow, when they
-/// list any: `style_answers`); a date that a shown item holds (any date when nothing is
-/// shown); a score or stage first: the value of a shown calculator the
-/// question names when there is one (nothing else: the score is
-/// computed), else one a shown calculator computed; a category among the
-/// options the question lists; else any short line.
+/// list any: `style_answers`); a date that a shown item holds (any date
+/// when nothing is shown); a score or stage first: the value of a shown
+/// calculator the question names when there is one (nothing else: the
+/// score is computed), else one a shown calculator computed; a category
+/// among the options the question lists; else any short line.
 pub(crate) fn answer_schema(
     numbers: &[usize],
     question: &str,
