@@ -169,15 +169,7 @@ pub fn resolve_in(nodes: &[Evidence], order: EvidenceOrder) -> Resolution {
         return earliest(nodes, statements);
     }
     let statement = |i: usize| statements[i].1;
-    let mut ranked: Vec<usize> = (0..nodes.len()).collect();
-    ranked.sort_by(|&a, &b| {
-        let (da, db) = (nodes[a].date(), nodes[b].date());
-        db.map(|d| d.date())
-            .cmp(&da.map(|d| d.date()))
-            .then(authority(&nodes[a]).cmp(&authority(&nodes[b])))
-            .then(db.cmp(&da))
-            .then(a.cmp(&b))
-    });
+    let ranked = rank(nodes, order);
     let ranked_numbers: Vec<usize> = ranked.iter().map(|i| i + 1).collect();
 
     // Conflict: on the most recent day that says anything about an
@@ -229,19 +221,29 @@ pub fn resolve_in(nodes: &[Evidence], order: EvidenceOrder) -> Resolution {
     Resolution { decision: Decision::Select, order, ranked: ranked_numbers, selected, statements, note }
 }
 
+/// Node positions by day in `order` (most recent first: undated last as
+/// the oldest; earliest first: undated last), then authority on the same
+/// day, then time of day in the same direction, then position.
+fn rank(nodes: &[Evidence], order: EvidenceOrder) -> Vec<usize> {
+    let mut ranked: Vec<usize> = (0..nodes.len()).collect();
+    ranked.sort_by(|&a, &b| {
+        let (da, db) = (nodes[a].date(), nodes[b].date());
+        let (day, time) = match order {
+            EvidenceOrder::MostRecent => (db.map(|d| d.date()).cmp(&da.map(|d| d.date())), db.cmp(&da)),
+            EvidenceOrder::Earliest => {
+                ((da.is_none(), da.map(|d| d.date())).cmp(&(db.is_none(), db.map(|d| d.date()))), da.cmp(&db))
+            }
+        };
+        day.then(authority(&nodes[a]).cmp(&authority(&nodes[b]))).then(time).then(a.cmp(&b))
+    });
+    ranked
+}
+
 /// A first-occurrence question: dated nodes oldest first (on the same day,
 /// by authority), undated ones last; the earliest three that are not mere
 /// plans are selected (plans too when nothing else was found).
 fn earliest(nodes: &[Evidence], statements: Vec<(usize, Statement)>) -> Resolution {
-    let mut ranked: Vec<usize> = (0..nodes.len()).collect();
-    ranked.sort_by(|&a, &b| {
-        let (da, db) = (nodes[a].date(), nodes[b].date());
-        (da.is_none(), da.map(|d| d.date()))
-            .cmp(&(db.is_none(), db.map(|d| d.date())))
-            .then(authority(&nodes[a]).cmp(&authority(&nodes[b])))
-            .then(da.cmp(&db))
-            .then(a.cmp(&b))
-    });
+    let ranked = rank(nodes, EvidenceOrder::Earliest);
     let occurred: Vec<usize> = ranked.iter().copied().filter(|&i| statements[i].1 != Statement::Planned).collect();
     let pool = if occurred.is_empty() { &ranked } else { &occurred };
     Resolution {

@@ -387,12 +387,9 @@ impl SkillLibrary {
     /// so a style skill the model picked for an unrelated question does
     /// not narrow its answer.
     pub fn style_answers(&self, selection: &Selection, question: &str) -> Vec<String> {
-        let question = format!(" {} ", question.to_lowercase());
         let mut answers: Option<Vec<String>> = None;
-        for id in &selection.ids {
-            let Some(skill) = self.skills.get(id) else { continue };
-            let triggered = skill.keywords.iter().any(|k| contains_phrase(&question, k));
-            if skill.category != SkillCategory::Style || skill.answers.is_empty() || !triggered {
+        for skill in self.triggered(selection, question) {
+            if skill.category != SkillCategory::Style || skill.answers.is_empty() {
                 continue;
             }
             answers = Some(match answers {
@@ -407,19 +404,23 @@ impl SkillLibrary {
     /// workflow skill which sets one and which the question's own words
     /// trigger (`earliest` wins over `most_recent`); else most recent.
     pub fn evidence_order(&self, selection: &Selection, question: &str) -> EvidenceOrder {
-        let question = format!(" {} ", question.to_lowercase());
-        let orders: Vec<EvidenceOrder> = selection
-            .ids
-            .iter()
-            .filter_map(|id| self.skills.get(id))
-            .filter(|s| s.keywords.iter().any(|k| contains_phrase(&question, k)))
-            .filter_map(|s| s.evidence_order)
-            .collect();
+        let orders: Vec<EvidenceOrder> = self.triggered(selection, question).filter_map(|s| s.evidence_order).collect();
         if orders.contains(&EvidenceOrder::Earliest) {
             EvidenceOrder::Earliest
         } else {
             EvidenceOrder::MostRecent
         }
+    }
+
+    /// The selected skills that one of the question's own words triggers
+    /// (a trigger keyword occurs in it as a phrase), in id order.
+    fn triggered<'a>(&'a self, selection: &'a Selection, question: &str) -> impl Iterator<Item = &'a Skill> + 'a {
+        let question = format!(" {} ", question.to_lowercase());
+        selection
+            .ids
+            .iter()
+            .filter_map(|id| self.skills.get(id))
+            .filter(move |s| s.keywords.iter().any(|k| contains_phrase(&question, k)))
     }
 
     /// Every skill: the "unfiltered" ablation.

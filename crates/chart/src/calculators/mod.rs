@@ -303,19 +303,15 @@ pub fn r2_iss(input: &R2IssInput) -> Result<StageOutput, CalcError> {
     check_iss(Calculator::R2Iss, input.beta2_microglobulin_mg_l, input.albumin_g_dl)?;
     let table = &CalculatorTables::builtin().r2_iss;
     let iss = iss_stage(input.beta2_microglobulin_mg_l, input.albumin_g_dl);
-    let mut points = table.iss_points.iter().filter(|s| s.stage == iss).map(|s| s.points).sum::<f64>();
-    for item in &table.items {
-        let present = match item.name.as_str() {
-            "del_17p" => input.del_17p,
-            "ldh_high" => input.ldh_high,
-            "t_4_14" => input.t_4_14,
-            "gain_1q" => input.gain_1q,
-            other => unreachable!("validated: r2_iss.items holds only R2-ISS inputs, not {other}"),
-        };
-        if present {
-            points += item.points;
-        }
-    }
+    let iss_points = table.iss_points.iter().filter(|s| s.stage == iss).map(|s| s.points).sum::<f64>();
+    let present = present_items(&table.items, |name| match name {
+        "del_17p" => Some(input.del_17p),
+        "ldh_high" => Some(input.ldh_high),
+        "t_4_14" => Some(input.t_4_14),
+        "gain_1q" => Some(input.gain_1q),
+        _ => None,
+    });
+    let points = iss_points + points(&present);
     let group = table.groups.iter().find(|g| points <= g.up_to).or(table.groups.last());
     let stage = group.map_or(Stage::IV, |g| g.stage);
     let weights: Vec<String> = table
@@ -424,6 +420,19 @@ pub struct Cha2ds2VascInput {
     pub vascular_disease: bool,
 }
 
+/// The table's items whose typed input `flag` reads true, with their
+/// points, in table order. Loading the tables checks that every item is an
+/// input of its calculator, so `flag` knows every name.
+fn present_items(items: &[tables::Item], flag: impl Fn(&str) -> Option<bool>) -> Vec<(String, f64)> {
+    items
+        .iter()
+        .filter(|item| {
+            flag(&item.name).unwrap_or_else(|| unreachable!("validated: {} is an input of its calculator", item.name))
+        })
+        .map(|item| (item.name.clone(), item.points))
+        .collect()
+}
+
 /// The sum of the items' points; 0 (not the -0.0 an empty float sum
 /// gives, which the model was shown as "score: -0.0") when none applies.
 fn points(items: &[(String, f64)]) -> f64 {
@@ -435,21 +444,15 @@ fn points(items: &[(String, f64)]) -> f64 {
 pub fn cha2ds2_vasc(input: &Cha2ds2VascInput) -> Result<ScoreOutput, CalcError> {
     check_range(Calculator::Cha2ds2Vasc, "age_years", input.age_years, 0.0, 120.0)?;
     let table = &CalculatorTables::builtin().cha2ds2_vasc;
-    let mut items = vec![];
-    for item in &table.items {
-        let present = match item.name.as_str() {
-            "congestive_heart_failure" => input.congestive_heart_failure,
-            "hypertension" => input.hypertension,
-            "diabetes" => input.diabetes,
-            "stroke_tia_thromboembolism" => input.stroke_tia_thromboembolism,
-            "vascular_disease" => input.vascular_disease,
-            "female" => input.female,
-            other => unreachable!("validated: cha2ds2_vasc.items holds only CHA2DS2-VASc inputs, not {other}"),
-        };
-        if present {
-            items.push((item.name.clone(), item.points));
-        }
-    }
+    let items = present_items(&table.items, |name| match name {
+        "congestive_heart_failure" => Some(input.congestive_heart_failure),
+        "hypertension" => Some(input.hypertension),
+        "diabetes" => Some(input.diabetes),
+        "stroke_tia_thromboembolism" => Some(input.stroke_tia_thromboembolism),
+        "vascular_disease" => Some(input.vascular_disease),
+        "female" => Some(input.female),
+        _ => None,
+    });
     Ok(scored_with_age(items, &table.age_points, Some(input.age_years)))
 }
 
