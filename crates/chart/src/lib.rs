@@ -92,6 +92,10 @@ pub enum Method {
     /// by every tool and no calculator rewrite (Evident's typed plan,
     /// [`AgentConfig::typed_plan`], switched off).
     AgentPaperPlan,
+    /// The agent with the paper's temporal scopes as the model writes them
+    /// (Evident's whole-history scope, [`AgentConfig::history_scope`],
+    /// switched off).
+    AgentPaperScope,
     /// The LLM baseline: no record at all.
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
@@ -108,7 +112,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 14] = [
+    pub const ALL: [Method; 15] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -118,6 +122,7 @@ impl Method {
         Method::AgentReactive,
         Method::AgentPaperBroadening,
         Method::AgentPaperPlan,
+        Method::AgentPaperScope,
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
@@ -136,6 +141,7 @@ impl Method {
             Method::AgentReactive => "agent-reactive",
             Method::AgentPaperBroadening => "agent-paper-broadening",
             Method::AgentPaperPlan => "agent-paper-plan",
+            Method::AgentPaperScope => "agent-paper-scope",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
@@ -161,6 +167,7 @@ impl Method {
             Method::AgentReactive => c.use_plan = false,
             Method::AgentPaperBroadening => c.broaden_kind = false,
             Method::AgentPaperPlan => c.typed_plan = false,
+            Method::AgentPaperScope => c.history_scope = false,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
                 return None
             }
@@ -439,8 +446,15 @@ fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
             "question": ctx.question, "answer_schema": ctx.answer_schema(),
         }),
     )?;
-    let outcome =
-        agent::synthesise(ctx, ctx.prompts.render("chart_baseline.prompt.md", json!({}))?, user, 512, &[], &mut trace)?;
+    let outcome = agent::synthesise(
+        ctx,
+        ctx.prompts.render("chart_baseline.prompt.md", json!({}))?,
+        user,
+        512,
+        &[],
+        policy::EvidenceOrder::MostRecent,
+        &mut trace,
+    )?;
     Ok(Produced { nodes: vec![], outcome, trace })
 }
 
@@ -463,7 +477,7 @@ fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &[], &mut trace)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &[], policy::EvidenceOrder::MostRecent, &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }
 
@@ -515,7 +529,7 @@ fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Pro
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = format!("dense top {SIMPLE_RAG_K}: {} of {total} sections fit the context", nodes.len());
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &[], &mut trace)?;
+    let outcome = agent::synthesise(ctx, system, user, 512, &[], policy::EvidenceOrder::MostRecent, &mut trace)?;
     Ok(Produced { nodes, outcome, trace })
 }
 

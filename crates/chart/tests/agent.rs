@@ -1056,3 +1056,69 @@ fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
     assert!(cited.iter().any(|t| t.contains("Essential hypertension") && t.contains("Condition/h1")), "{cited:?}");
     assert!(!cited.iter().any(|t| t.contains("Prediabetes")), "{cited:?}");
 }
+
+/// A first-occurrence question whose plan searches the most recent
+/// document only.
+fn first_metformin_most_recent() -> Scripted {
+    let assess = r#"{"intent": "first metformin mention", "hypotheses": [], "required_information": ["metformin"], "missing_information": [], "complexity": "low", "skills": ["first-occurrence"]}"#;
+    let search = json!({"query": "metformin", "scope": "most_recent"});
+    scripted(&[
+        assess.to_string(),
+        plan(json!([step(1, "search_reports", search.clone())])),
+        action("call_tool", Some("search_reports"), search),
+        action("finish", None, json!({})),
+        "Answer: 2023-01-10\nReasoning: Metformin was planned on 2023-01-10 [1].".to_string(),
+    ])
+}
+
+#[test]
+fn a_first_occurrence_question_searches_the_whole_history_and_the_papers_scope_does_not() {
+    let question = "When was metformin first documented?";
+    let out = run(&first_metformin_most_recent(), Method::Agent, question);
+    let call = &out.trace.rounds[0];
+    assert_eq!(call.arguments.as_ref().unwrap()["scope"], "all", "{call:?}");
+    assert!(call.adjustments.iter().any(|a| a.contains("scope most_recent -> all")), "{call:?}");
+    let documents: Vec<_> = out.context.iter().filter_map(|n| n.document_id()).collect();
+    assert!(documents.contains(&"d1") && documents.contains(&"d2"), "{documents:?}");
+
+    // The paper's method runs the scope as written: the most recent
+    // document only (the CT of 2023-06-01), which does not mention it.
+    let out = run(&first_metformin_most_recent(), Method::AgentPaperScope, question);
+    let call = &out.trace.rounds[0];
+    assert_eq!(call.arguments.as_ref().unwrap()["scope"], "most_recent", "{call:?}");
+    assert_eq!(call.evidence_found, 0, "{call:?}");
+
+    // A question about the present keeps its most recent scope.
+    let out = run(&first_metformin_most_recent(), Method::Agent, "Is the patient receiving metformin?");
+    assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["scope"], "most_recent");
+}
+
+#[test]
+fn a_record_query_keeps_the_entries_holding_the_most_query_words() {
+    // Thirty-two later tablet prescriptions, and the penicillin line first.
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "m0",
+            evident_model::DocKind::MedicationList,
+            "2009-11-17",
+            "Medications on 2009-11-17\n- 2009-11-17 19:20: Penicillin V Potassium 500 MG Oral Tablet (stopped) [MedicationRequest/p0]\n",
+        );
+        for i in 0..32 {
+            let date = format!("2010-{:02}-{:02}", i / 28 + 1, i % 28 + 1);
+            let text = format!("Medications on {date}\n- {date} 10:00: Acetaminophen 325 MG Oral Tablet (stopped) [MedicationRequest/a{i}]\n");
+            support::put_document(&w, &format!("m{}", i + 1), evident_model::DocKind::MedicationList, &date, &text);
+        }
+        w.commit().unwrap();
+    }
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let args = json!({"record": "medications", "query": "penicillin v potassium 500 mg oral tablet"});
+    let out = view.run(ToolName::QueryRecords, &args).unwrap();
+    assert_eq!(out.evidence.len(), 30, "at most thirty entries");
+    assert!(out.evidence[0].text().contains("Penicillin"), "{:?}", out.evidence[0]);
+    // Among entries holding as many words, the newest come first.
+    assert!(out.evidence[1].text().contains("2010-02-04"), "{:?}", out.evidence[1]);
+}

@@ -6,6 +6,8 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
 use super::plan::{arguments_for, arguments_schema, calculation_meant, calculator_named, Vocabulary};
 use super::*;
+use crate::bank::AnswerType;
+use crate::policy::EvidenceOrder;
 use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
 /// An action's token limit: the schema's worst case (every string is
@@ -40,6 +42,9 @@ struct Execution {
     cache: HashMap<String, ToolOutput>,
     consecutive_empty: usize,
     tokens: usize,
+    /// Why this question needs the whole history, when it does and
+    /// [`AgentConfig::history_scope`] is on ([`whole_history`]).
+    whole_history: Option<&'static str>,
 }
 
 impl Execution {
@@ -102,7 +107,7 @@ pub(crate) fn execute(
     mut conversation: Vec<Message>,
     trace: &mut Trace,
 ) -> Result<Vec<Evidence>, ChartError> {
-    let mut state = Execution::default();
+    let mut state = Execution { whole_history: whole_history(ctx, assessment), ..Execution::default() };
     let mut memory = Memory {
         query: ctx.question.to_string(),
         evidence: vec![],
@@ -587,6 +592,12 @@ fn call_arguments(
             }
         }
     }
+    if let (Some(why), Some(o)) = (state.whole_history, args.as_object_mut()) {
+        if o.get("scope").and_then(Value::as_str) == Some("most_recent") {
+            o.insert("scope".into(), json!("all"));
+            adjustments.push(format!("scope most_recent -> all: {why} (Evident's, not the paper's)"));
+        }
+    }
     if tool == ToolName::SearchReports && state.consecutive_empty > 0 {
         let last = if ctx.config.broaden_kind { 4 } else { 3 };
         for level in state.consecutive_empty.min(last)..=last {
@@ -602,6 +613,21 @@ fn call_arguments(
         }
     }
     args
+}
+
+/// Why a question needs the whole history, with Evident's
+/// [`AgentConfig::history_scope`]: it asks for the first occurrence (a
+/// triggered workflow skill orders its evidence earliest first) or for a
+/// list of dates or intervals.
+fn whole_history(ctx: &Ctx<'_>, assessment: &Assessment) -> Option<&'static str> {
+    if !ctx.config.history_scope {
+        return None;
+    }
+    if matches!(ctx.answer_type, Some(AnswerType::DateList | AnswerType::IntervalList)) {
+        return Some("the question asks for every date");
+    }
+    let order = ctx.skills.evidence_order(&assessment.selection, ctx.question);
+    (order == EvidenceOrder::Earliest).then_some("the question asks for the first occurrence")
 }
 
 /// The paper's broadening: after one empty result k doubles (cap 30),

@@ -120,6 +120,14 @@ pub struct AgentConfig {
     /// call, said in the trace. Off (`--method agent-paper-plan`), one
     /// argument object shared by every tool, as before, and no rewrite.
     pub typed_plan: bool,
+    /// Evident's whole-history scope, not the paper's: when the question
+    /// asks for the first occurrence (its evidence order is earliest) or
+    /// for a list of dates or intervals, a report or record call's
+    /// `most_recent` scope, which sees one document, runs as `all`, said
+    /// in the trace (the embedded model wrote `most_recent` into most of
+    /// its plans, first-occurrence and list questions included). Off
+    /// (`--method agent-paper-scope`), scopes run as the model wrote them.
+    pub history_scope: bool,
 }
 
 impl Default for AgentConfig {
@@ -141,6 +149,7 @@ impl Default for AgentConfig {
             constrained_answer: false,
             broaden_kind: true,
             typed_plan: true,
+            history_scope: true,
         }
     }
 }
@@ -487,7 +496,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         let resolution = resolve_in(&kept, order);
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;
-        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, &mut trace) {
+        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, order, &mut trace) {
             Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),
             Err(e) if is_overflow(&e) && shrink < 2 => {
                 trace.stopped_because.push_str(&format!("; synthesis context halved after: {e}"));

@@ -9,7 +9,7 @@ use super::assess::{workflow_block, EXECUTION_SKILLS};
 use super::*;
 use crate::bank::AnswerType;
 use crate::calculators::Calculator;
-use crate::tools::{keyword_subset, MAX_K};
+use crate::tools::{question_keywords, MAX_K};
 
 /// The Phase II/III system prompt; the skills in `summarised` show only
 /// their summary (see [`plan`]).
@@ -266,16 +266,6 @@ pub(super) fn arguments_for(tool: ToolName, args: &Value, adjustments: &mut Vec<
         }
     }
     Value::Object(kept)
-}
-
-/// The question's content words (stopwords and answer words out), shown
-/// to the planner as candidate search words.
-fn question_keywords(question: &str) -> String {
-    let cleaned: String = question.chars().map(|c| if c.is_alphanumeric() || c == '-' { c } else { ' ' }).collect();
-    let words = keyword_subset(&crate::tools::sanitise_query(&cleaned));
-    const QUESTION_WORDS: &[&str] =
-        &["currently", "receiving", "ever", "received", "does", "do", "how", "many", "who", "whether"];
-    words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
 }
 
 /// The plan's schema. The paper's (`agent-paper-plan`): every step's

@@ -9,7 +9,9 @@ use super::*;
 use crate::answer::{citation_numbers, parse_two_line};
 use crate::bank::AnswerType;
 use crate::calculators::Calculator;
+use crate::policy::EvidenceOrder;
 use crate::question_names;
+use crate::tools::{names_subject, subject_words};
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -62,10 +64,11 @@ pub(crate) fn synthesise(
     user: String,
     max_tokens: u32,
     style_answers: &[String],
+    order: EvidenceOrder,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     if ctx.config.constrained_answer {
-        return synthesise_constrained(ctx, system, user, max_tokens, style_answers, trace);
+        return synthesise_constrained(ctx, system, user, max_tokens, style_answers, order, trace);
     }
     let mut messages = vec![Message::system(system), Message::user(user)];
     let mut last_error = String::new();
@@ -99,11 +102,7 @@ pub(crate) fn synthesise(
 /// The citation numbers a prompt shows: its lines that start with `[n]`
 /// (the numbered context items of every method's answer prompt).
 pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
-    let mut numbers: Vec<usize> = prompt
-        .lines()
-        .filter_map(|l| l.strip_prefix('[')?.split_once(']')?.0.parse().ok())
-        .filter(|&n| n > 0)
-        .collect();
+    let mut numbers: Vec<usize> = numbered_lines(prompt).map(|(n, _)| n).filter(|&n| n > 0).collect();
     numbers.sort_unstable();
     numbers.dedup();
     numbers
@@ -112,31 +111,78 @@ pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
 /// What the numbered context items of a prompt show that an answer may
 /// take as its value: every date (YYYY-MM-DD) in their lines, and each
 /// calculator result's score, stage or reported value with the
-/// calculator's name.
+/// calculator's name; whether one of them names the question's subject,
+/// and the own dates (those of their headers) of those that do
+/// ([`ShownValues::with_subject`]); and the order the policy engine
+/// ranked them in.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct ShownValues {
     pub items: usize,
     pub dates: Vec<String>,
     pub results: Vec<(String, String)>,
+    pub subject_named: bool,
+    pub subject_dates: Vec<String>,
+    pub order: EvidenceOrder,
+}
+
+impl ShownValues {
+    /// Which numbered items of the prompt name what the question asks
+    /// about ([`names_subject`] over its [`subject_words`]): whether any
+    /// does, and each one's own date, the first date of its header
+    /// ("(problem_list, 2017-08-26)"), oldest first, not the dates inside
+    /// its line (a resolution or a stop).
+    pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
+        let words = subject_words(question);
+        if words.is_empty() {
+            return self;
+        }
+        for (_, text) in numbered_lines(prompt).filter(|(_, text)| names_subject(&words, text)) {
+            self.subject_named = true;
+            let header = text.trim_start().strip_prefix('(').and_then(|h| h.split_once(')')).map(|(h, _)| h);
+            if let Some(date) = header.and_then(|h| dates_in(h).into_iter().next()) {
+                if !self.subject_dates.contains(&date) {
+                    self.subject_dates.push(date);
+                }
+            }
+        }
+        self.subject_dates.sort();
+        self
+    }
+}
+
+/// Every date (YYYY-MM-DD, not inside a longer run of digits) in a text,
+/// in order.
+fn dates_in(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut dates = Vec::new();
+    for (i, window) in bytes.windows(10).enumerate() {
+        let is_date =
+            window.iter().enumerate().all(|(j, b)| if j == 4 || j == 7 { *b == b'-' } else { b.is_ascii_digit() });
+        let bounded = i == 0 || !bytes[i - 1].is_ascii_digit();
+        if is_date && bounded {
+            // Digits and dashes only, so the window is whole characters.
+            dates.push(String::from_utf8_lossy(window).into_owned());
+        }
+    }
+    dates
+}
+
+/// The numbered context items of a prompt: each line that starts with
+/// `[n]`, as its number and the rest of the line.
+fn numbered_lines(prompt: &str) -> impl Iterator<Item = (usize, &str)> {
+    prompt.lines().filter_map(|line| {
+        let (number, text) = line.strip_prefix('[')?.split_once(']')?;
+        Some((number.parse().ok()?, text))
+    })
 }
 
 pub(crate) fn shown_values(prompt: &str) -> ShownValues {
     let mut shown = ShownValues::default();
-    for line in prompt.lines() {
-        let Some((number, text)) = line.strip_prefix('[').and_then(|l| l.split_once(']')) else { continue };
-        if number.parse::<usize>().is_err() {
-            continue;
-        }
+    for (_, text) in numbered_lines(prompt) {
         shown.items += 1;
-        let bytes = text.as_bytes();
-        for (i, window) in bytes.windows(10).enumerate() {
-            let is_date =
-                window.iter().enumerate().all(|(j, b)| if j == 4 || j == 7 { *b == b'-' } else { b.is_ascii_digit() });
-            let bounded = i == 0 || !bytes[i - 1].is_ascii_digit();
-            // Digits and dashes only, so the window is whole characters.
-            let date = String::from_utf8_lossy(window);
-            if is_date && bounded && !shown.dates.iter().any(|d| *d == date) {
-                shown.dates.push(date.into_owned());
+        for date in dates_in(text) {
+            if !shown.dates.contains(&date) {
+                shown.dates.push(date);
             }
         }
         let calculation =
@@ -191,7 +237,16 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// question's answer type the answer is held to its schema: one of the
 /// choices (those the agent's triggered style skills allow, when they
 /// list any: `style_answers`); a date that a shown item holds (any date
-/// when nothing is shown); a score or stage first: the value of a shown
+/// when nothing is shown), and a list of dates (" | " between them) only
+/// of those; once a shown item names the question's subject, "Not
+/// documented" and "Unclear" are no longer choices for either (it is
+/// documented, and its date is shown: a 0.5B model answered "Not
+/// documented" with the one line that answered a first-occurrence
+/// question before it), a list's dates are the own dates of the items
+/// that name it, and so are a date's when the evidence order is earliest
+/// (the first-occurrence skill answers with the document's date; the
+/// same model then took a line's resolution date); a score or stage
+/// first: the value of a shown
 /// calculator the question names when there is one (nothing else: the
 /// score is computed), else one a shown calculator computed; a category
 /// among the options the question lists; else any short line.
@@ -209,7 +264,20 @@ pub(crate) fn answer_schema(
         Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
+        Some(AnswerType::Date) if shown.order == EvidenceOrder::Earliest && !shown.subject_dates.is_empty() => {
+            format!("^(?:{})$", alternatives(&shown.subject_dates))
+        }
+        Some(AnswerType::Date) if shown.subject_named => format!("^(?:{})$", alternatives(&shown.dates)),
         Some(AnswerType::Date) => format!("^(?:{}|{UNKNOWN})$", alternatives(&shown.dates)),
+        Some(AnswerType::DateList) if !shown.dates.is_empty() => {
+            let dates = if shown.subject_dates.is_empty() { &shown.dates } else { &shown.subject_dates };
+            let list = format!("(?:{0})(?: \\| (?:{0})){{0,11}}", alternatives(dates));
+            if shown.subject_named {
+                format!("^{list}$")
+            } else {
+                format!("^(?:{list}|{UNKNOWN})$")
+            }
+        }
         Some(AnswerType::Score) => {
             let named: Vec<&str> = shown
                 .results
@@ -254,9 +322,10 @@ fn synthesise_constrained(
     user: String,
     max_tokens: u32,
     style_answers: &[String],
+    order: EvidenceOrder,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let shown = shown_values(&user);
+    let shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
     let schema = answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers);
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
@@ -431,5 +500,60 @@ mod tests {
                 .unwrap();
         assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
         assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
+    }
+
+    #[test]
+    fn once_an_item_names_the_subject_a_date_answer_is_one_of_its_dates() {
+        let prompt = "Context items:\n\
+            [1] (medication_list, 2017-12-04) Medications – 2017-12-04 12:55: Acetaminophen 325 MG Oral Tablet (stopped)\n\
+            [2] (encounter, 2020-12-30) Encounters – 2020-12-30 12:55: Encounter for check up (procedure)\n";
+        let accepts = |question: &str, t: AnswerType, answer: &str| {
+            let shown = shown_values(prompt).with_subject(question, prompt);
+            let validator =
+                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], question, Some(t), &shown, &[])).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
+        };
+        let first = "When was Acetaminophen 325 MG Oral Tablet first prescribed?";
+        assert!(shown_values(prompt).with_subject(first, prompt).subject_named);
+        assert!(accepts(first, AnswerType::Date, "2017-12-04"));
+        assert!(!accepts(first, AnswerType::Date, "Not documented"), "item 1 documents it");
+        assert!(!accepts(first, AnswerType::Date, "Unclear"));
+        let list =
+            "Which prescription dates of Acetaminophen 325 MG Oral Tablet are documented (at most 12, YYYY-MM-DD)?";
+        assert!(accepts(list, AnswerType::DateList, "2017-12-04"));
+        assert!(!accepts(list, AnswerType::DateList, "2017-12-04 | 2020-12-30"), "item 2 does not name it");
+        assert!(!accepts(list, AnswerType::DateList, "2017-12-04 | 2019-01-01"), "a date no item shows");
+        assert!(!accepts(list, AnswerType::DateList, "2017-12-04, 2020-12-30"), "entries are separated by |");
+        assert!(!accepts(list, AnswerType::DateList, "Not documented"));
+        // Nothing shown names the subject: the unknown answers stay.
+        let other = "When was Penicillin V Potassium 500 MG Oral Tablet first prescribed?";
+        assert!(!shown_values(prompt).with_subject(other, prompt).subject_named);
+        assert!(accepts(other, AnswerType::Date, "Not documented"));
+        assert!(accepts(other, AnswerType::Date, "2017-12-04"));
+        let other_list = "Which prescription dates of Penicillin V Potassium 500 MG Oral Tablet are documented?";
+        assert!(accepts(other_list, AnswerType::DateList, "Not documented"));
+        assert!(accepts(other_list, AnswerType::DateList, "2020-12-30"));
+    }
+
+    #[test]
+    fn a_first_occurrence_date_is_the_own_date_of_an_item_that_names_the_subject() {
+        let prompt = "Context items:\n\
+            [1] (problem_list, 2017-08-26) Conditions on 2017-08-26 - 2017-08-26 20:43: Polyp of colon (resolved, resolved 2019-01-18)\n\
+            [2] (other, 2018-03-01) Observations on 2018-03-01 - 2018-03-01 09:00: Polyp size 5 mm\n";
+        let question = "When was Polyp of colon first documented?";
+        let accepts = |order: EvidenceOrder, answer: &str| {
+            let shown = ShownValues { order, ..shown_values(prompt).with_subject(question, prompt) };
+            let schema = answer_schema(&[1, 2], question, Some(AnswerType::Date), &shown, &[]);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
+        };
+        let shown = shown_values(prompt).with_subject(question, prompt);
+        assert_eq!(shown.subject_dates, ["2017-08-26"], "item 2 does not name polyp of colon");
+        assert!(accepts(EvidenceOrder::Earliest, "2017-08-26"));
+        assert!(!accepts(EvidenceOrder::Earliest, "2019-01-18"), "the line's resolution date");
+        assert!(!accepts(EvidenceOrder::Earliest, "2018-03-01"));
+        // Without the earliest order, any date an item shows.
+        assert!(accepts(EvidenceOrder::MostRecent, "2019-01-18"));
+        assert!(!accepts(EvidenceOrder::MostRecent, "Not documented"));
     }
 }

@@ -40,6 +40,7 @@ use evident_store::{SectionFilter, SectionRecord};
 use serde_json::{json, Value};
 
 use crate::agent::{self, Ctx, Memory, Round};
+use crate::policy::EvidenceOrder;
 use crate::{ChartError, Evidence};
 
 /// The prompts of the two comparators, compiled in; the chart prompts
@@ -268,7 +269,7 @@ pub(crate) fn answer(
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = describe(nodes.len(), total);
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, ANSWER_TOKENS, &[], trace)?;
+    let outcome = agent::synthesise(ctx, system, user, ANSWER_TOKENS, &[], EvidenceOrder::MostRecent, trace)?;
     Ok(agent::Produced { nodes, outcome, trace: std::mem::take(trace) })
 }
 

@@ -1,4 +1,7 @@
-//! Query words: answer-schema tokens out, keyword subsets for broadening.
+//! Query words: answer-schema tokens out, keyword subsets for broadening,
+//! the words that name a question's subject.
+
+use std::collections::BTreeSet;
 
 /// Answer-schema words the model sometimes puts into a query.
 const SCHEMA_TOKENS: &[&str] =
@@ -63,6 +66,7 @@ pub(crate) const STOPWORDS: &[&str] = &[
     "her",
     "date",
     "dates",
+    "are",
 ];
 
 /// The keyword subset of a query (stopwords out).
@@ -74,6 +78,52 @@ pub fn keyword_subset(query: &str) -> String {
         .join(" ")
 }
 
+/// The question's content words (stopwords and answer words out): the
+/// planner's candidate search words.
+pub fn question_keywords(question: &str) -> String {
+    let cleaned: String = question.chars().map(|c| if c.is_alphanumeric() || c == '-' { c } else { ' ' }).collect();
+    let words = keyword_subset(&sanitise_query(&cleaned));
+    const QUESTION_WORDS: &[&str] =
+        &["currently", "receiving", "ever", "received", "does", "do", "how", "many", "who", "whether"];
+    words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// Words of time that a question asks with, not about.
+const TIME_WORDS: &[&str] =
+    &["first", "last", "latest", "earliest", "initial", "initially", "most", "recent", "recently", "current", "time"];
+
+/// The words that name what a question asks about: its keywords
+/// ([`question_keywords`]) without words of time ("first", "most
+/// recent") and without a parenthesised part, which holds a format or the
+/// options ("(at most 12, YYYY-MM-DD)").
+pub fn subject_words(question: &str) -> Vec<String> {
+    let mut outside = String::new();
+    let mut depth = 0usize;
+    for c in question.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => outside.push(c),
+            _ => outside.push(' '),
+        }
+    }
+    question_keywords(&outside).split_whitespace().filter(|w| !TIME_WORDS.contains(w)).map(str::to_string).collect()
+}
+
+/// Whether `text` names the subject whose words are `words`: it holds
+/// all of them but at most a third (rounded down), each as a whole word,
+/// ignoring case. A question may word its subject with more than the
+/// record's line repeats ("prescription dates of Acetaminophen 325 MG
+/// Oral Tablet"), so not every word of a longer subject is required;
+/// "chronic kidney disease" is not named by "chronic sinusitis", nor
+/// "polyp of colon" by "colon cancer screening".
+pub fn names_subject(words: &[String], text: &str) -> bool {
+    let lowered = text.to_lowercase();
+    let tokens: BTreeSet<&str> = lowered.split(|c: char| !(c.is_alphanumeric() || c == '-')).collect();
+    let present = words.iter().filter(|w| tokens.contains(w.as_str())).count();
+    present >= 1 && words.len() - present <= words.len() / 3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +133,30 @@ mod tests {
         assert_eq!(sanitise_query("Answer: Yes/No metformin [3] not documented"), "metformin");
         assert_eq!(sanitise_query("dialysis yes no unclear"), "dialysis");
         assert_eq!(keyword_subset("Was the patient given metformin"), "given metformin");
+    }
+
+    #[test]
+    fn a_subject_is_named_by_a_line_that_holds_nearly_all_its_words() {
+        let words = subject_words(
+            "Which prescription dates of Acetaminophen 325 MG Oral Tablet are documented (at most 12, YYYY-MM-DD)?",
+        );
+        assert_eq!(words, ["prescription", "acetaminophen", "325", "mg", "oral", "tablet"]);
+        let line = "- 2017-12-04 12:55: Acetaminophen 325 MG Oral Tablet (stopped) [RxNorm 313782]";
+        assert!(names_subject(&words, line));
+        assert!(!names_subject(&words, "- 2017-12-04 12:55: Ibuprofen 200 MG Oral Tablet (stopped)"));
+
+        let words = subject_words("When was Chronic kidney disease first documented?");
+        assert_eq!(words, ["chronic", "kidney", "disease"]);
+        assert!(names_subject(&words, "- 2010-02-01: Chronic kidney disease stage 3 (disorder) (active)"));
+        assert!(!names_subject(&words, "- 1993-05-04: Chronic sinusitis (disorder) (active)"));
+        assert!(!names_subject(&words, "- 1993-05-04: Chronic kidneydisease"));
+
+        let words = subject_words("When was Hypertension first documented?");
+        assert!(names_subject(&words, "- 2001-03-02: Hypertension (active)"));
+        assert!(!names_subject(&words, "- 2001-03-02: First visit"));
+
+        let words = subject_words("When was Polyp of colon first documented?");
+        assert!(names_subject(&words, "- 2017-08-26 20:43: Polyp of colon (resolved, resolved 2019-01-18)"));
+        assert!(!names_subject(&words, "- 2017-08-26 20:43: Colon cancer screening"));
     }
 }

@@ -36,19 +36,24 @@ impl RecordView<'_> {
             .filter(|d| d.date.is_some_and(|t| t <= window.until && window.since.is_none_or(|s| t >= s)))
             .collect();
         documents.reverse();
-        let mut evidence = Vec::new();
+        // Each matching entry with how many query words it holds, newest
+        // first; the entries holding the most words are kept, so that
+        // "penicillin v potassium 500 mg oral tablet" keeps its own lines
+        // before the newest thirty lines holding "oral" or "tablet".
+        let mut matched: Vec<(usize, Evidence)> = Vec::new();
         for doc in &documents {
             for (lower, entry) in timeline_entries(&store, doc)? {
-                if !words.is_empty() && !words.iter().any(|w| lower.contains(w.as_str())) {
-                    continue;
+                let held = words.iter().filter(|w| lower.contains(w.as_str())).count();
+                if words.is_empty() || held > 0 {
+                    matched.push((held, entry));
                 }
-                evidence.push(entry);
             }
-            if window.most_recent && !evidence.is_empty() {
+            if window.most_recent && !matched.is_empty() {
                 break;
             }
         }
-        evidence.truncate(MAX_K);
+        matched.sort_by_key(|(held, _)| std::cmp::Reverse(*held));
+        let evidence: Vec<Evidence> = matched.into_iter().take(MAX_K).map(|(_, e)| e).collect();
         let note = evidence.is_empty().then(|| format!("no {} entries match in that scope", a.record));
         Ok(ToolOutput { evidence, note })
     }

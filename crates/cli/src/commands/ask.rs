@@ -32,8 +32,9 @@ pub struct Args {
     /// (agent-no-skills, agent-all-skills, agent-no-filters,
     /// agent-no-calculators, agent-no-memory, agent-reactive), or
     /// agent-paper-broadening (the paper's broadening, never without the
-    /// kind filter), or agent-paper-plan (the paper's plan schema, without
-    /// Evident's typed plan).
+    /// kind filter), agent-paper-plan (the paper's plan schema, without
+    /// Evident's typed plan), or agent-paper-scope (scopes as the model
+    /// wrote them, without Evident's whole-history scope).
     #[arg(long, default_value = "agent")]
     pub method: String,
     /// A folder of skill files (Markdown with front matter) added to the
