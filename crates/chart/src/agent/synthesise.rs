@@ -122,30 +122,47 @@ pub(crate) struct ShownValues {
     pub results: Vec<(String, String)>,
     pub subject_named: bool,
     pub subject_dates: Vec<String>,
+    pub subject_intervals: Vec<String>,
     pub order: EvidenceOrder,
 }
 
 impl ShownValues {
     /// Which numbered items of the prompt name what the question asks
     /// about ([`names_subject`] over its [`subject_words`]): whether any
-    /// does, and each one's own date, the first date of its header
+    /// does; each one's own date, the first date of its header
     /// ("(problem_list, 2017-08-26)"), oldest first, not the dates inside
-    /// its line (a resolution or a stop).
+    /// its line (a resolution or a stop); and the intervals they can
+    /// start: from such an own date to "ongoing" or to a later date that
+    /// its own line holds (a timeline line's resolution) or that is
+    /// another shown item's own date (the note that stopped a therapy).
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
         let words = subject_words(question);
         if words.is_empty() {
             return self;
         }
+        let own_date = |text: &str| {
+            let (header, line) = text.trim_start().strip_prefix('(')?.split_once(')')?;
+            Some((dates_in(header).into_iter().next()?, line.to_string()))
+        };
+        let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
         for (_, text) in numbered_lines(prompt).filter(|(_, text)| names_subject(&words, text)) {
             self.subject_named = true;
-            let header = text.trim_start().strip_prefix('(').and_then(|h| h.split_once(')')).map(|(h, _)| h);
-            if let Some(date) = header.and_then(|h| dates_in(h).into_iter().next()) {
-                if !self.subject_dates.contains(&date) {
-                    self.subject_dates.push(date);
+            let Some((own, line)) = own_date(text) else { continue };
+            let mut ends: Vec<String> =
+                dates_in(&line).into_iter().chain(item_dates.iter().cloned()).filter(|d| *d > own).collect();
+            ends.push("ongoing".into());
+            for end in ends {
+                let interval = format!("{own}–{end}");
+                if !self.subject_intervals.contains(&interval) {
+                    self.subject_intervals.push(interval);
                 }
+            }
+            if !self.subject_dates.contains(&own) {
+                self.subject_dates.push(own);
             }
         }
         self.subject_dates.sort();
+        self.subject_intervals.sort();
         self
     }
 }
@@ -245,8 +262,10 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// question before it), a list's dates are the own dates of the items
 /// that name it, and so are a date's when the evidence order is earliest
 /// (the first-occurrence skill answers with the document's date; the
-/// same model then took a line's resolution date); a score or stage
-/// first: the value of a shown
+/// same model then took a line's resolution date); an interval list,
+/// once a shown item names the subject, of intervals those items start
+/// (to a later date in the line or of another item, or ongoing), after
+/// an optional status, Administered or Active; a score or stage first: the value of a shown
 /// calculator the question names when there is one (nothing else: the
 /// score is computed), else one a shown calculator computed; a category
 /// among the options the question lists; else any short line.
@@ -298,6 +317,10 @@ pub(crate) fn answer_schema(
             options if options.is_empty() => format!("^{TEXT}{{1,40}}$"),
             options => format!("^(?:{}|{UNKNOWN})$", alternatives(options)),
         },
+        Some(AnswerType::IntervalList) if !shown.subject_intervals.is_empty() => {
+            let entries = alternatives(&shown.subject_intervals);
+            format!("^(?:(?:Administered|Active): )?(?:{entries})(?: \\| (?:{entries})){{0,11}}$")
+        }
         Some(AnswerType::DateList | AnswerType::IntervalList) | None => format!("^{TEXT}{{1,80}}$"),
     };
     let reasoning = if numbers.is_empty() {
@@ -552,6 +575,20 @@ mod tests {
         assert!(accepts(EvidenceOrder::Earliest, "2017-08-26"));
         assert!(!accepts(EvidenceOrder::Earliest, "2019-01-18"), "the line's resolution date");
         assert!(!accepts(EvidenceOrder::Earliest, "2018-03-01"));
+        let intervals = |answer: &str| {
+            let q = "In which documented intervals was Polyp of colon active (onset–resolution or onset–ongoing)?";
+            let shown = shown_values(prompt).with_subject(q, prompt);
+            let schema = answer_schema(&[1, 2], q, Some(AnswerType::IntervalList), &shown, &[]);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
+        };
+        assert_eq!(shown.subject_intervals, ["2017-08-26–2018-03-01", "2017-08-26–2019-01-18", "2017-08-26–ongoing"]);
+        assert!(intervals("2017-08-26–2019-01-18"));
+        assert!(intervals("Active: 2017-08-26–2019-01-18 | 2017-08-26–ongoing"));
+        assert!(!intervals("2018-03-01–ongoing"), "item 2 does not name it");
+        assert!(!intervals("2017-08-26–2016-01-01"), "no date before the start, and none not shown");
+        assert!(!intervals("Notdocumented: 2017-08-26–2019-01-18"), "a status is Administered or Active");
+        assert!(!intervals("Not documented"));
         // Without the earliest order, any date an item shows.
         assert!(accepts(EvidenceOrder::MostRecent, "2019-01-18"));
         assert!(!accepts(EvidenceOrder::MostRecent, "Not documented"));

@@ -88,13 +88,30 @@ pub fn question_keywords(question: &str) -> String {
     words.split_whitespace().filter(|w| !QUESTION_WORDS.contains(w)).collect::<Vec<_>>().join(" ")
 }
 
-/// Words of time that a question asks with, not about.
-const TIME_WORDS: &[&str] =
-    &["first", "last", "latest", "earliest", "initial", "initially", "most", "recent", "recently", "current", "time"];
+/// Words of time and status that a question asks with, not about.
+const FRAME_WORDS: &[&str] = &[
+    "first",
+    "last",
+    "latest",
+    "earliest",
+    "initial",
+    "initially",
+    "most",
+    "recent",
+    "recently",
+    "current",
+    "time",
+    "interval",
+    "intervals",
+    "period",
+    "periods",
+    "active",
+    "ongoing",
+];
 
 /// The words that name what a question asks about: its keywords
-/// ([`question_keywords`]) without words of time ("first", "most
-/// recent") and without a parenthesised part, which holds a format or the
+/// ([`question_keywords`]) without words of time and status ("first",
+/// "most recent", "intervals", "active") and without a parenthesised part, which holds a format or the
 /// options ("(at most 12, YYYY-MM-DD)").
 pub fn subject_words(question: &str) -> Vec<String> {
     let mut outside = String::new();
@@ -107,7 +124,7 @@ pub fn subject_words(question: &str) -> Vec<String> {
             _ => outside.push(' '),
         }
     }
-    question_keywords(&outside).split_whitespace().filter(|w| !TIME_WORDS.contains(w)).map(str::to_string).collect()
+    question_keywords(&outside).split_whitespace().filter(|w| !FRAME_WORDS.contains(w)).map(str::to_string).collect()
 }
 
 /// Whether `text` names the subject whose words are `words`: it holds
@@ -150,6 +167,11 @@ mod tests {
         assert!(names_subject(&words, "- 2010-02-01: Chronic kidney disease stage 3 (disorder) (active)"));
         assert!(!names_subject(&words, "- 1993-05-04: Chronic sinusitis (disorder) (active)"));
         assert!(!names_subject(&words, "- 1993-05-04: Chronic kidneydisease"));
+
+        let words = subject_words(
+            "In which documented intervals was Acute viral pharyngitis (disorder) active (onset–resolution or onset–ongoing)?",
+        );
+        assert_eq!(words, ["acute", "viral", "pharyngitis"]);
 
         let words = subject_words("When was Hypertension first documented?");
         assert!(names_subject(&words, "- 2001-03-02: Hypertension (active)"));
