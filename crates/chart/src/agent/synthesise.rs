@@ -247,6 +247,11 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
     values.into_iter().map(|v| literal(v.as_ref())).collect::<Vec<_>>().join("|")
 }
 
+/// Above this many candidate intervals (a subject named on many days of
+/// a long full context) an interval list is any short line again, so the
+/// answer grammar stays small.
+const MAX_INTERVALS: usize = 200;
+
 /// The answer step's schema: a one-line answer, and a reasoning of one to
 /// three cited passages whose `[n]` can only be a number in `numbers` (no
 /// citation at all when nothing was shown). Patterns carry their own
@@ -265,10 +270,12 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// same model then took a line's resolution date); an interval list,
 /// once a shown item names the subject, of intervals those items start
 /// (to a later date in the line or of another item, or ongoing), after
-/// an optional status, Administered or Active; a score or stage first: the value of a shown
-/// calculator the question names when there is one (nothing else: the
-/// score is computed), else one a shown calculator computed; a category
-/// among the options the question lists; else any short line.
+/// an optional status, Administered or Active (any short line again
+/// beyond [`MAX_INTERVALS`] candidates); a score or stage first: the
+/// value of a shown calculator the question names when there is one
+/// (nothing else: the score is computed), else one a shown calculator
+/// computed; a category among the options the question lists; else any
+/// short line.
 pub(crate) fn answer_schema(
     numbers: &[usize],
     question: &str,
@@ -317,7 +324,9 @@ pub(crate) fn answer_schema(
             options if options.is_empty() => format!("^{TEXT}{{1,40}}$"),
             options => format!("^(?:{}|{UNKNOWN})$", alternatives(options)),
         },
-        Some(AnswerType::IntervalList) if !shown.subject_intervals.is_empty() => {
+        Some(AnswerType::IntervalList)
+            if !shown.subject_intervals.is_empty() && shown.subject_intervals.len() <= MAX_INTERVALS =>
+        {
             let entries = alternatives(&shown.subject_intervals);
             format!("^(?:(?:Administered|Active): )?(?:{entries})(?: \\| (?:{entries})){{0,11}}$")
         }
