@@ -111,8 +111,9 @@ const FRAME_WORDS: &[&str] = &[
 
 /// The words that name what a question asks about: its keywords
 /// ([`question_keywords`]) without words of time and status ("first",
-/// "most recent", "intervals", "active") and without a parenthesised part, which holds a format or the
-/// options ("(at most 12, YYYY-MM-DD)").
+/// "most recent", "intervals", "active") and without a parenthesised
+/// part, which holds a format, the options or a qualifier ("(at most 12,
+/// YYYY-MM-DD)", "(disorder)").
 pub fn subject_words(question: &str) -> Vec<String> {
     let mut outside = String::new();
     let mut depth = 0usize;
