@@ -86,7 +86,9 @@ pub enum Method {
     AgentNoMemory,
     AgentReactive,
     /// The agent with the paper's broadening only (k, keywords, date
-    /// limit): Evident's last level, no kind filter, switched off.
+    /// limit, after empty results): Evident's last level, no kind filter,
+    /// and its broadening after results that do not name the subject,
+    /// switched off.
     AgentPaperBroadening,
     /// The agent with the paper's plan schema: one argument object shared
     /// by every tool and no calculator rewrite (Evident's typed plan,
@@ -165,7 +167,10 @@ impl Method {
             Method::AgentNoCalculators => c.use_calculators = false,
             Method::AgentNoMemory => c.use_memory = false,
             Method::AgentReactive => c.use_plan = false,
-            Method::AgentPaperBroadening => c.broaden_kind = false,
+            Method::AgentPaperBroadening => {
+                c.broaden_kind = false;
+                c.broaden_unnamed = false;
+            }
             Method::AgentPaperPlan => c.typed_plan = false,
             Method::AgentPaperScope => c.history_scope = false,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {

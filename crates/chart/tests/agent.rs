@@ -1122,3 +1122,41 @@ fn a_record_query_keeps_the_entries_holding_the_most_query_words() {
     // Among entries holding as many words, the newest come first.
     assert!(out.evidence[1].text().contains("2010-02-04"), "{:?}", out.evidence[1]);
 }
+
+#[test]
+fn results_that_do_not_name_the_subject_broaden_the_next_search_and_the_papers_broadening_does_not() {
+    let search = json!({"query": "CT abdomen diabetes", "kind": "progress_note"});
+    let model = || {
+        scripted(&[
+            ASSESS.to_string(),
+            plan(json!([step(1, "search_reports", search.clone())])),
+            action("call_tool", Some("search_reports"), search.clone()),
+            action("call_tool", Some("search_reports"), search.clone()),
+            action("call_tool", Some("search_reports"), search.clone()),
+            action("finish", None, json!({})),
+            "Answer: Yes\nReasoning: CT abdomen on 2023-06-01 [1].".to_string(),
+        ])
+    };
+    let question = "Has the patient had a CT of the abdomen?";
+    // The diabetes notes match the query but do not name a CT of the
+    // abdomen: the repeated search runs broadened, down to no kind filter.
+    let out = run(&model(), Method::Agent, question);
+    let rounds = &out.trace.rounds;
+    assert!(rounds[0].evidence_found > 0, "{:?}", rounds[0]);
+    assert!(
+        rounds[0].notice.as_deref().is_some_and(|n| n.contains("no result names \"ct abdomen\"")),
+        "{:?}",
+        rounds[0]
+    );
+    assert!(rounds[1].adjustments.iter().any(|a| a.contains("k 5 -> 10")), "{:?}", rounds[1]);
+    assert!(rounds[2].adjustments.iter().any(|a| a.contains("kind filter removed")), "{:?}", rounds[2]);
+    assert!(out.context.iter().any(|n| n.document_id() == Some("d3")), "{:?}", out.context);
+
+    // The paper's broadening follows empty results only: the repeated
+    // search is blocked and the CT is never found.
+    let out = run(&model(), Method::AgentPaperBroadening, question);
+    let rounds = &out.trace.rounds;
+    assert_eq!(rounds[1].action, "call_tool (blocked)", "{:?}", rounds[1]);
+    assert!(rounds[0].notice.is_none(), "{:?}", rounds[0]);
+    assert!(out.context.iter().all(|n| n.document_id() != Some("d3")), "{:?}", out.context);
+}

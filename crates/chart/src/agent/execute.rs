@@ -8,7 +8,7 @@ use super::plan::{arguments_for, arguments_schema, calculation_meant, calculator
 use super::*;
 use crate::bank::AnswerType;
 use crate::policy::EvidenceOrder;
-use crate::tools::{keyword_subset, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
+use crate::tools::{keyword_subset, names_subject, subject_words, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
 /// An action's token limit: the schema's worst case (every string is
 /// bounded) fits it.
@@ -45,6 +45,9 @@ struct Execution {
     /// Why this question needs the whole history, when it does and
     /// [`AgentConfig::history_scope`] is on ([`whole_history`]).
     whole_history: Option<&'static str>,
+    /// The question's subject words, when
+    /// [`AgentConfig::broaden_unnamed`] is on and it has any.
+    subject: Option<Vec<String>>,
 }
 
 impl Execution {
@@ -107,7 +110,8 @@ pub(crate) fn execute(
     mut conversation: Vec<Message>,
     trace: &mut Trace,
 ) -> Result<Vec<Evidence>, ChartError> {
-    let mut state = Execution { whole_history: whole_history(ctx, assessment), ..Execution::default() };
+    let subject = Some(subject_words(ctx.question)).filter(|w| ctx.config.broaden_unnamed && !w.is_empty());
+    let mut state = Execution { whole_history: whole_history(ctx, assessment), subject, ..Execution::default() };
     let mut memory = Memory {
         query: ctx.question.to_string(),
         evidence: vec![],
@@ -482,10 +486,24 @@ pub(crate) fn execute(
                     }
                 };
                 step_ran = true;
+                // Evident's (`AgentConfig::broaden_unnamed`): results that
+                // name none of the question's subject count as empty for
+                // broadening, said in the round's notice.
+                let unnamed = state.subject.as_ref().filter(|words| {
+                    !output.evidence.is_empty() && !output.evidence.iter().any(|e| names_subject(words, &e.text()))
+                });
+                let unnamed_note = unnamed.map(|words| {
+                    format!(
+                        "no result names {:?}: the next search is broadened (Evident's, not the paper's)",
+                        words.join(" ")
+                    )
+                });
                 if tool == ToolName::SearchReports {
                     if output.evidence.is_empty() {
                         state.consecutive_empty += 1;
                         state.negative.insert(identity);
+                    } else if unnamed_note.is_some() {
+                        state.consecutive_empty += 1;
                     } else {
                         state.consecutive_empty = 0;
                     }
@@ -511,7 +529,7 @@ pub(crate) fn execute(
                     Some(tool.as_str().into()),
                     Some(args),
                     adjustments,
-                    output.note.clone(),
+                    output.note.clone().or(unnamed_note),
                     output.evidence.len(),
                     added,
                     cached,

@@ -112,6 +112,14 @@ pub struct AgentConfig {
     /// The paper never drops the kind filter; off
     /// (`--method agent-paper-broadening`), its three levels only.
     pub broaden_kind: bool,
+    /// Evident's broadening after irrelevant results, not the paper's: a
+    /// report search whose results name none of the question's subject
+    /// words (`tools::subject_words`, `tools::names_subject`) counts as
+    /// empty, so the next search is broadened as after an empty one; its
+    /// results stay evidence, and the round's notice says so. The paper
+    /// broadens after empty results only; off with
+    /// `--method agent-paper-broadening`, as is the kind level.
+    pub broaden_unnamed: bool,
     /// Evident's typed plan, not the paper's: each plan step's schema is
     /// its tool's (`tool` one of the tools, `arguments` only that tool's,
     /// a calculator id one of the loaded calculators, with only its own
@@ -148,6 +156,7 @@ impl Default for AgentConfig {
             seed: None,
             constrained_answer: false,
             broaden_kind: true,
+            broaden_unnamed: true,
             typed_plan: true,
             history_scope: true,
         }
