@@ -1139,7 +1139,8 @@ fn results_that_do_not_name_the_subject_broaden_the_next_search_and_the_papers_b
     };
     let question = "Has the patient had a CT of the abdomen?";
     // The diabetes notes match the query but do not name a CT of the
-    // abdomen: the repeated search runs broadened, down to no kind filter.
+    // abdomen: the repeated search runs broadened to the last level at
+    // once, without its kind filter.
     let out = run(&model(), Method::Agent, question);
     let rounds = &out.trace.rounds;
     assert!(rounds[0].evidence_found > 0, "{:?}", rounds[0]);
@@ -1148,8 +1149,8 @@ fn results_that_do_not_name_the_subject_broaden_the_next_search_and_the_papers_b
         "{:?}",
         rounds[0]
     );
-    assert!(rounds[1].adjustments.iter().any(|a| a.contains("k 5 -> 10")), "{:?}", rounds[1]);
-    assert!(rounds[2].adjustments.iter().any(|a| a.contains("kind filter removed")), "{:?}", rounds[2]);
+    assert!(rounds[1].adjustments.iter().any(|a| a.contains("kind filter removed")), "{:?}", rounds[1]);
+    assert!(rounds[1].evidence_found > 0 && rounds[1].notice.is_none(), "{:?}", rounds[1]);
     assert!(out.context.iter().any(|n| n.document_id() == Some("d3")), "{:?}", out.context);
 
     // The paper's broadening follows empty results only: the repeated

@@ -486,15 +486,16 @@ pub(crate) fn execute(
                     }
                 };
                 step_ran = true;
-                // Evident's (`AgentConfig::broaden_unnamed`): results that
-                // name none of the question's subject count as empty for
-                // broadening, said in the round's notice.
+                // Evident's (`AgentConfig::broaden_unnamed`): after results
+                // that name none of the question's subject the next search
+                // is broadened to the last level, said in the round's notice.
                 let unnamed = state.subject.as_ref().filter(|words| {
                     !output.evidence.is_empty() && !output.evidence.iter().any(|e| names_subject(words, &e.text()))
                 });
                 let unnamed_note = unnamed.map(|words| {
                     format!(
-                        "no result names {:?}: the next search is broadened (Evident's, not the paper's)",
+                        "no result names {:?}: the next search is broadened to the last level (Evident's, not the \
+                         paper's)",
                         words.join(" ")
                     )
                 });
@@ -503,7 +504,9 @@ pub(crate) fn execute(
                         state.consecutive_empty += 1;
                         state.negative.insert(identity);
                     } else if unnamed_note.is_some() {
-                        state.consecutive_empty += 1;
+                        // Wrong words or filters, not too few results: more
+                        // of the same would only fill the context budget.
+                        state.consecutive_empty = if ctx.config.broaden_kind { 4 } else { 3 };
                     } else {
                         state.consecutive_empty = 0;
                     }

@@ -112,13 +112,16 @@ pub struct AgentConfig {
     /// The paper never drops the kind filter; off
     /// (`--method agent-paper-broadening`), its three levels only.
     pub broaden_kind: bool,
-    /// Evident's broadening after irrelevant results, not the paper's: a
-    /// report search whose results name none of the question's subject
-    /// words (`tools::subject_words`, `tools::names_subject`) counts as
-    /// empty, so the next search is broadened as after an empty one; its
-    /// results stay evidence, and the round's notice says so. The paper
-    /// broadens after empty results only; off with
-    /// `--method agent-paper-broadening`, as is the kind level.
+    /// Evident's broadening after irrelevant results, not the paper's:
+    /// after a report search whose results name none of the question's
+    /// subject words (`tools::subject_words`, `tools::names_subject`) the
+    /// next search is broadened to the last level at once (keywords, no
+    /// date limit, no kind filter when [`AgentConfig::broaden_kind`]):
+    /// such results mean wrong words or filters, and doubling k would only
+    /// fill the context budget with more of them. The results stay
+    /// evidence, and the round's notice says so. The paper broadens after
+    /// empty results only; off with `--method agent-paper-broadening`, as
+    /// is the kind level.
     pub broaden_unnamed: bool,
     /// Evident's typed plan, not the paper's: each plan step's schema is
     /// its tool's (`tool` one of the tools, `arguments` only that tool's,
@@ -176,6 +179,24 @@ impl AgentConfig {
         self.constrained_answer = true;
         self
     }
+}
+
+/// When the nodes do not all fit `budget_tokens` ([`number_nodes`] would
+/// cut them), those that name the question's subject
+/// (`tools::names_subject`) first, each group in retrieval order, so what
+/// is cut is what does not name it (a search's unrelated lab reports had
+/// filled a 4,096-token model's context before the broadened search found
+/// the prescription asked about). Otherwise, or when none names it (a
+/// synonym, a drug class), the order is unchanged.
+pub(crate) fn subject_first(nodes: &[Evidence], question: &str, budget_tokens: usize) -> Vec<Evidence> {
+    let words = crate::tools::subject_words(question);
+    if words.is_empty() || nodes.iter().map(node_tokens).sum::<usize>() <= budget_tokens {
+        return nodes.to_vec();
+    }
+    let (mut named, rest): (Vec<Evidence>, Vec<Evidence>) =
+        nodes.iter().cloned().partition(|n| crate::tools::names_subject(&words, &n.text()));
+    named.extend(rest);
+    named
 }
 
 /// Token and time accounting over every call of one question.
@@ -501,7 +522,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     // overflow, the context shrinks by half (twice), then the question is
     // a recorded pipeline failure rather than an error.
     for shrink in 0..3 {
-        let (kept, shown) = number_nodes(&nodes, budget);
+        let (kept, shown) = number_nodes(&subject_first(&nodes, ctx.question, budget), budget);
         let resolution = resolve_in(&kept, order);
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;

@@ -386,6 +386,34 @@ fn synthesise_constrained(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::subject_first;
+
+    #[test]
+    fn when_the_context_must_be_cut_the_items_naming_the_subject_come_first() {
+        let section = |id: &str, text: &str| Evidence::Section {
+            document_id: id.into(),
+            section_id: 1,
+            kind: evident_model::DocKind::LabReport,
+            date: None,
+            heading: None,
+            start: 0,
+            end: text.len(),
+            text: text.into(),
+        };
+        let nodes = vec![
+            section("lab", "Laboratory results: Potassium 4.1 mmol/L; Sodium 140 mmol/L"),
+            section("rx", "Penicillin V Potassium 500 MG Oral Tablet (stopped)"),
+        ];
+        let question = "When was Penicillin V Potassium 500 MG Oral Tablet first prescribed?";
+        let ids = |nodes: &[Evidence]| nodes.iter().map(|n| n.document_id().unwrap().to_string()).collect::<Vec<_>>();
+        let all: usize = nodes.iter().map(node_tokens).sum();
+        assert_eq!(ids(&subject_first(&nodes, question, all)), ["lab", "rx"], "everything fits: order kept");
+        assert_eq!(ids(&subject_first(&nodes, question, all - 1)), ["rx", "lab"]);
+        let (kept, _) = number_nodes(&subject_first(&nodes, question, node_tokens(&nodes[1])), node_tokens(&nodes[1]));
+        assert_eq!(ids(&kept), ["rx"], "what is cut does not name the subject");
+        let other = "When was Amoxicillin first prescribed?";
+        assert_eq!(ids(&subject_first(&nodes, other, 1)), ["lab", "rx"], "nothing names it: order kept");
+    }
 
     #[test]
     fn nodes_are_counted_digit_by_digit_so_a_record_line_full_of_ids_fits() {
