@@ -132,9 +132,10 @@ impl ShownValues {
     /// does; each one's own date, the first date of its header
     /// ("(problem_list, 2017-08-26)"), oldest first, not the dates inside
     /// its line (a resolution or a stop); and the intervals they can
-    /// start: from such an own date to "ongoing" or to a later date that
-    /// its own line holds (a timeline line's resolution) or that is
-    /// another shown item's own date (the note that stopped a therapy).
+    /// start: from such an own date to a later date that its own line
+    /// holds (a timeline line's resolution) or that is another shown
+    /// item's own date (the note that stopped a therapy), or to "ongoing"
+    /// when its line states no later date.
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
         let words = subject_words(question);
         if words.is_empty() {
@@ -148,9 +149,13 @@ impl ShownValues {
         for (_, text) in numbered_lines(prompt).filter(|(_, text)| names_subject(&words, text)) {
             self.subject_named = true;
             let Some((own, line)) = own_date(text) else { continue };
+            let stated: Vec<String> = dates_in(&line).into_iter().filter(|d| *d > own).collect();
+            // A line that states its own end (a resolution, a stop) is not
+            // ongoing.
+            let ongoing = stated.is_empty().then(|| "ongoing".to_string());
             let mut ends: Vec<String> =
-                dates_in(&line).into_iter().chain(item_dates.iter().cloned()).filter(|d| *d > own).collect();
-            ends.push("ongoing".into());
+                stated.into_iter().chain(item_dates.iter().cloned()).filter(|d| *d > own).collect();
+            ends.extend(ongoing);
             for end in ends {
                 let interval = format!("{own}–{end}");
                 if !self.subject_intervals.contains(&interval) {
@@ -619,13 +624,24 @@ mod tests {
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };
-        assert_eq!(shown.subject_intervals, ["2017-08-26–2018-03-01", "2017-08-26–2019-01-18", "2017-08-26–ongoing"]);
+        assert_eq!(shown.subject_intervals, ["2017-08-26–2018-03-01", "2017-08-26–2019-01-18"]);
         assert!(intervals("2017-08-26–2019-01-18"));
-        assert!(intervals("Active: 2017-08-26–2019-01-18 | 2017-08-26–ongoing"));
+        assert!(intervals("Active: 2017-08-26–2019-01-18 | 2017-08-26–2018-03-01"));
+        assert!(!intervals("2017-08-26–ongoing"), "its line states the resolution");
         assert!(!intervals("2018-03-01–ongoing"), "item 2 does not name it");
         assert!(!intervals("2017-08-26–2016-01-01"), "no date before the start, and none not shown");
         assert!(!intervals("Notdocumented: 2017-08-26–2019-01-18"), "a status is Administered or Active");
         assert!(!intervals("Not documented"));
+        let therapy = "Context items:\n\
+            [1] (progress_note, 2021-01-11) Cycle 1 day 1 of Dara-Kd administered: carfilzomib 20 mg/m2.\n\
+            [2] (progress_note, 2022-09-05) Progression. Dara-Kd stopped.\n";
+        let q = "In which documented intervals was carfilzomib administered (start–end or ongoing)?";
+        let shown = shown_values(therapy).with_subject(q, therapy);
+        assert_eq!(
+            shown.subject_intervals,
+            ["2021-01-11–2022-09-05", "2021-01-11–ongoing"],
+            "the stop is another note's"
+        );
         // Without the earliest order, any date an item shows.
         assert!(accepts(EvidenceOrder::MostRecent, "2019-01-18"));
         assert!(!accepts(EvidenceOrder::MostRecent, "Not documented"));
