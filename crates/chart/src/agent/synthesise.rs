@@ -146,24 +146,31 @@ impl ShownValues {
             Some((dates_in(header).into_iter().next()?, line.to_string()))
         };
         let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
-        for (_, text) in numbered_lines(prompt).filter(|(_, text)| names_subject(&words, text)) {
-            self.subject_named = true;
-            let Some((own, line)) = own_date(text) else { continue };
-            let stated: Vec<String> = dates_in(&line).into_iter().filter(|d| *d > own).collect();
-            // A line that states its own end (a resolution, a stop) is not
-            // ongoing.
-            let ongoing = stated.is_empty().then(|| "ongoing".to_string());
-            let mut ends: Vec<String> =
-                stated.into_iter().chain(item_dates.iter().cloned()).filter(|d| *d > own).collect();
-            ends.extend(ongoing);
-            for end in ends {
+        let naming: Vec<(String, Vec<String>)> = numbered_lines(prompt)
+            .filter(|(_, text)| names_subject(&words, text))
+            .filter_map(|(_, text)| {
+                self.subject_named = true;
+                let (own, line) = own_date(text)?;
+                let stated = dates_in(&line).into_iter().filter(|d| *d > own).collect();
+                Some((own, stated))
+            })
+            .collect();
+        // A start whose line states an end (a resolution, a stop) is not
+        // ongoing, though another line of that day (the encounter) states
+        // none.
+        let ended: BTreeSet<&str> =
+            naming.iter().filter(|(_, stated)| !stated.is_empty()).map(|(own, _)| own.as_str()).collect();
+        for (own, stated) in &naming {
+            let ongoing = (!ended.contains(own.as_str())).then_some("ongoing");
+            let later = stated.iter().chain(&item_dates).filter(|d| *d > own).map(String::as_str);
+            for end in later.chain(ongoing) {
                 let interval = format!("{own}–{end}");
                 if !self.subject_intervals.contains(&interval) {
                     self.subject_intervals.push(interval);
                 }
             }
-            if !self.subject_dates.contains(&own) {
-                self.subject_dates.push(own);
+            if !self.subject_dates.contains(own) {
+                self.subject_dates.push(own.clone());
             }
         }
         self.subject_dates.sort();
@@ -628,6 +635,12 @@ mod tests {
         assert!(intervals("2017-08-26–2019-01-18"));
         assert!(intervals("Active: 2017-08-26–2019-01-18 | 2017-08-26–2018-03-01"));
         assert!(!intervals("2017-08-26–ongoing"), "its line states the resolution");
+        // An encounter of the same day names it and states no end: the
+        // day's condition line does, so that start is still not ongoing.
+        let with_encounter =
+            format!("{prompt}[3] (encounter, 2017-08-26) Encounter for symptom, reason: Polyp of colon\n");
+        let shown = shown_values(&with_encounter).with_subject(question, &with_encounter);
+        assert!(!shown.subject_intervals.iter().any(|i| i.ends_with("ongoing")), "{:?}", shown.subject_intervals);
         assert!(!intervals("2018-03-01–ongoing"), "item 2 does not name it");
         assert!(!intervals("2017-08-26–2016-01-01"), "no date before the start, and none not shown");
         assert!(!intervals("Notdocumented: 2017-08-26–2019-01-18"), "a status is Administered or Active");
