@@ -602,7 +602,11 @@ fn a_result_too_long_for_a_small_context_is_shown_in_part_and_kept_whole() {
 /// A plan that searches for the CT under the wrong kind (it is stored as
 /// `radiology`, the model asks for `progress_note`) three times.
 fn ct_under_the_wrong_kind(answer: &str) -> Scripted {
-    let search = json!({"query": "CT abdomen", "kind": "progress_note"});
+    three_searches(json!({"query": "CT abdomen", "kind": "progress_note"}), answer)
+}
+
+/// A plan of one search, the same search three times, finish, `answer`.
+fn three_searches(search: Value, answer: &str) -> Scripted {
     scripted(&[
         ASSESS.to_string(),
         plan(json!([step(1, "search_reports", search.clone())])),
@@ -1125,17 +1129,11 @@ fn a_record_query_keeps_the_entries_holding_the_most_query_words() {
 
 #[test]
 fn results_that_do_not_name_the_subject_broaden_the_next_search_and_the_papers_broadening_does_not() {
-    let search = json!({"query": "CT abdomen diabetes", "kind": "progress_note"});
     let model = || {
-        scripted(&[
-            ASSESS.to_string(),
-            plan(json!([step(1, "search_reports", search.clone())])),
-            action("call_tool", Some("search_reports"), search.clone()),
-            action("call_tool", Some("search_reports"), search.clone()),
-            action("call_tool", Some("search_reports"), search.clone()),
-            action("finish", None, json!({})),
-            "Answer: Yes\nReasoning: CT abdomen on 2023-06-01 [1].".to_string(),
-        ])
+        three_searches(
+            json!({"query": "CT abdomen diabetes", "kind": "progress_note"}),
+            "Answer: Yes\nReasoning: CT abdomen on 2023-06-01 [1].",
+        )
     };
     let question = "Has the patient had a CT of the abdomen?";
     // The diabetes notes match the query but do not name a CT of the

@@ -146,13 +146,16 @@ impl ShownValues {
             Some((dates_in(header).into_iter().next()?, line.to_string()))
         };
         let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
-        let naming: Vec<(String, Vec<String>)> = numbered_lines(prompt)
-            .filter(|(_, text)| names_subject(&words, text))
-            .filter_map(|(_, text)| {
-                self.subject_named = true;
-                let (own, line) = own_date(text)?;
+        let named: Vec<&str> =
+            numbered_lines(prompt).map(|(_, text)| text).filter(|text| names_subject(&words, text)).collect();
+        self.subject_named = !named.is_empty();
+        // Each naming item's own date and the later dates its line states.
+        let naming: Vec<(String, Vec<String>)> = named
+            .into_iter()
+            .filter_map(own_date)
+            .map(|(own, line)| {
                 let stated = dates_in(&line).into_iter().filter(|d| *d > own).collect();
-                Some((own, stated))
+                (own, stated)
             })
             .collect();
         // A start whose line states an end (a resolution, a stop) is not
