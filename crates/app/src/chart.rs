@@ -27,8 +27,8 @@ use evident_store::SectionFilter;
 pub struct AskRequest {
     pub patient_id: String,
     pub question: String,
-    /// The question's answer schema: yes_no, date, category, score,
-    /// date_list or interval_list (`None`: not stated).
+    /// The question's answer schema: yes_no, yes_no_unclear, date,
+    /// category, score, date_list or interval_list (`None`: not stated).
     pub answer_type: Option<String>,
     /// The reference date, YYYY-MM-DD (default: the last document's date).
     pub as_of: Option<String>,

@@ -87,8 +87,8 @@ pub struct ChartJob {
     pub method: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
-    /// The answer schema the question expects (`yes_no`, `date`,
-    /// `category`, `score`, `date_list`, `interval_list`); stated to the
+    /// The answer schema the question expects (`yes_no`,
+    /// `yes_no_unclear`, `date`, `category`, `score`, `date_list`, `interval_list`); stated to the
     /// model under the question, as `evident ask --answer-type` does.
     #[serde(default)]
     pub answer_type: Option<String>,

@@ -39,8 +39,14 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerType {
-    /// Yes / No / Not documented / Unclear (/ Never).
+    /// Yes / No / Not documented / Unclear (/ Never): the paper's format
+    /// for a status on a date and for "is X documented" (Q01-Q03, Q17,
+    /// Q18).
     YesNo,
+    /// Yes / No / Unclear: the paper's format for whether something was
+    /// ever done, given or diagnosed (Q04-Q16, Q19, Q20, Q43-Q45). There is
+    /// no "Not documented": nothing in the record is "No".
+    YesNoUnclear,
     /// One date, YYYY-MM-DD (or Not documented).
     Date,
     /// One category (a stage, a class) from the template's list.
@@ -58,8 +64,9 @@ impl AnswerType {
         matches!(self, AnswerType::DateList | AnswerType::IntervalList)
     }
 
-    pub const ALL: [AnswerType; 6] = [
+    pub const ALL: [AnswerType; 7] = [
         AnswerType::YesNo,
+        AnswerType::YesNoUnclear,
         AnswerType::Date,
         AnswerType::Category,
         AnswerType::Score,
@@ -67,7 +74,7 @@ impl AnswerType {
         AnswerType::IntervalList,
     ];
 
-    /// Reads `yes_no` (or `yes-no`), `date`, `category`, `score`,
+    /// Reads `yes_no` (or `yes-no`), `yes_no_unclear`, `date`, `category`, `score`,
     /// `date_list`, `interval_list`.
     pub fn parse(text: &str) -> Option<AnswerType> {
         let t = text.trim().replace('-', "_");
@@ -80,6 +87,7 @@ impl AnswerType {
     pub fn schema(self) -> &'static str {
         match self {
             AnswerType::YesNo => "single choice: Yes / No / Not documented / Unclear",
+            AnswerType::YesNoUnclear => "single choice: Yes / No / Unclear",
             AnswerType::Date => "one date: YYYY-MM-DD, or Not documented / Unclear",
             AnswerType::Category => "one category named in the question, or Not documented / Unclear",
             AnswerType::Score => "stage or score: <value>; <date of the inputs>; <source>, or Not documented / Unclear",
@@ -93,6 +101,7 @@ impl AnswerType {
     pub fn as_str(self) -> &'static str {
         match self {
             AnswerType::YesNo => "yes_no",
+            AnswerType::YesNoUnclear => "yes_no_unclear",
             AnswerType::Date => "date",
             AnswerType::Category => "category",
             AnswerType::Score => "score",
@@ -408,7 +417,9 @@ pub struct Template {
     pub adapts: String,
     /// The question, with `{date}` and the rule's slot as placeholders.
     pub question: String,
-    /// The answer options shown in the docs (not to the model).
+    /// The answer options. For a yes/no rule they choose the answer type:
+    /// with "Not documented" [`AnswerType::YesNo`], else
+    /// [`AnswerType::YesNoUnclear`] (the paper's two yes/no formats).
     pub answer_format: String,
     #[serde(flatten)]
     pub rule: Rule,
@@ -416,9 +427,15 @@ pub struct Template {
 
 impl Template {
     pub fn answer_type(&self) -> AnswerType {
-        self.rule.answer_type()
+        match self.rule.answer_type() {
+            AnswerType::YesNo if !self.answer_format.contains("Not documented") => AnswerType::YesNoUnclear,
+            t => t,
+        }
     }
 }
+
+/// The two yes/no answer formats a template may give.
+const YES_NO_FORMATS: [&str; 2] = ["Yes / No / Not documented / Unclear", "Yes / No / Unclear"];
 
 /// The built-in templates (general medicine, for FHIR records).
 pub const BUILTIN_TEMPLATES: &str = include_str!("../bank/templates.yaml");
@@ -434,7 +451,8 @@ pub struct TemplateError {
 
 /// Parses and validates templates: ids unique, levels 1-3, a known
 /// category, a known rule with its parameters, the placeholders the rule
-/// fills, and every level present.
+/// fills, one of the paper's two yes/no formats for a yes/no rule, and
+/// every level present.
 pub fn load_templates(file: &str, text: &str) -> Result<Vec<Template>, TemplateError> {
     let err = |place: String, message: String| TemplateError { file: file.to_string(), place, message };
     let raw: Vec<serde_yaml::Value> = serde_yaml::from_str(text)
@@ -472,6 +490,15 @@ pub fn load_templates(file: &str, text: &str) -> Result<Vec<Template>, TemplateE
             if !placeholders.contains(&slot) {
                 return Err(err(place, format!("field `question` must contain {slot}, which the rule fills")));
             }
+        }
+        if t.rule.answer_type() == AnswerType::YesNo && !YES_NO_FORMATS.iter().any(|f| t.answer_format.starts_with(f)) {
+            return Err(err(
+                place,
+                format!(
+                    "field `answer_format` is {:?}; a yes/no rule's format starts with {:?} or {:?}",
+                    t.answer_format, YES_NO_FORMATS[0], YES_NO_FORMATS[1]
+                ),
+            ));
         }
         let empty_list = match &t.rule {
             Rule::MedicationClassEver { substances } => substances.is_empty(),
@@ -1315,6 +1342,25 @@ mod tests {
         assert!(e.message.contains("made_up"), "{e}");
         let missing = bad.replace("{terms: [a]}", "{}").replace("{drug}", "it");
         assert!(load_templates("t.yaml", &missing).unwrap_err().message.contains("terms"));
+        let format = bad.replace("{drug}", "it");
+        let e = load_templates("t.yaml", &format).unwrap_err();
+        assert!(e.message.contains("answer_format") && e.message.contains("Yes / No / Unclear"), "{e}");
+    }
+
+    #[test]
+    fn a_yes_no_template_without_not_documented_asks_yes_no_unclear() {
+        let t = builtin_templates();
+        let answer_type = |id: &str| t.iter().find(|x| x.id == id).unwrap().answer_type();
+        // The paper's formats: Q01-Q03 and Q17 offer "not documented",
+        // Q04-Q16 do not.
+        assert_eq!(answer_type("G01"), AnswerType::YesNo, "receiving a drug on a date");
+        assert_eq!(answer_type("G08"), AnswerType::YesNo, "is renal failure documented");
+        assert_eq!(answer_type("G13"), AnswerType::YesNoUnclear, "documented evidence of an echocardiogram");
+        assert_eq!(answer_type("G34"), AnswerType::YesNoUnclear, "eligibility, with a justification");
+        assert_eq!(answer_type("G21"), AnswerType::DateList);
+        for t in AnswerType::ALL {
+            assert_eq!(AnswerType::parse(t.as_str()), Some(t));
+        }
     }
 
     fn day(s: &str) -> NaiveDateTime {

@@ -237,7 +237,7 @@ pub fn answer_value(text: &str, answer_type: AnswerType) -> String {
         .filter(|w| !w.is_empty())
         .collect();
     match answer_type {
-        AnswerType::YesNo => YES_NO
+        AnswerType::YesNo | AnswerType::YesNoUnclear => YES_NO
             .iter()
             .find(|o| {
                 n == **o

@@ -19,7 +19,9 @@ fn schemas(method: Method, answer_type: Option<AnswerType>) -> Vec<serde_json::V
                       "evidence_requirements": [], "stop_rule": "done"}], "stop_conditions": []});
     let finish = json!({"action": "finish", "reason": "done"});
     // The embedded model's answer step is constrained JSON too.
-    let answer = json!({"answer": "Not documented", "reasoning": "Nothing was found."});
+    // (The paper's Yes / No / Unclear has no "Not documented".)
+    let unknown = if answer_type == Some(AnswerType::YesNoUnclear) { "Unclear" } else { "Not documented" };
+    let answer = json!({"answer": unknown, "reasoning": "Nothing was found."});
     let mut answers = vec![assess.to_string()];
     if method != Method::AgentReactive {
         answers.push(plan.to_string());

@@ -150,7 +150,7 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
     ask(&["X1", "   "]).fails_with(2, "the question is empty");
     ask(&["X1", "Is she on metformin?", "--method", "magic"]).fails_with(2, "method \"magic\" is unknown");
     ask(&["X1", "Is she on metformin?", "--answer-type", "essay"])
-        .fails_with(2, "--answer-type: answer type \"essay\" is unknown; use one of yes_no, date");
+        .fails_with(2, "--answer-type: answer type \"essay\" is unknown; use one of yes_no, yes_no_unclear, date");
     sb.write("skills/renal.md", "---\nid: renal\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody\n");
     ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");
     assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");

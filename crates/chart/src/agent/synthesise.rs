@@ -273,7 +273,8 @@ const MAX_INTERVALS: usize = 200;
 /// length bounds so the answer always fits its token limit. With the
 /// question's answer type the answer is held to its schema: one of the
 /// choices (those the agent's triggered style skills allow, when they
-/// list any: `style_answers`); a date that a shown item holds (any date
+/// list any: `style_answers`; Yes, No or Unclear alone for the paper's
+/// format without "Not documented"); a date that a shown item holds (any date
 /// when nothing is shown), and a list of dates (" | " between them) only
 /// of those; once a shown item names the question's subject, "Not
 /// documented" and "Unclear" are no longer choices for either (it is
@@ -303,6 +304,14 @@ pub(crate) fn answer_schema(
     let answer = match answer_type {
         Some(AnswerType::YesNo) if !style_answers.is_empty() => format!("^(?:{})$", alternatives(style_answers)),
         Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
+        Some(AnswerType::YesNoUnclear) => {
+            let options = ["Yes", "No", "Unclear"];
+            let styled: Vec<&str> = options
+                .into_iter()
+                .filter(|o| style_answers.is_empty() || style_answers.iter().any(|s| s == o))
+                .collect();
+            format!("^(?:{})$", alternatives(if styled.is_empty() { &options[..] } else { &styled }))
+        }
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.order == EvidenceOrder::Earliest && !shown.subject_dates.is_empty() => {
@@ -501,6 +510,24 @@ mod tests {
         assert!(answers("No").is_ok() && answers("Unclear").is_ok());
         assert!(answers("Not documented").is_err() && answers("Never").is_err());
         assert!(!check(AnswerType::YesNo, "Yes, since 2019"));
+        // The paper's Yes / No / Unclear format: nothing found is "No".
+        for ok in ["Yes", "No", "Unclear"] {
+            assert!(check(AnswerType::YesNoUnclear, ok), "{ok}");
+        }
+        assert!(!check(AnswerType::YesNoUnclear, "Not documented") && !check(AnswerType::YesNoUnclear, "Never"));
+        let narrowed = evident_llm::SchemaValidator::new(&answer_schema(
+            &[1],
+            "q",
+            Some(AnswerType::YesNoUnclear),
+            &ShownValues::default(),
+            &["Yes".to_string(), "Not documented".to_string()],
+        ))
+        .unwrap();
+        let narrowed = |a: &str| narrowed.check(&json!({"answer": a, "reasoning": "x [1]."}).to_string()).is_ok();
+        assert!(
+            narrowed("Yes") && !narrowed("No") && !narrowed("Not documented"),
+            "the style's options within the format"
+        );
         assert!(check(AnswerType::Date, "2017-08-26"));
         assert!(check(AnswerType::Date, "Not documented"));
         assert!(!check(AnswerType::Date, "2020-09-30 conditions age sex"));

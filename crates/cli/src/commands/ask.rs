@@ -20,8 +20,8 @@ pub struct Args {
     /// Default: the date of the patient's last document.
     #[arg(long)]
     pub as_of: Option<String>,
-    /// The question's answer schema (yes_no, date, category, score,
-    /// date_list, interval_list): stated in every method's answer prompt
+    /// The question's answer schema (yes_no, yes_no_unclear, date,
+    /// category, score, date_list, interval_list): stated in every method's answer prompt
     /// and, on the embedded model, the form the answer is decoded in.
     #[arg(long)]
     pub answer_type: Option<String>,
