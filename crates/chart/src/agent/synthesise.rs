@@ -368,6 +368,28 @@ pub(crate) fn answer_schema(
         "required": ["answer", "reasoning"], "additionalProperties": false})
 }
 
+/// A list answer with each entry once, in the order first given (the
+/// grammar lets an entry repeat, and a 0.5B model wrote the one
+/// prescription date of a list twelve times); the raw answer stays in
+/// the trace.
+fn distinct_entries(answer: &str) -> String {
+    let (status, list) = match answer.split_once(": ") {
+        Some((status, list)) if !status.contains('|') => (Some(status), list),
+        _ => (None, answer),
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for entry in list.split(" | ") {
+        if !seen.contains(&entry) {
+            seen.push(entry);
+        }
+    }
+    let list = seen.join(" | ");
+    match status {
+        Some(status) => format!("{status}: {list}"),
+        None => list,
+    }
+}
+
 /// Evident's answer step for a constrained decoder: the same prompt, the
 /// answer and reasoning decoded as JSON under [`answer_schema`], so that
 /// the two lines always come back and every `[n]` names a shown item; two
@@ -397,6 +419,8 @@ fn synthesise_constrained(
                 unlabelled.to_string()
             };
             let (answer, reasoning) = (field("answer", "answer:"), field("reasoning", "reasoning:"));
+            let answer =
+                if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
             let cited = citation_numbers(&reasoning);
             Ok(Ok((TwoLine { answer, reasoning, cited }, raw_text)))
         }
@@ -480,6 +504,16 @@ mod tests {
             evident_llm::SchemaValidator::new(&answer_schema(&[], "q", None, &ShownValues::default(), &[])).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
+    }
+
+    #[test]
+    fn a_list_answer_names_each_entry_once() {
+        assert_eq!(distinct_entries("2017-12-04 | 2017-12-04 | 2018-01-02 | 2017-12-04"), "2017-12-04 | 2018-01-02");
+        assert_eq!(
+            distinct_entries("Administered: 2019-01-01–ongoing | 2019-01-01–ongoing"),
+            "Administered: 2019-01-01–ongoing"
+        );
+        assert_eq!(distinct_entries("Not documented"), "Not documented");
     }
 
     #[test]
