@@ -98,6 +98,10 @@ pub enum Method {
     /// (Evident's whole-history scope, [`AgentConfig::history_scope`],
     /// switched off).
     AgentPaperScope,
+    /// The agent with the model's report queries as written (Evident's
+    /// query expansion from the parsing skills,
+    /// [`AgentConfig::expand_queries`], switched off).
+    AgentPaperQueries,
     /// The LLM baseline: no record at all.
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
@@ -114,7 +118,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 15] = [
+    pub const ALL: [Method; 16] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -125,6 +129,7 @@ impl Method {
         Method::AgentPaperBroadening,
         Method::AgentPaperPlan,
         Method::AgentPaperScope,
+        Method::AgentPaperQueries,
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
@@ -144,6 +149,7 @@ impl Method {
             Method::AgentPaperBroadening => "agent-paper-broadening",
             Method::AgentPaperPlan => "agent-paper-plan",
             Method::AgentPaperScope => "agent-paper-scope",
+            Method::AgentPaperQueries => "agent-paper-queries",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
@@ -173,6 +179,7 @@ impl Method {
             }
             Method::AgentPaperPlan => c.typed_plan = false,
             Method::AgentPaperScope => c.history_scope = false,
+            Method::AgentPaperQueries => c.expand_queries = false,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
                 return None
             }

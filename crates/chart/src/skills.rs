@@ -92,6 +92,12 @@ pub struct Skill {
     /// ranks the evidence so when the question's words trigger the skill.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evidence_order: Option<EvidenceOrder>,
+    /// Parsing skills only: a lower-case word (an abbreviation, a
+    /// spelling) and the words a record may use for it instead; Evident's
+    /// query expansion adds them to a report search
+    /// ([`SkillLibrary::expand_query`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub expansions: BTreeMap<String, String>,
     /// The instructions (Markdown after the front matter).
     pub body: String,
     /// Where it came from: a built-in name or a user file path.
@@ -111,6 +117,8 @@ struct FrontMatter {
     answers: Vec<String>,
     #[serde(default)]
     evidence_order: Option<String>,
+    #[serde(default)]
+    expansions: BTreeMap<String, String>,
 }
 
 /// A skill file that does not validate: the file, the field and what to do.
@@ -142,7 +150,7 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         // "unknown field `x`" names x; otherwise the first field named.
         let field = match message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             Some(unknown) => unknown.to_string(),
-            None => ["id", "category", "summary", "keywords", "policies", "answers", "evidence_order"]
+            None => ["id", "category", "summary", "keywords", "policies", "answers", "evidence_order", "expansions"]
                 .into_iter()
                 .find(|f| message.contains(&format!("`{f}`")))
                 .unwrap_or("front matter")
@@ -151,7 +159,10 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         err(
             origin,
             &field,
-            format!("{message}; fields are id, category, summary, keywords, policies, answers and evidence_order"),
+            format!(
+                "{message}; fields are id, category, summary, keywords, policies, answers, evidence_order and \
+                 expansions"
+            ),
         )
     })?;
     let id = front
@@ -216,6 +227,25 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
             ))
         }
     };
+    if !front.expansions.is_empty() && category != SkillCategory::Parsing {
+        return Err(err(origin, "expansions", "only a parsing skill may list expansions; remove the field"));
+    }
+    for (word, expansion) in &front.expansions {
+        if word.is_empty() || !word.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()) {
+            return Err(err(
+                origin,
+                "expansions",
+                format!("{word:?} is not a word; a key is one lower-case word of letters and digits"),
+            ));
+        }
+        if expansion.trim().is_empty() {
+            return Err(err(
+                origin,
+                "expansions",
+                format!("{word:?} has an empty expansion; give the words it stands for"),
+            ));
+        }
+    }
     for (i, a) in front.answers.iter().enumerate() {
         if !YES_NO_ANSWERS.contains(&a.as_str()) {
             return Err(err(
@@ -236,6 +266,7 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         policies: front.policies,
         answers: front.answers,
         evidence_order,
+        expansions: front.expansions.into_iter().map(|(w, e)| (w, e.trim().to_lowercase())).collect(),
         body: body.to_string(),
         origin: origin.to_string(),
     })
@@ -400,6 +431,30 @@ impl SkillLibrary {
         answers.unwrap_or_default()
     }
 
+    /// `query` with the expansions the library's parsing skills list for
+    /// its words appended (each once, and not when the query already holds
+    /// all of its words), and the words expanded; `None` when none is.
+    pub fn expand_query(&self, query: &str) -> Option<(String, Vec<String>)> {
+        let lower = query.to_lowercase();
+        let mut words: Vec<String> =
+            lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(String::from).collect();
+        let mut expanded_query = query.trim().to_string();
+        let mut expanded = Vec::new();
+        for word in words.clone() {
+            for skill in self.skills.values().filter(|s| s.category == SkillCategory::Parsing) {
+                let Some(expansion) = skill.expansions.get(&word) else { continue };
+                let new: Vec<&str> = expansion.split_whitespace().filter(|w| !words.iter().any(|q| q == w)).collect();
+                if new.is_empty() || expanded.contains(&word) {
+                    continue;
+                }
+                expanded_query = format!("{expanded_query} {}", new.join(" "));
+                words.extend(new.iter().map(|w| w.to_string()));
+                expanded.push(word.clone());
+            }
+        }
+        (!expanded.is_empty()).then_some((expanded_query, expanded))
+    }
+
     /// The order the policy engine ranks evidence in: that of a selected
     /// workflow skill which sets one and which the question's own words
     /// trigger (`earliest` wins over `most_recent`); else most recent.
@@ -534,6 +589,34 @@ mod tests {
 
     /// A style skill's `answers` narrow a yes/no answer only for a question
     /// whose own words trigger it, and only a style skill may list them.
+    #[test]
+    fn a_query_gains_the_expansions_of_its_words_once() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let (query, words) = lib.expand_query("last BMI before 2020").unwrap();
+        assert_eq!(query, "last BMI before 2020 body mass index");
+        assert_eq!(words, ["bmi"]);
+        assert_eq!(lib.expand_query("anaemia").unwrap().0, "anaemia anemia");
+        // Nothing new to add: the words are there already, or none is known.
+        assert_eq!(lib.expand_query("bmi body mass index"), None);
+        assert_eq!(lib.expand_query("colonoscopy"), None);
+        let (query, _) = lib.expand_query("HbA1c and A1c").unwrap();
+        assert_eq!(query, "HbA1c and A1c hemoglobin", "words the query holds are not added again");
+    }
+
+    #[test]
+    fn expansions_are_for_parsing_skills_and_name_one_word() {
+        let skill = |category: &str, expansions: &str| {
+            parse_skill(
+                "x.md",
+                &format!("---\nid: x\ncategory: {category}\nsummary: s\nkeywords: []\nexpansions: {expansions}\n---\nBody.\n"),
+            )
+        };
+        assert_eq!(skill("parsing", "{bmi: Body Mass Index}").unwrap().expansions["bmi"], "body mass index");
+        assert_eq!(skill("style", "{bmi: body mass index}").unwrap_err().field, "expansions");
+        assert!(skill("parsing", "{\"chest x\": radiograph}").unwrap_err().message.contains("one lower-case word"));
+        assert!(skill("parsing", "{bmi: \" \"}").unwrap_err().message.contains("empty expansion"));
+    }
+
     #[test]
     fn style_answers_come_from_the_style_skills_the_question_triggers() {
         let lib = SkillLibrary::builtin().unwrap();

@@ -619,6 +619,27 @@ fn three_searches(search: Value, answer: &str) -> Scripted {
 }
 
 #[test]
+fn a_report_query_gains_the_parsing_skills_expansions_and_the_papers_runs_as_written() {
+    let question = "Has the patient been diagnosed with DM?";
+    let model = three_searches(json!({"query": "DM"}), "Answer: Yes\nReasoning: Diabetes [1].");
+    let out = run(&model, Method::Agent, question);
+    let first = &out.trace.rounds[0];
+    assert_eq!(first.arguments.as_ref().unwrap()["query"], "DM diabetes mellitus", "{first:?}");
+    assert!(first.adjustments.iter().any(|a| a.contains("query expanded for dm")), "{first:?}");
+    assert!(first.evidence_found > 0, "the note says \"diabetes mellitus\", never \"DM\": {first:?}");
+    assert!(out.context.iter().any(|n| n.document_id() == Some("d1")), "{:?}", out.context);
+
+    let model = three_searches(json!({"query": "DM"}), "Answer: Not documented\nReasoning: Nothing found.");
+    let out = run(&model, Method::AgentPaperQueries, question);
+    let first = &out.trace.rounds[0];
+    assert_eq!(first.arguments.as_ref().unwrap()["query"], "DM", "{first:?}");
+    assert_eq!(first.evidence_found, 0, "{first:?}");
+    let model = three_searches(json!({"query": "DM"}), "Answer: Not documented\nReasoning: Nothing found.");
+    let out = run(&model, Method::AgentNoSkills, question);
+    assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["query"], "DM", "no skills, no expansions");
+}
+
+#[test]
 fn evidents_last_broadening_level_drops_the_kind_filter_and_the_papers_never_does() {
     let run_with = |model: &Scripted, method: Method| run(model, method, "Has the patient had a CT of the abdomen?");
 

@@ -572,7 +572,9 @@ fn identity_of(tool: ToolName, args: &Value) -> String {
 /// tool (a small model's action often echoes only part of the planned
 /// arguments, e.g. a `query_records` call without its required `record`),
 /// reduced to what the tool takes, without filters in the no-filters
-/// ablation, and broadened after empty report searches. Broadening comes
+/// ablation, a report query expanded from the parsing skills
+/// ([`AgentConfig::expand_queries`]), and broadened after empty report
+/// searches. Broadening comes
 /// before the duplicate check: a repeated search after an empty result is
 /// run broadened rather than blocked, and a broadening level whose call
 /// already returned nothing gives way to the next level.
@@ -617,6 +619,16 @@ fn call_arguments(
         if o.get("scope").and_then(Value::as_str) == Some("most_recent") {
             o.insert("scope".into(), json!("all"));
             adjustments.push(format!("scope most_recent -> all: {why} (Evident's, not the paper's)"));
+        }
+    }
+    if tool == ToolName::SearchReports && ctx.config.expand_queries && ctx.config.use_skills {
+        let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
+        if let (Some((expanded, words)), Some(o)) = (ctx.skills.expand_query(query), args.as_object_mut()) {
+            o.insert("query".into(), json!(expanded));
+            adjustments.push(format!(
+                "query expanded for {} from the parsing skills (Evident's, not the paper's)",
+                words.join(", ")
+            ));
         }
     }
     if tool == ToolName::SearchReports && state.consecutive_empty > 0 {

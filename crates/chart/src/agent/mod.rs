@@ -139,6 +139,16 @@ pub struct AgentConfig {
     /// its plans, first-occurrence and list questions included). Off
     /// (`--method agent-paper-scope`), scopes run as the model wrote them.
     pub history_scope: bool,
+    /// Evident's query expansion, not the paper's: a report search's
+    /// query gains the expansions the library's parsing skills list for
+    /// its words (`expansions` in their front matter: "bmi" -> "body mass
+    /// index", "anaemia" -> "anemia"), said in the trace, since BM25
+    /// matches words and the records spell the terms out (the 0.5B model
+    /// searched "bmi" and never found a "Body Mass Index" line). The
+    /// paper's parsing skills are text for the model only; off
+    /// (`--method agent-paper-queries`) and in the no-skills ablation, the
+    /// query runs as written.
+    pub expand_queries: bool,
 }
 
 impl Default for AgentConfig {
@@ -162,6 +172,7 @@ impl Default for AgentConfig {
             broaden_unnamed: true,
             typed_plan: true,
             history_scope: true,
+            expand_queries: true,
         }
     }
 }

@@ -33,8 +33,10 @@ pub struct Args {
     /// agent-no-calculators, agent-no-memory, agent-reactive), or
     /// agent-paper-broadening (the paper's broadening, never without the
     /// kind filter), agent-paper-plan (the paper's plan schema, without
-    /// Evident's typed plan), or agent-paper-scope (scopes as the model
-    /// wrote them, without Evident's whole-history scope).
+    /// Evident's typed plan), agent-paper-scope (scopes as the model
+    /// wrote them, without Evident's whole-history scope), or
+    /// agent-paper-queries (report queries as the model wrote them,
+    /// without Evident's expansions from the parsing skills).
     #[arg(long, default_value = "agent")]
     pub method: String,
     /// A folder of skill files (Markdown with front matter) added to the
