@@ -1180,3 +1180,71 @@ fn results_that_do_not_name_the_subject_broaden_the_next_search_and_the_papers_b
     assert!(rounds[0].notice.is_none(), "{:?}", rounds[0]);
     assert!(out.context.iter().all(|n| n.document_id() != Some("d3")), "{:?}", out.context);
 }
+
+/// The fixture with vital signs: an observation timeline of 2023-10-01
+/// (weight 82.5 kg, height 170 cm) and a note of 2023-12-01 that writes a
+/// newer weight in prose.
+fn store_with_vitals() -> std::sync::Mutex<evident_store::Store> {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "v1",
+            evident_model::DocKind::Other,
+            "2023-10-01",
+            "Observations 2023-10-01\n- 2023-10-01 09:00: Body Weight: 82.5 kg [Observation/w1]\n- 2023-10-01 09:00: Body Height: 170 cm [Observation/h1]\n",
+        );
+        support::put_document(
+            &w,
+            "v2",
+            evident_model::DocKind::ProgressNote,
+            "2023-12-01",
+            "Vitals.\nWeight loss of 2 kg since October. Weight 80.5 kg today.\n",
+        );
+        w.commit().unwrap();
+    }
+    store
+}
+
+/// The embedded model called the BMI calculator with a weight of 1 kg and a
+/// height of 1 m, cited to nothing. Numbers the call gives are never used:
+/// the newest weight and height on or before the reference date are read
+/// from the record (prose cited as its section, a timeline line as its
+/// entry); an input the record does not give is named, not taken from the call.
+#[test]
+fn a_calculators_numbers_come_from_the_record_never_from_the_call() {
+    let store = store_with_vitals();
+    let view = RecordView::new(&store, "P1", day(AS_OF).date().and_hms_opt(23, 59, 59).unwrap());
+    let bmi = json!({"calculator": "bmi", "inputs": {"weight_kg": 1, "height_m": 1}});
+    let out = view.run(ToolName::Calculate, &bmi).unwrap();
+    let [Evidence::Calculation { inputs, output, used, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+    assert_eq!(inputs["weight_kg"], 80.5, "the note of 2023-12-01 is newer than the observation");
+    assert!((inputs["height_m"].as_f64().unwrap() - 1.70).abs() < 1e-9, "{inputs}");
+    assert_eq!(output["reported"], 27.9, "{output}");
+    assert!(matches!(&used[0], Evidence::Section { document_id, .. } if document_id == "v2"), "{used:?}");
+    assert!(matches!(&used[1], Evidence::Entry { record, .. } if record == "Observation/h1"), "{used:?}");
+
+    // Before the note, the observation's weight counts.
+    let view = RecordView::new(&store, "P1", day("2023-11-01"));
+    let out = view.run(ToolName::Calculate, &bmi).unwrap();
+    let [Evidence::Calculation { inputs, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+    assert_eq!(inputs["weight_kg"], 82.5);
+
+    // No creatinine anywhere: eGFR is not computable, and the call's value
+    // is named as not used.
+    let egfr = json!({"calculator": "egfr-ckd-epi-2021", "inputs": {"creatinine_mg_dl": 1.0}});
+    let out = view.run(ToolName::Calculate, &egfr).unwrap();
+    assert!(out.evidence.iter().all(|e| !matches!(e, Evidence::Calculation { .. })), "{out:?}");
+    let note = out.note.unwrap_or_default();
+    assert!(note.contains("not computable") && note.contains("creatinine_mg_dl"), "{note}");
+    assert!(note.contains("the call's 1.0 is not used"), "{note}");
+
+    // ISS: the stored labs win over the call's numbers, as before.
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let iss = json!({"calculator": "iss", "inputs": {"albumin_g_dl": 0.00001, "beta2_microglobulin_mg_l": 9.0}});
+    let out = view.run(ToolName::Calculate, &iss).unwrap();
+    let [Evidence::Calculation { inputs, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+    assert_eq!((inputs["albumin_g_dl"].as_f64(), inputs["beta2_microglobulin_mg_l"].as_f64()), (Some(3.9), Some(2.8)));
+}

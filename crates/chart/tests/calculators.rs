@@ -1,8 +1,8 @@
 //! The calculators against worked examples: the paper's ISS/R-ISS rules at
 //! their cut-offs, R2-ISS point sums from D'Agostino et al. (J Clin Oncol
 //! 2022), HCT-CI with the paper's weights, Charlson 1987/1994,
-//! CHA2DS2-VASc (Lip 2010), CKD-EPI 2021 (Inker 2021) and BMI; and their
-//! input validation.
+//! CHA2DS2-VASc (Lip 2010), CKD-EPI 2021 (Inker 2021) and BMI; their
+//! input validation; and how a sentence is read for a numeric input.
 
 use chrono::NaiveDate;
 use evident_chart::calculators::tables::TablesError;
@@ -184,6 +184,20 @@ fn the_shipped_calculator_tables_validate() {
     assert_eq!(t.charlson.items.len(), 19);
     assert_eq!(t.cha2ds2_vasc.items.len(), 6);
     assert_eq!(t.cha2ds2_vasc.conditions.len(), 5);
+    assert_eq!(t.measurements.inputs.len(), 5);
+    // Every numeric input of every calculator but age has a measurement.
+    let numeric: std::collections::BTreeSet<String> = Calculator::ALL
+        .iter()
+        .flat_map(|c| {
+            let schema = c.input_schema();
+            let props = schema["properties"].as_object().cloned().unwrap_or_default();
+            props.into_iter().filter(|(_, v)| v["type"] == "number").map(|(k, _)| k).collect::<Vec<_>>()
+        })
+        .filter(|k| k != "age_years")
+        .collect();
+    let listed: std::collections::BTreeSet<String> =
+        evident_chart::calculators::tables::NUMERIC_INPUTS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(numeric, listed);
     assert_eq!(&t, CalculatorTables::builtin());
 }
 
@@ -200,6 +214,9 @@ fn a_broken_table_is_refused_naming_each_place() {
     v["cha2ds2_vasc"]["conditions"][2]["not"][0] = json!("Prediabetes");
     v["cha2ds2_vasc"]["conditions"][3]["input"] = json!("female");
     v["r2_iss"]["groups"][3]["up_to"] = json!(4);
+    v["measurements"]["inputs"][3]["not"][0] = json!("losing");
+    v["measurements"]["inputs"][3]["units"][0]["factor"] = json!(0);
+    v["measurements"]["inputs"].as_array_mut().unwrap().remove(4);
     let err = CalculatorTables::from_json(&v.to_string()).unwrap_err();
     let TablesError::Invalid(problems) = &err else { panic!("expected problems, got {err}") };
     let text = err.to_string();
@@ -213,14 +230,49 @@ fn a_broken_table_is_refused_naming_each_place() {
         "cha2ds2_vasc.conditions[2].not[0]: \"Prediabetes\" must be a non-empty lower-case phrase",
         "cha2ds2_vasc.conditions[3].input: \"female\" is not a condition CHA2DS2-VASc weighs",
         "r2_iss.groups: the last group ends at 4 but a patient can score 5",
+        "measurements.inputs[3].not[0]: \"losing\" holds none of the names",
+        "measurements.inputs[3].units[0].factor: 0 must be a positive number",
+        "measurements.inputs: the numeric input \"height_m\" has no measurement",
     ] {
         assert!(text.contains(place), "missing {place:?} in:\n{text}");
     }
-    assert_eq!(problems.len(), 9, "{text}");
+    assert_eq!(problems.len(), 12, "{text}");
 
     // A misspelt field is a JSON error that names it.
     let mut v: Value = serde_json::from_str(TABLES).unwrap();
     v["charlson"]["item"] = v["charlson"]["items"].clone();
     let err = CalculatorTables::from_json(&v.to_string()).unwrap_err().to_string();
     assert!(err.contains("unknown field `item`") && err.contains("calculator_tables.json"), "{err}");
+}
+
+/// A numeric input is read from a sentence only where a name introduces a
+/// number with a unit, past at most a few gap words: what a record writes
+/// about the measurement, not about a change in it or another quantity.
+#[test]
+fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
+    let t = &CalculatorTables::builtin().measurements;
+    let read = |input: &str, sentence: &str| t.read(t.of(input).unwrap(), sentence);
+    let close = |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() < 1e-6);
+    let line = "- 2023-11-20 16:42: Body Weight: 70.7838181760092 kg [Observation/5418a292]";
+    assert!(close(read("weight_kg", line), 70.7838181760092));
+    assert!(close(read("height_m", "- 2023-11-20 16:42: Body Height: 175.3 cm [Observation/1]"), 1.753));
+    assert!(close(read("weight_kg", "Weight 154 lbs today."), 154.0 * 0.45359237));
+    assert!(close(read("albumin_g_dl", "Albumin was 38 g/L."), 3.8));
+    assert!(close(read("beta2_microglobulin_mg_l", "B2M 5.6 mg/L, LDH normal."), 5.6));
+    let creatinine = "Creatinine [Mass/volume] in Serum or Plasma: 88.4 umol/L";
+    assert!(close(read("creatinine_mg_dl", creatinine), 88.4 * 0.011312));
+    // The second of two measurements in one sentence.
+    assert!(close(read("albumin_g_dl", "Serum creatinine 1.2 mg/dL, albumin 3.9 g/dL."), 3.9));
+    for (input, sentence) in [
+        ("weight_kg", "Weight loss of 5 kg since spring."),
+        ("weight_kg", "Birth weight 3.2 kg."),
+        ("weight_kg", "Weight: 70 kilograms."),
+        ("height_m", "Heightened anxiety for 5 m."),
+        ("albumin_g_dl", "Albumin/creatinine ratio 30 mg/g."),
+        ("albumin_g_dl", "Albumin not measured; 3.9 g/dL last year."),
+        ("creatinine_mg_dl", "Creatinine clearance 60 mL/min."),
+        ("creatinine_mg_dl", "No creatinine on file."),
+    ] {
+        assert_eq!(read(input, sentence), None, "{input} from {sentence:?}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The calculators' tables as data (`crates/chart/data/calculator_tables.json`):
 //! the weighted items of HCT-CI, Charlson, CHA2DS2-VASc and R2-ISS, their
-//! age points and groups, and the problem-list phrases that mark
-//! CHA2DS2-VASc's conditions. The formulas stay in code
+//! age points and groups, the problem-list phrases that mark
+//! CHA2DS2-VASc's conditions, and how a record's text writes each numeric
+//! input (its names and units). The formulas stay in code
 //! ([`super::calculate`]); what a clinician would check against a
 //! publication is here, each table with its source.
 //!
@@ -33,6 +34,13 @@ const CHA2DS2_VASC_INPUTS: [&str; 6] = [
 
 /// The boolean inputs R2-ISS's typed input has besides the ISS labs.
 const R2_ISS_INPUTS: [&str; 4] = ["del_17p", "ldh_high", "t_4_14", "gain_1q"];
+
+/// The calculators' numeric inputs but age (which the stored patient
+/// gives); each needs a measurement. Listed here rather than read from the
+/// input schemas, which HCT-CI's and Charlson's build from these tables. A
+/// test checks the list against the schemas.
+pub const NUMERIC_INPUTS: [&str; 5] =
+    ["beta2_microglobulin_mg_l", "albumin_g_dl", "creatinine_mg_dl", "weight_kg", "height_m"];
 
 /// A present-or-absent item and the points it adds.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -134,6 +142,117 @@ pub struct R2IssTable {
     pub groups: Vec<StageGroup>,
 }
 
+/// A unit a measurement may be written in, and the factor that turns a
+/// value in it into the input's own unit.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnitFactor {
+    pub unit: String,
+    pub factor: f64,
+}
+
+/// How a record's text writes one numeric calculator input: the names
+/// that introduce it (lower case), phrases in which a name does not count
+/// (birth weight is not weight), the units it may be written in, and how
+/// far back a value still counts (none: any time before the reference
+/// date).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    pub input: String,
+    pub names: Vec<String>,
+    pub not: Vec<String>,
+    pub units: Vec<UnitFactor>,
+    pub lookback_days: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementsTable {
+    pub source: String,
+    /// Words that may stand between a name and its number ("albumin was
+    /// 3.9 g/dL", "creatinine in serum or plasma: 1.1 mg/dL").
+    pub gap_words: Vec<String>,
+    pub inputs: Vec<Measurement>,
+}
+
+/// The most words a gap may hold ("creatinine [mass/volume] in serum or
+/// plasma: 1.1 mg/dL" has six).
+const MAX_GAP_WORDS: usize = 6;
+
+impl MeasurementsTable {
+    /// The measurement of a calculator input, if the table has one.
+    pub fn of(&self, input: &str) -> Option<&Measurement> {
+        self.inputs.iter().find(|m| m.input == input)
+    }
+
+    /// The value, in the input's unit, that a sentence gives `m`: the first
+    /// name (outside a `not` phrase) followed, after at most six gap words
+    /// and punctuation, by a number and one of the units. `None` when the
+    /// sentence does not write it so ("weight loss of 5 kg", "albumin not
+    /// measured").
+    pub fn read(&self, m: &Measurement, sentence: &str) -> Option<f64> {
+        let mut lower = sentence.to_lowercase();
+        for phrase in &m.not {
+            // Blank out the phrase, keeping byte offsets.
+            while let Some(at) = lower.find(phrase.as_str()) {
+                lower.replace_range(at..at + phrase.len(), &" ".repeat(phrase.len()));
+            }
+        }
+        let mut names: Vec<&str> = m.names.iter().map(String::as_str).collect();
+        names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        let mut units: Vec<&UnitFactor> = m.units.iter().collect();
+        units.sort_by_key(|u| std::cmp::Reverse(u.unit.len()));
+        let mut from = 0;
+        while from < lower.len() {
+            let (at, name) =
+                names.iter().filter_map(|n| lower[from..].find(n).map(|i| (from + i, *n))).min_by_key(|(i, _)| *i)?;
+            from = at + name.len();
+            let starts_word = !lower[..at].chars().next_back().is_some_and(char::is_alphanumeric);
+            if !starts_word {
+                continue;
+            }
+            if let Some(v) = self.value_after(&lower[from..], &units) {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// A number and unit after a name, past at most six gap words.
+    fn value_after(&self, rest: &str, units: &[&UnitFactor]) -> Option<f64> {
+        if rest.chars().next().is_some_and(char::is_alphanumeric) {
+            return None; // the name ran on into a longer word
+        }
+        let mut s = rest;
+        let mut words = 0;
+        loop {
+            s = s.trim_start_matches(|c: char| !c.is_alphanumeric());
+            let word_len = s.find(|c: char| !c.is_alphanumeric()).unwrap_or(s.len());
+            let word = &s[..word_len];
+            if word.is_empty() {
+                return None;
+            }
+            if word.starts_with(|c: char| c.is_ascii_digit()) {
+                break;
+            }
+            if words == MAX_GAP_WORDS || !self.gap_words.iter().any(|g| g == word) {
+                return None;
+            }
+            words += 1;
+            s = &s[word_len..];
+        }
+        let number_len = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+        let number: f64 = s[..number_len].trim_end_matches('.').parse().ok()?;
+        let after = s[number_len..].trim_start();
+        let unit = units.iter().find(|u| {
+            after.starts_with(u.unit.as_str())
+                && !after[u.unit.len()..].chars().next().is_some_and(char::is_alphanumeric)
+        })?;
+        Some(number * unit.factor)
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -145,6 +264,7 @@ pub struct CalculatorTables {
     pub charlson: CharlsonTable,
     pub cha2ds2_vasc: Cha2ds2VascTable,
     pub r2_iss: R2IssTable,
+    pub measurements: MeasurementsTable,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -275,6 +395,7 @@ impl CalculatorTables {
                 ));
             }
         }
+        check_measurements(&mut p, &self.measurements);
         let most =
             r.iss_points.iter().map(|s| s.points).fold(0.0, f64::max) + r.items.iter().map(|i| i.points).sum::<f64>();
         if r.groups.last().is_some_and(|g| g.up_to < most) {
@@ -284,6 +405,71 @@ impl CalculatorTables {
             ));
         }
         p
+    }
+}
+
+/// Measurements: exactly the calculators' numeric inputs but age (which
+/// the stored patient gives), each once, with lower-case names, `not`
+/// phrases that hold a name (else they never matter), units with positive
+/// factors, and a positive lookback where one is given.
+fn check_measurements(p: &mut Vec<String>, m: &MeasurementsTable) {
+    let numeric: BTreeSet<String> = NUMERIC_INPUTS.iter().map(|s| s.to_string()).collect();
+    if m.source.trim().is_empty() {
+        p.push("measurements.source is empty; say where the names and units come from".into());
+    }
+    let lower_phrase = |s: &str| !s.trim().is_empty() && s == s.to_lowercase() && s.trim() == s;
+    for (i, w) in m.gap_words.iter().enumerate() {
+        if !lower_phrase(w) || !w.chars().all(char::is_alphanumeric) {
+            p.push(format!("measurements.gap_words[{i}]: {w:?} must be one lower-case word"));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (i, x) in m.inputs.iter().enumerate() {
+        let at = format!("measurements.inputs[{i}]");
+        if !numeric.contains(&x.input) {
+            p.push(format!(
+                "{at}.input: {:?} is not a numeric calculator input; those are {}",
+                x.input,
+                numeric.iter().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !seen.insert(x.input.as_str()) {
+            p.push(format!("{at}.input: {:?} appears twice; merge them", x.input));
+        }
+        if x.names.is_empty() {
+            p.push(format!("{at}.names is empty; a measurement needs a name that introduces it"));
+        }
+        for (field, phrases) in [("names", &x.names), ("not", &x.not)] {
+            for (j, phrase) in phrases.iter().enumerate() {
+                if !lower_phrase(phrase) {
+                    p.push(format!("{at}.{field}[{j}]: {phrase:?} must be a non-empty lower-case phrase without outer spaces (sentences are matched lower-cased)"));
+                }
+            }
+        }
+        for (j, phrase) in x.not.iter().enumerate() {
+            if !x.names.iter().any(|n| phrase.contains(n.as_str())) {
+                p.push(format!("{at}.not[{j}]: {phrase:?} holds none of the names, so it never matters"));
+            }
+        }
+        if x.units.is_empty() {
+            p.push(format!("{at}.units is empty; name the units a value may be written in"));
+        }
+        for (j, u) in x.units.iter().enumerate() {
+            if !lower_phrase(&u.unit) || u.unit.contains(' ') {
+                p.push(format!("{at}.units[{j}].unit: {:?} must be lower case without spaces", u.unit));
+            }
+            if !(u.factor.is_finite() && u.factor > 0.0) {
+                p.push(format!("{at}.units[{j}].factor: {} must be a positive number", u.factor));
+            }
+        }
+        if x.lookback_days.is_some_and(|d| d <= 0) {
+            p.push(format!("{at}.lookback_days: must be a positive number of days, or null for no limit"));
+        }
+    }
+    for missing in numeric.iter().filter(|n| !seen.contains(n.as_str())) {
+        p.push(format!(
+            "measurements.inputs: the numeric input {missing:?} has no measurement; add its names and units, or the model would type it"
+        ));
     }
 }
 

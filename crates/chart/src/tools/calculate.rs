@@ -1,10 +1,31 @@
-//! The calculator tool: ISS-family lab inputs are read from stored labs
-//! within the lookback window, a required age or sex from the stored
-//! patient, and CHA2DS2-VASc's conditions from the stored problem list; a
-//! stored value wins over one the call gives, which stands only where the
-//! store has none.
+//! The calculator tool: every numeric input but age is read from the
+//! record (a stored lab, else a sentence that writes it with a unit, the
+//! newest inside the input's lookback window), age and sex from the stored
+//! patient, and CHA2DS2-VASc's conditions from the stored problem list;
+//! each value read is cited. A number the call gives is never used: the
+//! embedded model typed an albumin of 0.00001 g/dL beside a stored 3.9,
+//! and a BMI from a weight of 1 kg and a height of 1 m. Present-or-absent
+//! findings the record cannot give by itself (cytogenetics, comorbidities)
+//! come from the call.
 
 use super::*;
+use crate::calculators::tables::{Measurement, NUMERIC_INPUTS};
+
+/// The stored lab concept a numeric input may be read from.
+fn lab_concept(input: &str) -> Option<&'static str> {
+    match input {
+        "beta2_microglobulin_mg_l" => Some("Beta-2-microglobulin"),
+        "albumin_g_dl" => Some("Albumin"),
+        "creatinine_mg_dl" => Some("Creatinine"),
+        _ => None,
+    }
+}
+
+/// A calculator's numeric inputs that the record gives (all but age).
+fn measured_inputs(calculator: Calculator) -> Vec<String> {
+    let schema = calculator.input_schema();
+    NUMERIC_INPUTS.iter().filter(|f| schema["properties"].get(**f).is_some()).map(|f| f.to_string()).collect()
+}
 
 impl RecordView<'_> {
     pub(super) fn calculate(&self, a: &CalcArgs) -> Result<ToolOutput, ToolFailure> {
@@ -18,47 +39,44 @@ impl RecordView<'_> {
         }
         let mut used = Vec::new();
         let mut missing = Vec::new();
-        if matches!(calculator, Calculator::Iss | Calculator::RIss | Calculator::R2Iss) {
-            let days = calculator.lookback_days().expect("the ISS family has a lookback");
-            // A stored value in the window wins over one the call gives (the
-            // embedded model, offered the calculator's inputs by the typed
-            // plan, typed an albumin of 0.00001 g/dL beside the stored 3.9);
-            // the call's value stands only where the store has none.
-            for (field, concept, to_unit) in
-                [("beta2_microglobulin_mg_l", "Beta-2-microglobulin", "mg/L"), ("albumin_g_dl", "Albumin", "g/dL")]
-            {
-                let given = inputs.get(field).is_some();
-                match self.latest_lab(concept, days)? {
-                    Some((lab, value)) => match convert(value, lab_unit(&lab), to_unit) {
-                        Some(v) => {
-                            inputs[field] = json!(v);
-                            used.push(lab);
-                        }
-                        None if given => {}
-                        None => {
-                            missing.push(format!("{concept} (unit {:?} cannot be read as {to_unit})", lab_unit(&lab)))
-                        }
-                    },
-                    None if given => {}
-                    None => missing.push(format!("{concept} within {days} days before {}", self.as_of.date())),
+        let table = &CalculatorTables::builtin().measurements;
+        for field in measured_inputs(calculator) {
+            let m = table.of(&field).expect("the tables give every numeric input a measurement (validated on load)");
+            let days = calculator.lookback_days().or(m.lookback_days);
+            let typed = inputs.as_object_mut().and_then(|o| o.remove(&field));
+            match self.read_input(m, days)? {
+                Some((value, evidence)) => {
+                    inputs[&field] = json!(value);
+                    used.push(evidence);
+                }
+                None => {
+                    let window = match days {
+                        Some(d) => format!("within {d} days before {}", self.as_of.date()),
+                        None => format!("on or before {}", self.as_of.date()),
+                    };
+                    let units = m.units.iter().map(|u| u.unit.as_str()).collect::<Vec<_>>().join(", ");
+                    let not_used = typed.map(|v| format!("; the call's {v} is not used")).unwrap_or_default();
+                    missing.push(format!(
+                        "{field}: no stored lab or sentence gives {} in {units} {window}{not_used}",
+                        m.names[0]
+                    ));
                 }
             }
-            if calculator != Calculator::Iss {
-                let given = inputs.get("ldh_high").is_some();
-                match self.latest_lab("Lactate dehydrogenase", days)? {
-                    Some((lab, value)) => match lab_high(&lab, value) {
-                        Some(high) => {
-                            inputs["ldh_high"] = json!(high);
-                            used.push(lab);
-                        }
-                        None if given => {}
-                        None => missing.push("LDH upper limit of normal (no reference range stored)".into()),
-                    },
-                    None if given => {}
-                    None => {
-                        missing.push(format!("Lactate dehydrogenase within {days} days before {}", self.as_of.date()))
+        }
+        if matches!(calculator, Calculator::RIss | Calculator::R2Iss) {
+            let days = calculator.lookback_days().expect("the ISS family has a lookback");
+            let given = inputs.get("ldh_high").is_some();
+            match self.latest_lab("Lactate dehydrogenase", days)? {
+                Some((lab, value)) => match lab_high(&lab, value) {
+                    Some(high) => {
+                        inputs["ldh_high"] = json!(high);
+                        used.push(lab);
                     }
-                }
+                    None if given => {}
+                    None => missing.push("LDH upper limit of normal (no reference range stored)".into()),
+                },
+                None if given => {}
+                None => missing.push(format!("Lactate dehydrogenase within {days} days before {}", self.as_of.date())),
             }
         }
         self.fill_demographics(calculator, &mut inputs, &mut used)?;
@@ -128,7 +146,8 @@ impl RecordView<'_> {
     ) -> Result<(), ToolFailure> {
         let schema = calculator.input_schema();
         let required = |f: &str| schema["required"].as_array().is_some_and(|r| r.iter().any(|v| v == f));
-        let wants_age = required("age_years");
+        // Charlson's optional age: one the call gives is replaced too.
+        let wants_age = required("age_years") || inputs.get("age_years").is_some();
         let wants_sex = required("female");
         if !wants_age && !wants_sex {
             return Ok(());
@@ -208,16 +227,62 @@ fn lab_high(e: &Evidence, value: f64) -> Option<bool> {
     }
 }
 
-/// Unit conversion for the two units the ISS family reads (the store never
-/// converts; a calculator reading a value in another unit does, explicitly).
-fn convert(value: f64, from: &str, to: &str) -> Option<f64> {
-    let from = from.trim().to_lowercase().replace(' ', "");
-    match (from.as_str(), to) {
-        ("mg/l", "mg/L") | ("g/dl", "g/dL") => Some(value),
-        ("ug/ml" | "µg/ml" | "μg/ml", "mg/L") => Some(value),
-        ("g/l", "g/dL") => Some(value / 10.0),
-        ("", _) => None,
-        _ => None,
+impl RecordView<'_> {
+    /// The newest value of a measured input on or before the reference
+    /// date (and inside `days` before it, where given), with the evidence
+    /// that shows it: a stored lab of the input's concept whose unit the
+    /// measurement knows, else a sentence that writes the input with a
+    /// unit (a timeline line is cited as its entry, narrative as its
+    /// section). A stored lab wins over text of the same window.
+    fn read_input(&self, m: &Measurement, days: Option<i64>) -> Result<Option<(f64, Evidence)>, ToolFailure> {
+        let in_unit = |value: f64, unit: &str| {
+            let unit = unit.trim().to_lowercase().replace(' ', "");
+            m.units.iter().find(|u| u.unit == unit).map(|u| value * u.factor)
+        };
+        if let Some(concept) = lab_concept(&m.input) {
+            if let Some((lab, value)) = self.latest_lab(concept, days.unwrap_or(36_500))? {
+                if let Some(v) = in_unit(value, lab_unit(&lab)) {
+                    return Ok(Some((v, lab)));
+                }
+            }
+        }
+        let table = &CalculatorTables::builtin().measurements;
+        let store = self.lock();
+        let filter = SectionFilter {
+            patient_id: Some(self.patient_id.clone()),
+            since: days.map(|d| self.as_of - chrono::Duration::days(d)),
+            until: Some(self.as_of),
+            ..SectionFilter::default()
+        };
+        let mut sentences_of: Option<(String, Vec<evident_store::SentenceRecord>)> = None;
+        for section in store.sections(&filter)?.into_iter().rev() {
+            let lower = section.text.to_lowercase();
+            if !m.names.iter().any(|n| lower.contains(n.as_str())) {
+                continue;
+            }
+            if sentences_of.as_ref().is_none_or(|(id, _)| *id != section.document_id) {
+                sentences_of = Some((section.document_id.clone(), store.sentences(&section.document_id)?));
+            }
+            let sentences = &sentences_of.as_ref().expect("just set").1;
+            let inside = sentences.iter().filter(|s| s.start >= section.start && s.end <= section.end).rev();
+            for sentence in inside {
+                let Some(value) = table.read(m, &sentence.text) else { continue };
+                let evidence = match timeline_line(&sentence.text) {
+                    Some((_, record)) => Evidence::Entry {
+                        record,
+                        document_id: section.document_id.clone(),
+                        date: section.date,
+                        sentence_id: sentence.ordinal,
+                        start: sentence.start,
+                        end: sentence.end,
+                        text: sentence.text.trim().to_string(),
+                    },
+                    None => Evidence::from(section),
+                };
+                return Ok(Some((value, evidence)));
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -226,9 +291,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unit_conversion_is_explicit() {
-        assert_eq!(convert(38.0, "g/L", "g/dL"), Some(3.8));
-        assert_eq!(convert(3.8, "g/dL", "g/dL"), Some(3.8));
-        assert_eq!(convert(3.8, "mmol/L", "g/dL"), None);
+    fn every_numeric_input_but_age_is_measured() {
+        assert_eq!(measured_inputs(Calculator::Bmi), ["weight_kg", "height_m"]);
+        assert_eq!(measured_inputs(Calculator::EgfrCkdEpi2021), ["creatinine_mg_dl"]);
+        assert_eq!(measured_inputs(Calculator::RIss), ["beta2_microglobulin_mg_l", "albumin_g_dl"]);
+        assert!(measured_inputs(Calculator::Charlson).is_empty());
     }
 }

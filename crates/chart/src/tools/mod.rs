@@ -13,10 +13,11 @@
 //! - `query_records`: structured medications, conditions and procedures,
 //!   read from the timeline documents ingestion made of FHIR and MIMIC-IV
 //!   records; each entry cites its stored sentence.
-//! - `calculate`: the deterministic calculators; ISS-family lab inputs are
-//!   taken from stored labs within the 90-day lookback, and a required age
-//!   (at the reference date) or sex from the stored patient, cited as the
-//!   patient's demographics; a stored value wins over one the call gives.
+//! - `calculate`: the deterministic calculators; every numeric input but
+//!   age is read from the record (a stored lab, else a sentence that writes
+//!   it with a unit) inside its lookback window, and age (at the reference
+//!   date) and sex from the stored patient, each cited; a number the call
+//!   gives is never used.
 //!
 //! Every result is a list of [`Evidence`] items that can be cited.
 
@@ -230,6 +231,21 @@ impl Evidence {
     /// A rough token count (4 characters a token), for the context budget.
     pub fn tokens(&self) -> usize {
         (self.text().len() + self.header().len()).div_ceil(4) + 4
+    }
+}
+
+impl From<evident_store::SectionRecord> for Evidence {
+    fn from(s: evident_store::SectionRecord) -> Evidence {
+        Evidence::Section {
+            document_id: s.document_id,
+            section_id: s.section_id,
+            kind: s.kind,
+            date: s.date,
+            heading: s.heading,
+            start: s.start,
+            end: s.end,
+            text: s.text,
+        }
     }
 }
 

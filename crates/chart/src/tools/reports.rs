@@ -52,19 +52,7 @@ impl RecordView<'_> {
         };
         let k = a.k.unwrap_or(DEFAULT_K).clamp(1, MAX_K);
         let hits = self.lock().search_bm25(&query, &filter, k)?;
-        let evidence: Vec<Evidence> = hits
-            .into_iter()
-            .map(|h| Evidence::Section {
-                document_id: h.section.document_id,
-                section_id: h.section.section_id,
-                kind: h.section.kind,
-                date: h.section.date,
-                heading: h.section.heading,
-                start: h.section.start,
-                end: h.section.end,
-                text: h.section.text,
-            })
-            .collect();
+        let evidence: Vec<Evidence> = hits.into_iter().map(|h| h.section.into()).collect();
         let note = evidence.is_empty().then(|| format!("no report matches {query:?} in that scope"));
         Ok(ToolOutput { evidence, note })
     }
@@ -77,20 +65,7 @@ impl RecordView<'_> {
             ..SectionFilter::default()
         };
         let store = self.lock();
-        let mut out: Vec<Evidence> = store
-            .sections(&filter)?
-            .into_iter()
-            .map(|s| Evidence::Section {
-                document_id: s.document_id,
-                section_id: s.section_id,
-                kind: s.kind,
-                date: s.date,
-                heading: s.heading,
-                start: s.start,
-                end: s.end,
-                text: s.text,
-            })
-            .collect();
+        let mut out: Vec<Evidence> = store.sections(&filter)?.into_iter().map(Evidence::from).collect();
         let catalogue = LabCatalogue::builtin();
         let labs = store.labs(&LabQuery { patient_id: self.patient_id.clone(), ..LabQuery::default() })?;
         for l in labs.into_iter().filter(|l| l.time <= self.as_of) {
