@@ -1248,3 +1248,21 @@ fn a_calculators_numbers_come_from_the_record_never_from_the_call() {
     let [Evidence::Calculation { inputs, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
     assert_eq!((inputs["albumin_g_dl"].as_f64(), inputs["beta2_microglobulin_mg_l"].as_f64()), (Some(3.9), Some(2.8)));
 }
+
+/// The 0.5B model searched "2020-09-07" for the statin criteria: a report
+/// query without a word takes the question's subject words (Evident's);
+/// the paper's runs the query as written.
+#[test]
+fn a_query_of_dates_alone_takes_the_questions_subject_words() {
+    let question = "Was metformin started?";
+    let model = three_searches(json!({"query": "2023-12-31"}), "Answer: Yes\nReasoning: Started [1].");
+    let out = run(&model, Method::Agent, question);
+    let first = &out.trace.rounds[0];
+    assert_eq!(first.arguments.as_ref().unwrap()["query"], "metformin started", "{first:?}");
+    assert!(first.adjustments.iter().any(|a| a.contains("holds no word")), "{first:?}");
+    assert!(first.evidence_found > 0, "{first:?}");
+
+    let model = three_searches(json!({"query": "2023-12-31"}), "Answer: No\nReasoning: Nothing found.");
+    let out = run(&model, Method::AgentPaperQueries, question);
+    assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["query"], "2023-12-31");
+}

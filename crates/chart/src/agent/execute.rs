@@ -621,6 +621,18 @@ fn call_arguments(
             adjustments.push(format!("scope most_recent -> all: {why} (Evident's, not the paper's)"));
         }
     }
+    if tool == ToolName::SearchReports && ctx.config.expand_queries {
+        let query = args.get("query").and_then(Value::as_str).unwrap_or_default().to_string();
+        let subject = subject_words(ctx.question);
+        if !has_word(&query) && !subject.is_empty() {
+            if let Some(o) = args.as_object_mut() {
+                o.insert("query".into(), json!(subject.join(" ")));
+                adjustments.push(format!(
+                    "query {query:?} holds no word: the question's subject words used (Evident's, not the paper's)"
+                ));
+            }
+        }
+    }
     if tool == ToolName::SearchReports && ctx.config.expand_queries && ctx.config.use_skills {
         let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
         if let (Some((expanded, words)), Some(o)) = (ctx.skills.expand_query(query), args.as_object_mut()) {
@@ -646,6 +658,11 @@ fn call_arguments(
         }
     }
     args
+}
+
+/// Whether a query holds a word beside its dates and numbers.
+fn has_word(query: &str) -> bool {
+    query.chars().any(char::is_alphabetic)
 }
 
 /// Why a question needs the whole history, with Evident's

@@ -147,7 +147,10 @@ pub struct AgentConfig {
     /// searched "bmi" and never found a "Body Mass Index" line). The
     /// paper's parsing skills are text for the model only; off
     /// (`--method agent-paper-queries`) and in the no-skills ablation, the
-    /// query runs as written.
+    /// query runs as written. With it, also without skills, a query that
+    /// holds no word (only dates or numbers: the 0.5B model searched
+    /// "2020-09-07" for the statin criteria) takes the question's subject
+    /// words instead; off with `--method agent-paper-queries`.
     pub expand_queries: bool,
 }
 
