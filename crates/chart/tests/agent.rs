@@ -408,15 +408,16 @@ fn the_iss_calculator_reads_labs_inside_its_window_and_cites_them() {
     assert_eq!(used.len(), 2, "beta-2-microglobulin and albumin of 2023-11-20");
 }
 
-/// The typed plan offers a calculator's inputs, and the embedded model typed
-/// an albumin of 0.00001 g/dL beside the stored 3.9: the stored value in the
-/// window wins, and is cited.
+/// The typed plan offered a calculator's inputs, and the embedded model
+/// typed an albumin of 0.00001 g/dL beside the stored 3.9: the plan no
+/// longer offers the numbers the tool reads, and one a call still gives is
+/// not used; the stored value in the window is, and is cited.
 #[test]
 fn a_stored_lab_wins_over_an_iss_input_the_call_types() {
     let args = json!({"calculator": "iss", "inputs": {"albumin_g_dl": 0.00001, "beta2_microglobulin_mg_l": 9.0}});
     let model = scripted(&[
         ASSESS.to_string(),
-        plan(json!([step(1, "calculate", args.clone())])),
+        plan(json!([step(1, "calculate", json!({"calculator": "iss"}))])),
         action("call_tool", Some("calculate"), args),
         action("finish", None, json!({})),
         "Answer: I\nReasoning: Beta-2-microglobulin 2.8 mg/L and albumin 3.9 g/dL give ISS I [1].".to_string(),

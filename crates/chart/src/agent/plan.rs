@@ -8,6 +8,7 @@ use evident_model::DocKind;
 use super::assess::{workflow_block, EXECUTION_SKILLS};
 use super::*;
 use crate::bank::AnswerType;
+use crate::calculators::tables::NUMERIC_INPUTS;
 use crate::calculators::Calculator;
 use crate::tools::{question_keywords, MAX_K};
 
@@ -142,9 +143,14 @@ fn tool_arguments_schema(ctx: &Ctx<'_>, tool: ToolName, properties: &serde_json:
 fn calculator_arguments_schema(calculator: Calculator) -> Value {
     // No "maxProperties": llguidance takes it only when every listed
     // property is required; the listed inputs bound the object anyway.
+    // The numbers the tool reads from the record are not offered: one the
+    // call gives is never used (the embedded model typed a weight of 1 kg).
     let mut inputs = calculator.input_schema();
     if let Some(o) = inputs.as_object_mut() {
         o.remove("required");
+    }
+    if let Some(props) = inputs["properties"].as_object_mut() {
+        props.retain(|k, _| !NUMERIC_INPUTS.contains(&k.as_str()));
     }
     json!({"type": "object", "properties": {"calculator": {"const": calculator.name()}, "inputs": inputs},
            "required": ["calculator"], "additionalProperties": false})

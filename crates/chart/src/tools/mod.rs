@@ -82,7 +82,10 @@ impl ToolName {
                 "values of the patient's lab concepts, most recent first, with unit and reference range"
             }
             ToolName::QueryRecords => "structured medications, conditions or procedures with dates",
-            ToolName::Calculate => "a deterministic clinical calculator (stage or score) on given or stored inputs",
+            ToolName::Calculate => {
+                "a deterministic clinical calculator (stage or score); it reads lab values, weight, height, age and \
+                 sex from the record itself; give only findings it asks for"
+            }
         }
     }
 
