@@ -1267,3 +1267,49 @@ fn a_query_of_dates_alone_takes_the_questions_subject_words() {
     let out = run(&model, Method::AgentPaperQueries, question);
     assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["query"], "2023-12-31");
 }
+
+/// A dates question whose searches found only lines that do not name its
+/// subject ends with the subject looked up in the structured records; the
+/// paper's broadening does not.
+#[test]
+fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_structured_records() {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "c1",
+            evident_model::DocKind::ProblemList,
+            "2019-03-04",
+            "Conditions\n- 2019-03-04 10:00: Polyp of colon (resolved, resolved 2019-06-01) [Condition/c1]\n",
+        );
+        w.commit().unwrap();
+    }
+    let question = "When was Polyp of colon first documented?";
+    let ask_with = |method: Method| {
+        let model = three_searches(json!({"query": "CT"}), "Answer: Not documented\nReasoning: Nothing.");
+        let view = RecordView::new(&store, "P1", day(AS_OF));
+        let skills = SkillLibrary::builtin().unwrap();
+        let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
+        let q = Question {
+            text: question,
+            answer_type: Some(AnswerType::Date),
+            method,
+            skills: &skills,
+            config: &config,
+            patient: "female, 67 years".into(),
+            embedder: None,
+        };
+        ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+    };
+    let out = ask_with(Method::Agent);
+    let lookups: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("structured lookup")).collect();
+    assert_eq!(lookups.len(), 3, "medications, conditions, procedures: {:?}", out.trace.rounds);
+    assert_eq!(lookups[1].evidence_found, 1, "{:?}", lookups[1]);
+    assert!(out.context.iter().any(|n| n.document_id() == Some("c1")), "{:?}", out.context);
+
+    let out = ask_with(Method::AgentPaperBroadening);
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("structured lookup")), "{:?}", out.trace.rounds);
+    assert!(out.context.iter().all(|n| n.document_id() != Some("c1")));
+}

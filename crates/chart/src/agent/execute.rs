@@ -542,8 +542,59 @@ pub(crate) fn execute(
             }
         }
     }
+    structured_lookup(ctx, &mut state, &memory, trace)?;
     trace.context_tokens = state.tokens;
     Ok(state.nodes)
+}
+
+/// Evident's (`AgentConfig::broaden_unnamed`): when a question asking for a
+/// date, dates or intervals ends retrieval with nothing in context that
+/// names its subject, the subject is looked up in the structured
+/// medications, conditions and procedures, and the entries that name it
+/// join the context, each call a round of the trace. The embedded model
+/// searched the reports for "Body mass index 30+ - obesity (finding)";
+/// the five best sections were vital-sign lines, and the condition's own
+/// line of 1981 never reached the answer (`0f49d2d0-G22`).
+fn structured_lookup(
+    ctx: &Ctx<'_>,
+    state: &mut Execution,
+    memory: &Memory,
+    trace: &mut Trace,
+) -> Result<(), ChartError> {
+    let Some(words) = state.subject.clone() else { return Ok(()) };
+    let dated = matches!(ctx.answer_type, Some(AnswerType::Date | AnswerType::DateList | AnswerType::IntervalList));
+    if !dated || state.nodes.iter().any(|n| names_subject(&words, &n.text())) {
+        return Ok(());
+    }
+    for record in ["medications", "conditions", "procedures"] {
+        let args = json!({"record": record, "query": words.join(" "), "scope": "all"});
+        let identity = identity_of(ToolName::QueryRecords, &args);
+        if !state.seen_calls.insert(identity) {
+            continue;
+        }
+        let output = match ctx.view.run(ToolName::QueryRecords, &args) {
+            Ok(o) => o,
+            Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
+            Err(ToolFailure::Store(e)) => return Err(e.into()),
+        };
+        let naming: Vec<Evidence> = output.evidence.into_iter().filter(|e| names_subject(&words, &e.text())).collect();
+        let added = state.add(&naming);
+        trace.rounds.push(round_record(
+            trace.rounds.len() + 1,
+            None,
+            "structured lookup (nothing in context named the subject; Evident's, not the paper's)",
+            Some(ToolName::QueryRecords.as_str().into()),
+            Some(args),
+            vec![],
+            None,
+            naming.len(),
+            added,
+            false,
+            memory,
+            "",
+        ));
+    }
+    Ok(())
 }
 
 /// Drops the oldest round exchanges (a request and its answer, after the

@@ -121,7 +121,10 @@ pub struct AgentConfig {
     /// fill the context budget with more of them. The results stay
     /// evidence, and the round's notice says so. The paper broadens after
     /// empty results only; off with `--method agent-paper-broadening`, as
-    /// is the kind level.
+    /// is the kind level. With it, a question asking for a date, dates or
+    /// intervals whose context names none of its subject when retrieval
+    /// ends has the subject looked up in the structured records
+    /// (`execute::structured_lookup`).
     pub broaden_unnamed: bool,
     /// Evident's typed plan, not the paper's: each plan step's schema is
     /// its tool's (`tool` one of the tools, `arguments` only that tool's,
