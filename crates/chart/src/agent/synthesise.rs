@@ -111,7 +111,8 @@ pub(crate) fn shown_numbers(prompt: &str) -> Vec<usize> {
 /// What the numbered context items of a prompt show that an answer may
 /// take as its value: every date (YYYY-MM-DD) in their lines, and each
 /// calculator result's score, stage or reported value with the
-/// calculator's name; whether one of them names the question's subject,
+/// calculator's name, and each word-valued field of its result (a BMI
+/// category, a risk group); whether one of them names the question's subject,
 /// and the own dates (those of their headers) of those that do
 /// ([`ShownValues::with_subject`]); and the order the policy engine
 /// ranked them in.
@@ -120,6 +121,8 @@ pub(crate) struct ShownValues {
     pub items: usize,
     pub dates: Vec<String>,
     pub results: Vec<(String, String)>,
+    /// (calculator, a word-valued field of its result): "obese", "high".
+    pub labels: Vec<(String, String)>,
     pub subject_named: bool,
     pub subject_dates: Vec<String>,
     pub subject_intervals: Vec<String>,
@@ -227,6 +230,14 @@ pub(crate) fn shown_values(prompt: &str) -> ShownValues {
                 (_, Value::Number(n), _) | (_, _, Value::Number(n)) => n.as_f64().map(|v| format!("{v}")),
                 _ => None,
             };
+            for (key, v) in output.as_object().into_iter().flatten() {
+                let label = v.as_str().filter(|_| !matches!(key.as_str(), "unit" | "calculator" | "stage"));
+                if let Some(label) = label.map(|l| (name.clone(), l.to_string())) {
+                    if !shown.labels.contains(&label) {
+                        shown.labels.push(label);
+                    }
+                }
+            }
             let result = value.map(|v| (name, v));
             shown.results.extend(result.filter(|r| !shown.results.contains(r)));
         }
@@ -344,9 +355,27 @@ pub(crate) fn answer_schema(
                 }
             }
         }
+        // An option that a shown result of a calculator the question names
+        // gives (the BMI calculator's "obese") is the answer; the embedded
+        // model answered "Not documented" beside it (`6f8ccac9-G26`).
         Some(AnswerType::Category) => match question_options(question) {
             options if options.is_empty() => format!("^{TEXT}{{1,40}}$"),
-            options => format!("^(?:{}|{UNKNOWN})$", alternatives(options)),
+            options => {
+                let calculated: Vec<&String> = options
+                    .iter()
+                    .filter(|o| {
+                        shown.labels.iter().any(|(name, label)| {
+                            label.eq_ignore_ascii_case(o)
+                                && Calculator::from_name(name).is_some_and(|c| question_names(question, c))
+                        })
+                    })
+                    .collect();
+                if calculated.is_empty() {
+                    format!("^(?:{}|{UNKNOWN})$", alternatives(options))
+                } else {
+                    format!("^(?:{})$", alternatives(calculated))
+                }
+            }
         },
         Some(AnswerType::IntervalList)
             if !shown.subject_intervals.is_empty() && shown.subject_intervals.len() <= MAX_INTERVALS =>
@@ -628,6 +657,22 @@ mod tests {
         assert!(category(hba1c, "prediabetes 5.7-6.4%"));
         assert!(!category(hba1c, "prediabetes 5x7-6.4%"), "a dot is a dot");
         assert!(category("What is the stage?", "Stage II (from the note)"), "no options listed: a short line");
+        // A category the BMI calculator computed is the answer; another
+        // calculator's label, or a question that does not name it, is not.
+        let computed = shown_values(
+            "Context items:\n\
+            [1] (calculation, 2020-01-15) bmi calculator: inputs {\"weight_kg\":87.2,\"height_m\":1.7}; result {\"value\":30.3,\"unit\":\"kg/m2\",\"reported\":30.3,\"category\":\"obese\",\"calculator\":\"bmi\"}\n",
+        );
+        assert_eq!(computed.labels, [("bmi".to_string(), "obese".to_string())]);
+        let computed_category = |question: &str, answer: &str| {
+            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &computed, &[]);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
+        };
+        assert!(computed_category(bmi, "obese"));
+        assert!(!computed_category(bmi, "Not documented") && !computed_category(bmi, "overweight"));
+        let unnamed = "What is the weight class (underweight, normal, overweight, obese)?";
+        assert!(computed_category(unnamed, "Not documented"), "the question does not name the BMI calculator");
         let nothing = shown_values("Context items:\n(none: nothing was found in the record)\n");
         assert_eq!(nothing, ShownValues::default());
         let no_dates = ShownValues { items: 1, ..ShownValues::default() };
