@@ -478,6 +478,13 @@ impl SkillLibrary {
             .filter(move |s| s.keywords.iter().any(|k| contains_phrase(&question, k)))
     }
 
+    /// Whether the question's own words trigger the skill `id` (one of its
+    /// keywords occurs in the question as a phrase), selected or not.
+    pub fn triggers(&self, id: &str, question: &str) -> bool {
+        let question = format!(" {} ", question.to_lowercase());
+        self.skills.get(id).is_some_and(|s| s.keywords.iter().any(|k| contains_phrase(&question, &k.to_lowercase())))
+    }
+
     /// Every skill: the "unfiltered" ablation.
     pub fn select_all(&self) -> Selection {
         Selection {

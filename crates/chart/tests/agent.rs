@@ -1313,3 +1313,55 @@ fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_str
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("structured lookup")), "{:?}", out.trace.rounds);
     assert!(out.context.iter().all(|n| n.document_id() != Some("c1")));
 }
+
+/// A criteria question ends retrieval with what the record holds for each
+/// criterion it names in the record's terms: the problem-list entries of
+/// the conditions it names and the newest values of the labs it names;
+/// the paper's broadening (and with it this lookup) is off in
+/// `agent-paper-broadening`.
+#[test]
+fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "c1",
+            evident_model::DocKind::ProblemList,
+            "2020-05-01",
+            "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n- 2020-05-01 10:00: Essential hypertension (active) [Condition/h1]\n",
+        );
+        w.commit().unwrap();
+    }
+    let question =
+        "Is the patient eligible on 2023-12-31, that is, documented prediabetes and an albumin of at least 3.5 g/dL?";
+    let ask_with = |method: Method| {
+        let model = three_searches(json!({"query": "CT"}), "Answer: Yes\nReasoning: Both criteria are met [1].");
+        let view = RecordView::new(&store, "P1", day(AS_OF));
+        let skills = SkillLibrary::builtin().unwrap();
+        let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
+        let q = Question {
+            text: question,
+            answer_type: Some(AnswerType::YesNoUnclear),
+            method,
+            skills: &skills,
+            config: &config,
+            patient: "female, 67 years".into(),
+            embedder: None,
+        };
+        ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+    };
+    let out = ask_with(Method::Agent);
+    let lookups: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("criteria lookup")).collect();
+    assert_eq!(lookups.len(), 2, "{:?}", out.trace.rounds);
+    assert_eq!(lookups[0].evidence_found, 1, "prediabetes, not hypertension: {:?}", lookups[0]);
+    assert_eq!(lookups[1].arguments.as_ref().unwrap()["concepts"], json!(["Albumin"]), "{:?}", lookups[1]);
+    let entry = out.context.iter().any(|n| matches!(n, Evidence::Entry { record, .. } if record == "Condition/p1"));
+    assert!(entry, "{:?}", out.context);
+    let albumin = out.context.iter().any(|n| matches!(n, Evidence::Lab { value, .. } if value == "3.9"));
+    assert!(albumin, "the newest albumin on or before the date: {:?}", out.context);
+
+    let out = ask_with(Method::AgentPaperBroadening);
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria lookup")), "{:?}", out.trace.rounds);
+}

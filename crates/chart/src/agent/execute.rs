@@ -543,6 +543,7 @@ pub(crate) fn execute(
         }
     }
     structured_lookup(ctx, &mut state, &memory, trace)?;
+    criteria_lookup(ctx, &mut state, &memory, trace)?;
     trace.context_tokens = state.tokens;
     Ok(state.nodes)
 }
@@ -593,6 +594,75 @@ fn structured_lookup(
             memory,
             "",
         ));
+    }
+    Ok(())
+}
+
+/// The workflow skill whose keywords mark a question of criteria.
+const ELIGIBILITY_SKILL: &str = "eligibility-assessment";
+
+/// Evident's (`AgentConfig::broaden_unnamed`, with skills): a question the
+/// eligibility skill's keywords trigger ends retrieval with the record's
+/// answer to each criterion the question names in the record's own terms
+/// in context: the problem-list entries whose condition it names
+/// (`RecordView::conditions_named_in`) and the newest values of the lab
+/// concepts it names (`RecordView::lab_concepts_named_in`), each call a
+/// round of the trace. The embedded model's one search for the statin
+/// criteria ("age 40-75 years with documented diabetes, or an LDL
+/// cholesterol of at least 190 mg/dL") found lab reports without LDL and
+/// never the diabetes line (`ffd502c9-G34`).
+fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: &mut Trace) -> Result<(), ChartError> {
+    if !(ctx.config.broaden_unnamed && ctx.config.use_skills && ctx.skills.triggers(ELIGIBILITY_SKILL, ctx.question)) {
+        return Ok(());
+    }
+    let action =
+        "criteria lookup (what the record holds for each criterion the question names; Evident's, not the paper's)";
+    let conditions = ctx.view.conditions_named_in(ctx.question)?;
+    if !conditions.is_empty() {
+        let added = state.add(&conditions);
+        let args = json!({"record": "conditions", "named_in": "the question"});
+        let r = round_record(
+            trace.rounds.len() + 1,
+            None,
+            action,
+            Some(ToolName::QueryRecords.as_str().into()),
+            Some(args),
+            vec![],
+            None,
+            conditions.len(),
+            added,
+            false,
+            memory,
+            "",
+        );
+        trace.rounds.push(r);
+    }
+    let concepts = ctx.view.lab_concepts_named_in(ctx.question)?;
+    if !concepts.is_empty() {
+        let args = json!({"concepts": concepts, "limit": 3});
+        if state.seen_calls.insert(identity_of(ToolName::QueryLabs, &args)) {
+            let output = match ctx.view.run(ToolName::QueryLabs, &args) {
+                Ok(o) => o,
+                Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
+                Err(ToolFailure::Store(e)) => return Err(e.into()),
+            };
+            let added = state.add(&output.evidence);
+            let r = round_record(
+                trace.rounds.len() + 1,
+                None,
+                action,
+                Some(ToolName::QueryLabs.as_str().into()),
+                Some(args),
+                vec![],
+                output.note,
+                output.evidence.len(),
+                added,
+                false,
+                memory,
+                "",
+            );
+            trace.rounds.push(r);
+        }
     }
     Ok(())
 }

@@ -16,6 +16,30 @@ impl RecordView<'_> {
         Ok(names.into_iter().collect())
     }
 
+    /// The patient's lab concepts (on or before the reference date) that
+    /// the question names by their name or an alias of three characters or
+    /// more, as a whole phrase ignoring case ("eGFR", "LDL cholesterol").
+    pub fn lab_concepts_named_in(&self, question: &str) -> Result<Vec<String>, evident_store::StoreError> {
+        let lowered = question.to_lowercase();
+        let bytes = lowered.as_bytes();
+        let boundary = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
+        let names = |phrase: &str| {
+            let phrase = phrase.to_lowercase();
+            phrase.len() >= 3
+                && lowered.match_indices(phrase.as_str()).any(|(i, _)| {
+                    boundary(if i == 0 { None } else { bytes.get(i - 1) }) && boundary(bytes.get(i + phrase.len()))
+                })
+        };
+        let catalogue = LabCatalogue::builtin();
+        Ok(self
+            .available_lab_concepts()?
+            .into_iter()
+            .filter(|name| {
+                catalogue.resolve_name(name).is_some_and(|c| names(&c.name) || c.aliases.iter().any(|a| names(a)))
+            })
+            .collect())
+    }
+
     pub(super) fn labs_of(&self, concept_id: &str) -> Result<Vec<LabRecord>, evident_store::StoreError> {
         let labs = self.lock().labs(&LabQuery {
             patient_id: self.patient_id.clone(),

@@ -59,6 +59,37 @@ impl RecordView<'_> {
     }
 }
 
+impl RecordView<'_> {
+    /// The problem-list entries on or before the reference date whose
+    /// condition the question names: every word of the condition's name
+    /// (its line up to the first parenthesis or bracket; "Prediabetes",
+    /// "Chronic kidney disease stage 3") occurs in the question as a whole
+    /// word. Newest first, at most [`MAX_K`].
+    pub fn conditions_named_in(&self, question: &str) -> Result<Vec<Evidence>, evident_store::StoreError> {
+        let lowered = question.to_lowercase();
+        let question_words: BTreeSet<&str> = lowered.split(|c: char| !c.is_alphanumeric()).collect();
+        let store = self.lock();
+        let mut documents: Vec<_> = store
+            .documents(&self.patient_id)?
+            .into_iter()
+            .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of))
+            .collect();
+        documents.reverse();
+        let mut named = Vec::new();
+        for doc in &documents {
+            for (lower, entry) in timeline_entries(&store, doc)? {
+                let name = lower.split(['(', '[']).next().unwrap_or_default();
+                let words: Vec<&str> = name.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+                if !words.is_empty() && words.iter().all(|w| question_words.contains(w)) {
+                    named.push(entry);
+                }
+            }
+        }
+        named.truncate(MAX_K);
+        Ok(named)
+    }
+}
+
 /// A document's timeline lines, each as its text in lower case and the
 /// citable entry of its sentence.
 pub(crate) fn timeline_entries(
