@@ -1361,6 +1361,12 @@ fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
     assert!(entry, "{:?}", out.context);
     let albumin = out.context.iter().any(|n| matches!(n, Evidence::Lab { value, .. } if value == "3.9"));
     assert!(albumin, "the newest albumin on or before the date: {:?}", out.context);
+    // The lookup's short lines come before the searches' sections, so a
+    // small context cuts the sections first.
+    let first_section = out.context.iter().position(|n| matches!(n, Evidence::Section { .. })).unwrap();
+    let last_lookup =
+        out.context.iter().rposition(|n| matches!(n, Evidence::Entry { .. } | Evidence::Lab { .. })).unwrap();
+    assert!(last_lookup < first_section, "{:?}", out.context);
 
     let out = ask_with(Method::AgentPaperBroadening);
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria lookup")), "{:?}", out.trace.rounds);

@@ -51,6 +51,18 @@ struct Execution {
 }
 
 impl Execution {
+    /// Adds the items not yet held in front of those held, in their order:
+    /// a deterministic lookup's few short lines must not be the items a
+    /// small context cuts (the embedded model's answer prompt held one
+    /// lab report section, and the diabetes line found for a statin
+    /// question was cut).
+    fn add_first(&mut self, evidence: &[Evidence]) -> usize {
+        let held = std::mem::take(&mut self.nodes);
+        let added = self.add(evidence);
+        self.nodes.extend(held);
+        added
+    }
+
     fn add(&mut self, evidence: &[Evidence]) -> usize {
         let mut added = 0;
         for e in evidence {
@@ -579,7 +591,7 @@ fn structured_lookup(
             Err(ToolFailure::Store(e)) => return Err(e.into()),
         };
         let naming: Vec<Evidence> = output.evidence.into_iter().filter(|e| names_subject(&words, &e.text())).collect();
-        let added = state.add(&naming);
+        let added = state.add_first(&naming);
         trace.rounds.push(round_record(
             trace.rounds.len() + 1,
             None,
@@ -619,7 +631,7 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
         "criteria lookup (what the record holds for each criterion the question names; Evident's, not the paper's)";
     let conditions = ctx.view.conditions_named_in(ctx.question)?;
     if !conditions.is_empty() {
-        let added = state.add(&conditions);
+        let added = state.add_first(&conditions);
         let args = json!({"record": "conditions", "named_in": "the question"});
         let r = round_record(
             trace.rounds.len() + 1,
@@ -646,7 +658,7 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
                 Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
                 Err(ToolFailure::Store(e)) => return Err(e.into()),
             };
-            let added = state.add(&output.evidence);
+            let added = state.add_first(&output.evidence);
             let r = round_record(
                 trace.rounds.len() + 1,
                 None,
