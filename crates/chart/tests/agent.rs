@@ -1268,6 +1268,31 @@ fn a_query_of_dates_alone_takes_the_questions_subject_words() {
     assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["query"], "2023-12-31");
 }
 
+/// Asks `question` of P1 in `store` with a model that searches "CT" three
+/// times and answers `answer`.
+fn ask_after_three_ct_searches(
+    store: &std::sync::Mutex<evident_store::Store>,
+    question: &str,
+    answer_type: AnswerType,
+    method: Method,
+    answer: &str,
+) -> ChartAnswer {
+    let model = three_searches(json!({"query": "CT"}), answer);
+    let view = RecordView::new(store, "P1", day(AS_OF));
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
+    let q = Question {
+        text: question,
+        answer_type: Some(answer_type),
+        method,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+        embedder: None,
+    };
+    ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+}
+
 /// A dates question whose searches found only lines that do not name its
 /// subject ends with the subject looked up in the structured records; the
 /// paper's broadening does not.
@@ -1288,20 +1313,13 @@ fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_str
     }
     let question = "When was Polyp of colon first documented?";
     let ask_with = |method: Method| {
-        let model = three_searches(json!({"query": "CT"}), "Answer: Not documented\nReasoning: Nothing.");
-        let view = RecordView::new(&store, "P1", day(AS_OF));
-        let skills = SkillLibrary::builtin().unwrap();
-        let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
-        let q = Question {
-            text: question,
-            answer_type: Some(AnswerType::Date),
+        ask_after_three_ct_searches(
+            &store,
+            question,
+            AnswerType::Date,
             method,
-            skills: &skills,
-            config: &config,
-            patient: "female, 67 years".into(),
-            embedder: None,
-        };
-        ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+            "Answer: Not documented\nReasoning: Nothing.",
+        )
     };
     let out = ask_with(Method::Agent);
     let lookups: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("structured lookup")).collect();
@@ -1337,20 +1355,8 @@ fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
     let question =
         "Is the patient eligible on 2023-12-31, that is, documented prediabetes and an albumin of at least 3.5 g/dL?";
     let ask_with = |method: Method| {
-        let model = three_searches(json!({"query": "CT"}), "Answer: Yes\nReasoning: Both criteria are met [1].");
-        let view = RecordView::new(&store, "P1", day(AS_OF));
-        let skills = SkillLibrary::builtin().unwrap();
-        let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
-        let q = Question {
-            text: question,
-            answer_type: Some(AnswerType::YesNoUnclear),
-            method,
-            skills: &skills,
-            config: &config,
-            patient: "female, 67 years".into(),
-            embedder: None,
-        };
-        ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+        let answer = "Answer: Yes\nReasoning: Both criteria are met [1].";
+        ask_after_three_ct_searches(&store, question, AnswerType::YesNoUnclear, method, answer)
     };
     let out = ask_with(Method::Agent);
     let lookups: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("criteria lookup")).collect();

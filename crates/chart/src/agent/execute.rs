@@ -488,11 +488,7 @@ pub(crate) fn execute(
                 let (output, cached) = match state.cache.get(&cache_key) {
                     Some(o) => (o.clone(), true),
                     None => {
-                        let o = match ctx.view.run(tool, &args) {
-                            Ok(o) => o,
-                            Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
-                            Err(ToolFailure::Store(e)) => return Err(e.into()),
-                        };
+                        let o = run_tool(ctx, tool, &args)?;
                         state.cache.insert(cache_key, o.clone());
                         (o, false)
                     }
@@ -560,6 +556,16 @@ pub(crate) fn execute(
     Ok(state.nodes)
 }
 
+/// Runs a tool; a refused call becomes a note for the model, a store error
+/// ends the question.
+fn run_tool(ctx: &Ctx<'_>, tool: ToolName, args: &Value) -> Result<ToolOutput, ChartError> {
+    match ctx.view.run(tool, args) {
+        Ok(o) => Ok(o),
+        Err(ToolFailure::Refused(e)) => Ok(ToolOutput { evidence: vec![], note: Some(e.0) }),
+        Err(ToolFailure::Store(e)) => Err(e.into()),
+    }
+}
+
 /// Evident's (`AgentConfig::broaden_unnamed`): when a question asking for a
 /// date, dates or intervals ends retrieval with nothing in context that
 /// names its subject, the subject is looked up in the structured
@@ -585,11 +591,7 @@ fn structured_lookup(
         if !state.seen_calls.insert(identity) {
             continue;
         }
-        let output = match ctx.view.run(ToolName::QueryRecords, &args) {
-            Ok(o) => o,
-            Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
-            Err(ToolFailure::Store(e)) => return Err(e.into()),
-        };
+        let output = run_tool(ctx, ToolName::QueryRecords, &args)?;
         let naming: Vec<Evidence> = output.evidence.into_iter().filter(|e| names_subject(&words, &e.text())).collect();
         let added = state.add_first(&naming);
         trace.rounds.push(round_record(
@@ -653,11 +655,7 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
     if !concepts.is_empty() {
         let args = json!({"concepts": concepts, "limit": 3});
         if state.seen_calls.insert(identity_of(ToolName::QueryLabs, &args)) {
-            let output = match ctx.view.run(ToolName::QueryLabs, &args) {
-                Ok(o) => o,
-                Err(ToolFailure::Refused(e)) => ToolOutput { evidence: vec![], note: Some(e.0) },
-                Err(ToolFailure::Store(e)) => return Err(e.into()),
-            };
+            let output = run_tool(ctx, ToolName::QueryLabs, &args)?;
             let added = state.add_first(&output.evidence);
             let r = round_record(
                 trace.rounds.len() + 1,
