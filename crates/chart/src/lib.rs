@@ -5,6 +5,8 @@
 //! - [`skills`]: the skill library as data (validated on load).
 //! - [`calculators`]: ISS, R-ISS, R2-ISS, HCT-CI, Charlson, CHA2DS2-VASc,
 //!   eGFR (CKD-EPI 2021), BMI.
+//! - [`criteria`]: eligibility criteria sets as data, evaluated on the
+//!   record as deterministic checks (three-valued: Yes / No / Unclear).
 //! - [`tools`]: report retrieval (BM25 with kind and date filters), lab
 //!   query, structured records, calculators, all cut off at the reference
 //!   date.
@@ -29,6 +31,7 @@ mod agent;
 pub mod answer;
 pub mod bank;
 pub mod calculators;
+pub mod criteria;
 pub mod evaluate;
 pub mod policy;
 mod rag;

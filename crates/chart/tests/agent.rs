@@ -1377,3 +1377,42 @@ fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
     let out = ask_with(Method::AgentPaperBroadening);
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria lookup")), "{:?}", out.trace.rounds);
 }
+
+/// A question that names a criteria set ends retrieval with the set's
+/// check on the record in front of the context (a calculate round of the
+/// trace: age from the stored patient, diabetes from the problem list);
+/// without the calculators (`agent-no-calculators`) there is no check.
+#[test]
+fn a_question_naming_a_criteria_set_gets_its_check_first() {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "c1",
+            evident_model::DocKind::ProblemList,
+            "2020-05-01",
+            "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
+        );
+        w.commit().unwrap();
+    }
+    let question = "Does the patient meet the statin criteria on 2023-12-31, that is, age 40-75 years with documented \
+                    diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
+    let ask_with = |method: Method| {
+        let answer = "Answer: Yes\nReasoning: The criteria are met [1].";
+        ask_after_three_ct_searches(&store, question, AnswerType::YesNoUnclear, method, answer)
+    };
+    let out = ask_with(Method::Agent);
+    let checks: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("criteria check")).collect();
+    assert_eq!(checks.len(), 1, "{:?}", out.trace.rounds);
+    assert_eq!(checks[0].arguments.as_ref().unwrap(), &json!({"calculator": "statin-criteria"}));
+    let Evidence::Calculation { calculator, output, used, .. } = &out.context[0] else { panic!("{:?}", out.context) };
+    assert_eq!(calculator, "statin-criteria");
+    assert_eq!(output["result"], "Yes", "67 years old with diabetes: {output}");
+    assert!(used.iter().any(|e| matches!(e, Evidence::Entry { record, .. } if record == "Condition/d1")), "{used:?}");
+
+    let out = ask_with(Method::AgentNoCalculators);
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria check")), "{:?}", out.trace.rounds);
+    assert!(!out.context.iter().any(|n| matches!(n, Evidence::Calculation { .. })), "{:?}", out.context);
+}

@@ -220,3 +220,58 @@ fn an_iss_question_on_the_example_myeloma_record_runs_the_calculator_end_to_end(
     }
     assert_eq!(out["unsupported_citations"], 0);
 }
+
+/// A statin-criteria question on a Synthea R4 patient of the development
+/// bank (gold answer Yes: diabetes documented since 2001, aged 40-75),
+/// answered by the agent on the embedded model: the criteria set the
+/// question names is checked on the record (a calculate round), the check
+/// is the first context item, the answer (decoded as yes / no / unclear)
+/// is its result, and every citation resolves to the store (a check's
+/// criteria to the stored patient, the problem-list line and stored labs).
+#[test]
+fn a_statin_criteria_question_is_answered_from_the_criteria_check() {
+    let sb = Sandbox::new();
+    let patient = "ffd502c9-23e1-4f8f-bc8a-87373acad280";
+    let bundle = std::fs::read_dir(shared_data().join("synthea/generated-sample-data-R4"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(&format!("\"id\": \"{patient}\"")))
+        .expect("the patient's bundle");
+    sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+    let question = "Does the patient meet the statin criteria on 2020-09-07, that is, age 40-75 years with documented \
+                    diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
+    let run = sb.run(&["--json", "ask", patient, question, "--as-of", "2020-09-07", "--answer-type", "yes_no_unclear"]);
+    let out = run.json();
+    assert_eq!(out["status"], "answered", "{out}");
+    let rounds = out["trace"]["rounds"].as_array().unwrap();
+    let check = rounds
+        .iter()
+        .find(|r| r["action"].as_str().unwrap().starts_with("criteria check"))
+        .unwrap_or_else(|| panic!("no criteria check in {}", out["trace"]));
+    assert_eq!(check["arguments"]["calculator"], "statin-criteria", "{check}");
+    let first = &out["context"][0];
+    assert_eq!((first["type"].as_str(), first["calculator"].as_str()), (Some("calculation"), Some("statin-criteria")));
+    assert_eq!(first["output"]["result"], "Yes", "{first}");
+    assert_eq!(out["answer"], "Yes", "{out}");
+    let store = sb.store();
+    for c in out["citations"].as_array().unwrap().iter().filter(|c| c["supported"] == true) {
+        let source = &c["source"];
+        let sources: Vec<&Value> = match source["type"].as_str().unwrap() {
+            "calculation" => source["used"].as_array().unwrap().iter().collect(),
+            _ => vec![source],
+        };
+        for s in sources {
+            match s["type"].as_str().unwrap() {
+                "text" => {
+                    let doc = store.document(s["document_id"].as_str().unwrap()).unwrap().expect("stored");
+                    let (start, end) = (s["start"].as_u64().unwrap() as usize, s["end"].as_u64().unwrap() as usize);
+                    assert_eq!(&doc.text[start..end], s["text"].as_str().unwrap());
+                    assert!(doc.date.unwrap().date().to_string().as_str() <= "2020-09-07");
+                }
+                "patient" => assert_eq!(s["patient_id"], patient),
+                "lab" => assert!(s["time"].as_str().unwrap() <= "2020-09-07T23:59:59", "{s}"),
+                other => panic!("unknown source {other}: {c}"),
+            }
+        }
+    }
+}

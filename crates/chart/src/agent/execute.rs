@@ -7,6 +7,7 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 use super::plan::{arguments_for, arguments_schema, calculation_meant, calculator_named, Vocabulary};
 use super::*;
 use crate::bank::AnswerType;
+use crate::criteria::CriteriaSets;
 use crate::policy::EvidenceOrder;
 use crate::tools::{keyword_subset, names_subject, subject_words, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
@@ -552,6 +553,7 @@ pub(crate) fn execute(
     }
     structured_lookup(ctx, &mut state, &memory, trace)?;
     criteria_lookup(ctx, &mut state, &memory, trace)?;
+    criteria_check(ctx, &mut state, &memory, trace)?;
     trace.context_tokens = state.tokens;
     Ok(state.nodes)
 }
@@ -674,6 +676,41 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
             trace.rounds.push(r);
         }
     }
+    Ok(())
+}
+
+/// Evident's (with [`AgentConfig::use_calculators`]): a question that names
+/// a criteria set ([`CriteriaSets::named_in`]) ends retrieval with the
+/// set's check on the record in front of the context, a calculate round of
+/// the trace; the answer step then holds a Yes / No / Unclear answer to
+/// the check's result. With the diabetes line, the LDL values and an
+/// in-range age in front of its answer prompt, the embedded model still
+/// answered a statin question "No" (`ffd502c9-G34`).
+fn criteria_check(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: &mut Trace) -> Result<(), ChartError> {
+    if !ctx.config.use_calculators {
+        return Ok(());
+    }
+    let Some(set) = CriteriaSets::builtin().named_in(ctx.question) else { return Ok(()) };
+    let args = json!({"calculator": set.id});
+    if !state.seen_calls.insert(identity_of(ToolName::Calculate, &args)) {
+        return Ok(());
+    }
+    let output = run_tool(ctx, ToolName::Calculate, &args)?;
+    let added = state.add_first(&output.evidence);
+    trace.rounds.push(round_record(
+        trace.rounds.len() + 1,
+        None,
+        "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)",
+        Some(ToolName::Calculate.as_str().into()),
+        Some(args),
+        vec![],
+        output.note,
+        output.evidence.len(),
+        added,
+        false,
+        memory,
+        "",
+    ));
     Ok(())
 }
 

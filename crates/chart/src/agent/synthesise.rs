@@ -9,6 +9,7 @@ use super::*;
 use crate::answer::{citation_numbers, parse_two_line};
 use crate::bank::AnswerType;
 use crate::calculators::Calculator;
+use crate::criteria::CriteriaSets;
 use crate::policy::EvidenceOrder;
 use crate::question_names;
 use crate::tools::{names_subject, subject_words};
@@ -321,7 +322,16 @@ pub(crate) fn answer_schema(
                 .into_iter()
                 .filter(|o| style_answers.is_empty() || style_answers.iter().any(|s| s == o))
                 .collect();
-            format!("^(?:{})$", alternatives(if styled.is_empty() { &options[..] } else { &styled }))
+            let styled = if styled.is_empty() { &options[..] } else { &styled };
+            // The result of a shown check of the criteria set the question
+            // names is the answer.
+            let named = CriteriaSets::builtin().named_in(question).map(|set| set.id.as_str());
+            let checked: Vec<&str> = styled
+                .iter()
+                .copied()
+                .filter(|o| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o))
+                .collect();
+            format!("^(?:{})$", alternatives(if checked.is_empty() { styled } else { &checked }))
         }
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
@@ -681,6 +691,28 @@ mod tests {
                 .unwrap();
         assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
         assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_shown_check_of_the_criteria_set_the_question_names_is_the_answer() {
+        let checked = shown_values(
+            "Context items:\n\
+            [1] (calculation, inputs up to 2020-09-07) statin-criteria calculator: inputs {\"age 40-75 years\":60}; result {\"result\":\"Yes\",\"criteria\":[{\"criterion\":\"age 40-75 years\",\"status\":\"met\"}]}\n",
+        );
+        assert_eq!(checked.labels, [("statin-criteria".to_string(), "Yes".to_string())]);
+        let answers = |question: &str, style: &[String]| {
+            let schema = answer_schema(&[1], question, Some(AnswerType::YesNoUnclear), &checked, style);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            ["Yes", "No", "Unclear"]
+                .into_iter()
+                .filter(|a| validator.check(&json!({"answer": a, "reasoning": "Met [1]."}).to_string()).is_ok())
+                .collect::<Vec<_>>()
+        };
+        let statin = "Does the patient meet the statin criteria on 2020-09-07, that is, age 40-75 years ...?";
+        assert_eq!(answers(statin, &[]), ["Yes"]);
+        assert_eq!(answers("Is the patient eligible for metformin on 2020-09-07?", &[]), ["Yes", "No", "Unclear"]);
+        // A style that does not allow the check's result leaves the style's.
+        assert_eq!(answers(statin, &["No".to_string(), "Unclear".to_string()]), ["No", "Unclear"]);
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //! embedded model typed an albumin of 0.00001 g/dL beside a stored 3.9,
 //! and a BMI from a weight of 1 kg and a height of 1 m. Present-or-absent
 //! findings the record cannot give by itself (cytogenetics, comorbidities)
-//! come from the call.
+//! come from the call. A criteria set's id runs its criteria check
+//! ([`RecordView::check_criteria`]).
 
 use super::*;
 use crate::calculators::tables::{Measurement, NUMERIC_INPUTS};
+use crate::criteria::CriteriaSets;
 
 /// The stored lab concept a numeric input may be read from.
 fn lab_concept(input: &str) -> Option<&'static str> {
@@ -30,8 +32,17 @@ fn measured_inputs(calculator: Calculator) -> Vec<String> {
 impl RecordView<'_> {
     pub(super) fn calculate(&self, a: &CalcArgs) -> Result<ToolOutput, ToolFailure> {
         let Some(calculator) = Calculator::from_name(&a.calculator) else {
-            let known = Calculator::ALL.map(|c| c.name()).join(", ");
-            return Err(ToolError(format!("calculator {:?} is unknown; use one of {known}", a.calculator)).into());
+            if let Some(set) = CriteriaSets::builtin().get(&a.calculator) {
+                return self.check_criteria(set);
+            }
+            let sets = CriteriaSets::builtin().sets.iter().map(|s| s.id.as_str());
+            let known: Vec<&str> = Calculator::ALL.map(|c| c.name()).into_iter().chain(sets).collect();
+            return Err(ToolError(format!(
+                "calculator {:?} is unknown; use one of {}",
+                a.calculator,
+                known.join(", ")
+            ))
+            .into());
         };
         let mut inputs = a.inputs.clone().unwrap_or_else(|| json!({}));
         if !inputs.is_object() {

@@ -22,6 +22,7 @@
 //! Every result is a list of [`Evidence`] items that can be cited.
 
 mod calculate;
+mod criteria;
 mod labs;
 mod query;
 mod reports;

@@ -1,0 +1,130 @@
+//! Criteria checks on real records: the 40 Synthea R4 patients ingested as
+//! `evident ingest` ingests them, and every eligibility question of the
+//! committed development bank (templates G32-G34: oral anticoagulation in
+//! atrial fibrillation, metformin, statins) checked on its patient's
+//! record at its reference date. The check reads the store (problem-list
+//! lines, stored labs, the stored patient, the CHA2DS2-VASc calculator);
+//! the bank's gold answers were derived by the generator from the FHIR
+//! resources themselves (crates/chart/src/bank.rs), so agreement on every
+//! question shows the two read the criteria alike. Every criterion the
+//! check cites resolves to stored text or a stored value.
+
+mod support;
+
+use std::sync::Mutex;
+
+use evident_chart::criteria::CriteriaSets;
+use evident_chart::{Evidence, RecordView, ToolName};
+use evident_store::Store;
+use serde_json::{json, Value};
+use support::day;
+
+fn ingested() -> (tempfile::TempDir, Mutex<Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("evident.db")).unwrap();
+    let data = evident_testdata::shared_data().join("synthea/generated-sample-data-R4");
+    let units = evident_ingest::plan(&[data], evident_ingest::Format::Auto).unwrap();
+    evident_ingest::ingest(&mut store, &units, false, &evident_ingest::NoProgress).unwrap();
+    (dir, Mutex::new(store))
+}
+
+#[test]
+fn every_eligibility_question_of_the_bank_is_checked_as_its_gold_answer_says() {
+    let (_dir, store) = ingested();
+    let bank =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chart/bank/dev.jsonl")).unwrap();
+    let questions: Vec<Value> = bank
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|q| matches!(q["template"].as_str(), Some("G32" | "G33" | "G34")))
+        .collect();
+    assert!(questions.len() >= 20, "the bank has {} eligibility questions", questions.len());
+    let mut answers = std::collections::BTreeMap::new();
+    for q in &questions {
+        let question = q["question"].as_str().unwrap();
+        let set = CriteriaSets::builtin().named_in(question).unwrap_or_else(|| panic!("no set named in {question}"));
+        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
+        let out = view.run(ToolName::Calculate, &json!({"calculator": set.id})).unwrap();
+        let [Evidence::Calculation { calculator, inputs, output, used }] = out.evidence.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(calculator, &set.id);
+        assert_eq!(output["result"], q["gold_answer"], "{}: {inputs} {output}", q["id"]);
+        *answers.entry(output["result"].as_str().unwrap().to_string()).or_insert(0) += 1;
+        // A met criterion cites what it read; the gold evidence's condition
+        // line is among the check's when the gold answer cites one.
+        for criterion in output["criteria"].as_array().unwrap() {
+            let read = &inputs[criterion["criterion"].as_str().unwrap()];
+            if criterion["status"] == "met" {
+                assert!(!used.is_empty(), "{}: {criterion} read {read} and cites nothing", q["id"]);
+            }
+        }
+        let cited = flatten(used);
+        for gold in q["gold_evidence"].as_array().unwrap() {
+            let record = gold["record"].as_str().unwrap();
+            if record.starts_with("Condition/") && output["result"] == "Yes" {
+                assert!(
+                    cited.iter().any(|e| matches!(e, Evidence::Entry { record: r, .. } if r == record)),
+                    "{}: the gold's {record} is not cited: {used:?}",
+                    q["id"]
+                );
+            }
+        }
+    }
+    // The bank holds each answer, so no one answer passes every question.
+    assert!(answers.len() == 3, "{answers:?}");
+}
+
+/// The items a check cites, with those of a calculation it ran.
+fn flatten(used: &[Evidence]) -> Vec<&Evidence> {
+    used.iter()
+        .flat_map(|e| match e {
+            Evidence::Calculation { used, .. } => flatten(used),
+            other => vec![other],
+        })
+        .collect()
+}
+
+/// The statin check on a patient of the bank, criterion by criterion: age
+/// in range from the stored birth date, the diabetes line of the problem
+/// list, and the LDL criterion's newest value in the year; the same check
+/// before the diabetes was documented is not met.
+#[test]
+fn a_statin_check_reads_each_criterion_from_the_record() {
+    let (_dir, store) = ingested();
+    let patient = "ffd502c9-23e1-4f8f-bc8a-87373acad280";
+    let view = RecordView::new(&store, patient, day("2020-09-07").date().and_hms_opt(23, 59, 59).unwrap());
+    let out = view.run(ToolName::Calculate, &json!({"calculator": "statin-criteria"})).unwrap();
+    let [Evidence::Calculation { inputs, output, used, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+    assert_eq!(output["result"], "Yes", "{output}");
+    let status: Vec<(&str, &str)> = output["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["criterion"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(status[0], ("age 40-75 years", "met"), "{output}");
+    assert_eq!(status[1], ("documented diabetes", "met"), "{output}");
+    assert!(inputs["documented diabetes"].as_str().unwrap().contains("Diabetes"), "{inputs}");
+    assert!(matches!(&used[0], Evidence::Patient { .. }), "{used:?}");
+    assert!(used.iter().any(|e| matches!(e, Evidence::Entry { record, .. } if record.starts_with("Condition/"))));
+    let text = out.evidence[0].text();
+    assert!(text.starts_with("statin-criteria calculator: inputs "), "{text}");
+
+    // Before the diabetes line of 2001-11-19 the condition is not met.
+    let view = RecordView::new(&store, patient, day("2001-11-18").date().and_hms_opt(23, 59, 59).unwrap());
+    let out = view.run(ToolName::Calculate, &json!({"calculator": "statin-criteria"})).unwrap();
+    let [Evidence::Calculation { inputs, output, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+    assert_eq!(output["criteria"][1]["status"], "not met", "{output}");
+    assert_eq!(inputs["documented diabetes"], "not on the problem list", "{inputs}");
+}
+
+/// An unknown name lists the calculators and the criteria sets.
+#[test]
+fn an_unknown_calculator_names_the_criteria_sets_too() {
+    let (_dir, store) = ingested();
+    let view = RecordView::new(&store, "ffd502c9-23e1-4f8f-bc8a-87373acad280", day("2020-09-07"));
+    let note = view.run(ToolName::Calculate, &json!({"calculator": "statins"})).unwrap_err().to_string();
+    assert!(note.contains("cha2ds2-vasc") && note.contains("statin-criteria"), "{note}");
+}
