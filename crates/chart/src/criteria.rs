@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use crate::calculators::tables::UnitFactor;
 use crate::calculators::Calculator;
+use crate::tools::phrase_spans;
 
 /// The sets shipped with Evident, embedded at compile time.
 const BUILTIN_JSON: &str = include_str!("../data/criteria_sets.json");
@@ -278,14 +279,7 @@ impl CriteriaSets {
     /// question holds at word boundaries.
     pub fn named_in(&self, question: &str) -> Option<&CriteriaSet> {
         let lowered = question.to_lowercase();
-        let bytes = lowered.as_bytes();
-        let boundary = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
-        let holds = |phrase: &str| {
-            lowered.match_indices(phrase).any(|(i, _)| {
-                boundary(if i == 0 { None } else { bytes.get(i - 1) }) && boundary(bytes.get(i + phrase.len()))
-            })
-        };
-        self.sets.iter().find(|s| s.named_by.iter().any(|p| holds(p)))
+        self.sets.iter().find(|s| s.named_by.iter().any(|p| !phrase_spans(&lowered, p).is_empty()))
     }
 
     fn problems(&self) -> Vec<String> {

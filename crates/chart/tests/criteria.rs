@@ -128,3 +128,17 @@ fn an_unknown_calculator_names_the_criteria_sets_too() {
     let note = view.run(ToolName::Calculate, &json!({"calculator": "statins"})).unwrap_err().to_string();
     assert!(note.contains("cha2ds2-vasc") && note.contains("statin-criteria"), "{note}");
 }
+
+/// The criteria lookup's labs: a concept named only inside another's
+/// longer phrase is not named ("cholesterol", an alias of total
+/// cholesterol, inside "LDL cholesterol"); named on its own, it is.
+#[test]
+fn a_lab_named_inside_a_longer_lab_name_is_not_named() {
+    let (_dir, store) = ingested();
+    let view = RecordView::new(&store, "ffd502c9-23e1-4f8f-bc8a-87373acad280", day("2020-09-07"));
+    let statin = "Does the patient meet the statin criteria on 2020-09-07, that is, age 40-75 years with documented \
+                  diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
+    assert_eq!(view.lab_concepts_named_in(statin).unwrap(), ["LDL cholesterol"]);
+    let both = "Is the total cholesterol above 200 mg/dL or the LDL cholesterol above 160 mg/dL?";
+    assert_eq!(view.lab_concepts_named_in(both).unwrap(), ["Cholesterol, total", "LDL cholesterol"]);
+}

@@ -18,25 +18,34 @@ impl RecordView<'_> {
 
     /// The patient's lab concepts (on or before the reference date) that
     /// the question names by their name or an alias of three characters or
-    /// more, as a whole phrase ignoring case ("eGFR", "LDL cholesterol").
+    /// more, as a whole phrase ignoring case ("eGFR", "LDL cholesterol");
+    /// a concept named only inside another's longer phrase is not named
+    /// ("cholesterol", an alias of total cholesterol, in "LDL cholesterol").
     pub fn lab_concepts_named_in(&self, question: &str) -> Result<Vec<String>, evident_store::StoreError> {
         let lowered = question.to_lowercase();
-        let bytes = lowered.as_bytes();
-        let boundary = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
-        let names = |phrase: &str| {
-            let phrase = phrase.to_lowercase();
-            phrase.len() >= 3
-                && lowered.match_indices(phrase.as_str()).any(|(i, _)| {
-                    boundary(if i == 0 { None } else { bytes.get(i - 1) }) && boundary(bytes.get(i + phrase.len()))
-                })
-        };
         let catalogue = LabCatalogue::builtin();
-        Ok(self
+        let named: Vec<(String, Vec<(usize, usize)>)> = self
             .available_lab_concepts()?
             .into_iter()
-            .filter(|name| {
-                catalogue.resolve_name(name).is_some_and(|c| names(&c.name) || c.aliases.iter().any(|a| names(a)))
+            .filter_map(|name| {
+                let c = catalogue.resolve_name(&name)?;
+                let phrases = std::iter::once(&c.name).chain(&c.aliases).filter(|p| p.len() >= 3);
+                let spans: Vec<(usize, usize)> =
+                    phrases.flat_map(|p| phrase_spans(&lowered, &p.to_lowercase())).collect();
+                (!spans.is_empty()).then_some((name, spans))
             })
+            .collect();
+        let inside_longer = |(s, e): (usize, usize), name: &str| {
+            named
+                .iter()
+                .filter(|(other, _)| other != name)
+                .flat_map(|(_, spans)| spans)
+                .any(|&(os, oe)| os <= s && e <= oe && oe - os > e - s)
+        };
+        Ok(named
+            .iter()
+            .filter(|(name, spans)| !spans.iter().all(|&span| inside_longer(span, name)))
+            .map(|(name, _)| name.clone())
             .collect())
     }
 

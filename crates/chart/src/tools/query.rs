@@ -142,6 +142,21 @@ pub fn names_subject(words: &[String], text: &str) -> bool {
     present >= 1 && words.len() - present <= words.len() / 3
 }
 
+/// Where a phrase occurs in a text as a whole phrase, not inside a longer
+/// word ("metformin" in "metformins" does not count): the byte spans, in
+/// order. Both are compared as given (lower-case them first).
+pub fn phrase_spans(text: &str, phrase: &str) -> Vec<(usize, usize)> {
+    if phrase.is_empty() {
+        return vec![];
+    }
+    let bytes = text.as_bytes();
+    let boundary = |b: Option<&u8>| b.is_none_or(|b| !b.is_ascii_alphanumeric());
+    text.match_indices(phrase)
+        .filter(|(i, _)| boundary(i.checked_sub(1).and_then(|j| bytes.get(j))) && boundary(bytes.get(i + phrase.len())))
+        .map(|(i, _)| (i, i + phrase.len()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
