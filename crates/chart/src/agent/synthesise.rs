@@ -12,7 +12,7 @@ use crate::calculators::Calculator;
 use crate::criteria::CriteriaSets;
 use crate::policy::EvidenceOrder;
 use crate::question_names;
-use crate::tools::{names_subject, subject_words};
+use crate::tools::{names_subject, subject_words, subject_words_in};
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -133,12 +133,13 @@ pub(crate) struct ShownValues {
 impl ShownValues {
     /// Which numbered items of the prompt name what the question asks
     /// about ([`names_subject`] over its [`subject_words`]): whether any
-    /// does; each one's own date, the first date of its header
+    /// does; of those that hold the most of its words, each one's own
+    /// date, the first date of its header
     /// ("(problem_list, 2017-08-26)"), oldest first, not the dates inside
     /// its line (a resolution or a stop); and the intervals they can
     /// start: from such an own date to a later date that its own line
-    /// holds (a timeline line's resolution) or that is another shown
-    /// item's own date (the note that stopped a therapy), or to "ongoing"
+    /// holds (a timeline line's resolution) or that is the own date of
+    /// another item naming the subject (the note that stopped a therapy), or to "ongoing"
     /// when its line states no later date.
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
         let words = subject_words(question);
@@ -149,27 +150,44 @@ impl ShownValues {
             let (header, line) = text.trim_start().strip_prefix('(')?.split_once(')')?;
             Some((dates_in(header).into_iter().next()?, line.to_string()))
         };
-        let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
-        let named: Vec<&str> =
+        let mut named: Vec<&str> =
             numbered_lines(prompt).map(|(_, text)| text).filter(|text| names_subject(&words, text)).collect();
         self.subject_named = !named.is_empty();
-        // Each naming item's own date and the later dates its line states.
-        let naming: Vec<(String, Vec<String>)> = named
+        let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
+        // Dates and intervals come from the items that name it most fully:
+        // a vital-sign line "Body mass index: 30.5" holds four of the five
+        // words of "Body mass index 30+ - obesity", the condition's own
+        // line all five (`0f49d2d0-G22`).
+        let most = named.iter().map(|t| subject_words_in(&words, t)).max().unwrap_or_default();
+        named.retain(|t| subject_words_in(&words, t) == most);
+        // Each naming item's own date, the later dates its line states,
+        // and whether it is a structured record's line.
+        let naming: Vec<(String, Vec<String>, bool, bool)> = named
             .into_iter()
             .filter_map(own_date)
             .map(|(own, line)| {
                 let stated = dates_in(&line).into_iter().filter(|d| *d > own).collect();
-                (own, stated)
+                let lower = line.to_lowercase();
+                let says_ended = ["stopped", "resolved", "inactive", "completed"].iter().any(|w| lower.contains(w));
+                (own, stated, cites_record(&line), says_ended)
             })
             .collect();
         // A start whose line states an end (a resolution, a stop) is not
         // ongoing, though another line of that day (the encounter) states
         // none.
         let ended: BTreeSet<&str> =
-            naming.iter().filter(|(_, stated)| !stated.is_empty()).map(|(own, _)| own.as_str()).collect();
-        for (own, stated) in &naming {
-            let ongoing = (!ended.contains(own.as_str())).then_some("ongoing");
-            let later = stated.iter().chain(&item_dates).filter(|d| *d > own).map(String::as_str);
+            naming.iter().filter(|(_, stated, ..)| !stated.is_empty()).map(|(own, ..)| own.as_str()).collect();
+        for (own, stated, structured, says_ended) in &naming {
+            let ongoing = (!(ended.contains(own.as_str()) || *structured && *says_ended)).then_some("ongoing");
+            // A structured record's line states its own end, or that it
+            // has none (it is ongoing): another item's date does not end
+            // it (the embedded model ended an active obesity of 1981 on a
+            // later check-up's date, `0f49d2d0-G22`); only one that says
+            // it ended without a date may end on another item's date. A
+            // note's start may end on another note's date (the note that
+            // stopped the therapy).
+            let others: &[String] = if *structured && !(*says_ended && stated.is_empty()) { &[] } else { &item_dates };
+            let later = stated.iter().chain(others).filter(|d| *d > own).map(String::as_str);
             for end in later.chain(ongoing) {
                 let interval = format!("{own}–{end}");
                 if !self.subject_intervals.contains(&interval) {
@@ -184,6 +202,20 @@ impl ShownValues {
         self.subject_intervals.sort();
         self
     }
+}
+
+/// Whether a line cites a structured record ("[Condition/780124dc-...]",
+/// "[MedicationRequest/m1]"): a timeline line made of a FHIR or MIMIC-IV
+/// record.
+fn cites_record(line: &str) -> bool {
+    line.split('[').skip(1).any(|rest| {
+        let Some((kind, id)) = rest.split_once(']').and_then(|(inside, _)| inside.split_once('/')) else {
+            return false;
+        };
+        kind.starts_with(|c: char| c.is_ascii_uppercase())
+            && kind.chars().all(|c| c.is_ascii_alphanumeric())
+            && !id.is_empty()
+    })
 }
 
 /// Every date (YYYY-MM-DD, not inside a longer run of digits) in a text,
@@ -713,6 +745,28 @@ mod tests {
         assert_eq!(answers("Is the patient eligible for metformin on 2020-09-07?", &[]), ["Yes", "No", "Unclear"]);
         // A style that does not allow the check's result leaves the style's.
         assert_eq!(answers(statin, &["No".to_string(), "Unclear".to_string()]), ["No", "Unclear"]);
+    }
+
+    #[test]
+    fn dates_and_intervals_come_from_the_items_that_name_the_subject_most_fully() {
+        let question = "In which documented intervals was Body mass index 30+ - obesity (finding) active?";
+        let prompt = "Context items:\n\
+            [1] (record Condition, 1981-09-20) - 1981-09-20 06:58: Body mass index 30+ - obesity (finding) (active) [Condition/c1]\n\
+            [2] (other, 2006-12-10) Observations - 2006-12-10 06:58: Body mass index (BMI) [Ratio]: 30.5 kg/m2 [Observation/o1]\n";
+        let shown = shown_values(prompt).with_subject(question, prompt);
+        assert!(shown.subject_named);
+        assert_eq!(shown.subject_dates, ["1981-09-20"], "the vital sign holds four of the five words");
+        assert_eq!(shown.subject_intervals, ["1981-09-20–ongoing"], "an active condition's line states no end");
+        // A resolved one ends on its stated date only.
+        let resolved = prompt.replace("(active)", "(resolved, resolved 2010-01-01)");
+        let shown = shown_values(&resolved).with_subject(question, &resolved);
+        assert_eq!(shown.subject_intervals, ["1981-09-20–2010-01-01"]);
+        // One that says it ended without a date ends on a later item's.
+        let undated = prompt.replace("(active)", "(inactive)");
+        let shown = shown_values(&undated).with_subject(question, &undated);
+        assert_eq!(shown.subject_intervals, ["1981-09-20–2006-12-10"]);
+        assert!(cites_record("- 2019-01-01 09:00: Simvastatin 20 MG (active) [MedicationRequest/m1]"));
+        assert!(!cites_record("Dara-Kd [1] stopped [a/b] on 2022-09-05"));
     }
 
     #[test]

@@ -30,7 +30,9 @@ mod structured;
 pub(crate) use structured::{timeline_entries, timeline_line};
 
 pub(crate) use query::STOPWORDS;
-pub use query::{keyword_subset, names_subject, phrase_spans, question_keywords, sanitise_query, subject_words};
+pub use query::{
+    keyword_subset, names_subject, phrase_spans, question_keywords, sanitise_query, subject_words, subject_words_in,
+};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 

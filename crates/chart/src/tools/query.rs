@@ -136,10 +136,16 @@ pub fn subject_words(question: &str) -> Vec<String> {
 /// "chronic kidney disease" is not named by "chronic sinusitis", nor
 /// "polyp of colon" by "colon cancer screening".
 pub fn names_subject(words: &[String], text: &str) -> bool {
+    let present = subject_words_in(words, text);
+    present >= 1 && words.len() - present <= words.len() / 3
+}
+
+/// How many of the subject's words `text` holds, each as a whole word,
+/// ignoring case.
+pub fn subject_words_in(words: &[String], text: &str) -> usize {
     let lowered = text.to_lowercase();
     let tokens: BTreeSet<&str> = lowered.split(|c: char| !(c.is_alphanumeric() || c == '-')).collect();
-    let present = words.iter().filter(|w| tokens.contains(w.as_str())).count();
-    present >= 1 && words.len() - present <= words.len() / 3
+    words.iter().filter(|w| tokens.contains(w.as_str())).count()
 }
 
 /// Where a phrase occurs in a text as a whole phrase, not inside a longer
