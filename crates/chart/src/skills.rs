@@ -608,6 +608,10 @@ mod tests {
         assert_eq!(lib.expand_query("colonoscopy"), None);
         let (query, _) = lib.expand_query("HbA1c and A1c").unwrap();
         assert_eq!(query, "HbA1c and A1c hemoglobin", "words the query holds are not added again");
+        // A drug class gains its substances: records name the substance.
+        let (query, words) = lib.expand_query("penicillin-class antibiotic").unwrap();
+        assert!(query.starts_with("penicillin-class antibiotic amoxicillin ampicillin"), "{query}");
+        assert_eq!(words, ["penicillin"]);
     }
 
     #[test]
