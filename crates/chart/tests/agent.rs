@@ -752,7 +752,8 @@ fn the_typed_plan_gives_each_tool_its_own_arguments_and_calculators_as_an_enum()
 
 /// The typed plan offers a calculate step only when the question calls
 /// for a calculator: the ones it names; all for a score question that names
-/// none (or an unstated answer type); none for a yes/no question.
+/// none (or an unstated answer type); none for a yes/no question or one
+/// asking for dates or intervals.
 #[test]
 fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
     let calculators = |question: &str, answer_type: Option<AnswerType>| {
@@ -782,6 +783,11 @@ fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
     assert_eq!(calculators(iss, Some(AnswerType::Score)), Some(vec!["iss".to_string()]));
     assert_eq!(calculators(iss, Some(AnswerType::Category)), Some(vec!["iss".to_string()]), "named");
     assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(8));
+    // A question for dates or intervals gets none, though it names one.
+    let obesity = "In which documented intervals was Body mass index 30+ - obesity (finding) active?";
+    assert_eq!(calculators(obesity, Some(AnswerType::IntervalList)), None);
+    assert_eq!(calculators("When was the BMI first above 30?", Some(AnswerType::Date)), None);
+    assert_eq!(calculators("What is the BMI category?", Some(AnswerType::Category)), Some(vec!["bmi".to_string()]));
 }
 
 #[test]
@@ -812,9 +818,9 @@ fn a_calculator_named_in_retrieval_arguments_is_run_as_the_calculator() {
     let model = script();
     let out = run(&model, Method::Agent, "What are the ISS and R-ISS stages?");
     assert!(model.exhausted());
-    let plan = out.trace.plan.as_ref().unwrap();
-    assert_eq!(plan.steps[0].tool, "calculate", "{plan:?}");
-    assert_eq!(plan.steps[0].arguments, json!({"calculator": "iss"}), "{plan:?}");
+    let typed = out.trace.plan.as_ref().unwrap();
+    assert_eq!(typed.steps[0].tool, "calculate", "{typed:?}");
+    assert_eq!(typed.steps[0].arguments, json!({"calculator": "iss"}), "{typed:?}");
     assert_eq!(out.trace.plan_rewrites.len(), 1, "{:?}", out.trace.plan_rewrites);
     assert!(out.trace.plan_rewrites[0].contains("query_labs arguments named the calculator iss"));
     let rounds: Vec<_> = out.trace.rounds.iter().filter(|r| r.action == "call_tool").collect();
@@ -835,6 +841,20 @@ fn a_calculator_named_in_retrieval_arguments_is_run_as_the_calculator() {
         .collect();
     assert_eq!(calculations.len(), 2, "{calculations:?}");
     assert!(calculations[0].starts_with("iss") && calculations[1].starts_with("r-iss"), "{calculations:?}");
+
+    // A question for a date is read from the record: no calculator runs.
+    let model = scripted(&[
+        ASSESS.to_string(),
+        plan(json!([step(1, "query_labs", json!({"concepts": ["Albumin"]}))])),
+        action("call_tool", Some("query_labs"), json!({"concepts": ["Albumin"], "calculator": "bmi"})),
+        action("finish", None, json!({})),
+        "Answer: 2023-11-20\nReasoning: Measured [1].".to_string(),
+    ]);
+    let out = run_typed(&model, Method::Agent, "When was the BMI first above 30?", Some(AnswerType::Date));
+    let calls: Vec<_> = out.trace.rounds.iter().filter(|r| r.action == "call_tool").collect();
+    assert_eq!(calls[0].tool.as_deref(), Some("query_labs"), "{:?}", calls[0]);
+    assert!(calls[0].adjustments.iter().any(|a| a.contains("a date is read from the record")), "{:?}", calls[0]);
+    assert!(out.trace.rounds.iter().all(|r| r.tool.as_deref() != Some("calculate")), "{:?}", out.trace.rounds);
 
     // The paper's plan keeps the retrieval tool and drops the calculator.
     let model = script();

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
-use super::plan::{arguments_for, arguments_schema, calculation_meant, calculator_named, Vocabulary};
+use super::plan::{arguments_for, arguments_schema, asks_for_dates, calculation_meant, calculator_named, Vocabulary};
 use super::*;
 use crate::bank::AnswerType;
 use crate::criteria::CriteriaSets;
@@ -417,7 +417,14 @@ pub(crate) fn execute(
                 let mut given = action.get("arguments").cloned();
                 if ctx.config.typed_plan && ctx.config.use_calculators {
                     if let Some((named, _)) = given.as_ref().and_then(|a| calculator_named(tool, a)) {
+                        let dated = ctx.answer_type.is_some_and(asks_for_dates);
                         match given.as_ref().and_then(|a| calculation_meant(tool, a, ctx.question)) {
+                            _ if dated => adjustments.push(format!(
+                                "{} arguments named the calculator {}; a date is read from the record, not \
+                                 computed: not run",
+                                tool.as_str(),
+                                named.name()
+                            )),
                             None => adjustments.push(format!(
                                 "{} arguments named the calculator {}, which the question does not name: not run",
                                 tool.as_str(),

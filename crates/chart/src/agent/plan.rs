@@ -306,20 +306,28 @@ fn typed_steps(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Vec<(ToolName, Value)>
         .collect()
 }
 
-/// The calculators a typed plan may call: those the question names; when
-/// it names none, every one if the question asks for a score or its answer
-/// type is not given, and none for a yes/no, date, category or list
-/// question. A 0.5B plan for "is there documented evidence that an
+/// The calculators a typed plan may call: none for a question asking for
+/// a date, dates or intervals (a calculator gives a value, never a date;
+/// "Body mass index 30+ - obesity (finding)" names the BMI calculator in
+/// an intervals question); else those the question names; when it names
+/// none, every one if the question asks for a score or its answer type is
+/// not given, and none for a yes/no or category question. A 0.5B plan for "is there documented evidence that an
 /// echocardiogram has been performed?" added an ISS step and typed an
 /// albumin of hundreds of digits until its token limit, three times, a
 /// pipeline failure (docs/evaluation.md, `f9aef24a-G13`).
 pub(crate) fn plan_calculators(ctx: &Ctx<'_>) -> Vec<Calculator> {
     let named: Vec<Calculator> = Calculator::ALL.into_iter().filter(|&c| question_names(ctx.question, c)).collect();
     match ctx.answer_type {
+        Some(t) if asks_for_dates(t) => Vec::new(),
         _ if !named.is_empty() => named,
         None | Some(AnswerType::Score) => Calculator::ALL.to_vec(),
         Some(_) => Vec::new(),
     }
+}
+
+/// Whether an answer type asks for a date, dates or intervals.
+pub(crate) fn asks_for_dates(t: AnswerType) -> bool {
+    matches!(t, AnswerType::Date | AnswerType::DateList | AnswerType::IntervalList)
 }
 
 /// At most this many validation errors, each cut to [`ERROR_CHARS`], go
