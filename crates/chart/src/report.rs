@@ -252,6 +252,26 @@ fn source_line(source: &CitedSource) -> String {
             esc(concept),
             esc(source_id)
         ),
+        // A criteria check: its result and each criterion's status.
+        CitedSource::Calculation { calculator, output, used } if output["criteria"].is_array() => {
+            let criteria: Vec<String> = output["criteria"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let text = |k: &str| esc(c[k].as_str().unwrap_or_default());
+                    format!("<li>{}: <b>{}</b></li>", text("criterion"), text("status"))
+                })
+                .collect();
+            let read: Vec<String> = used.iter().map(|u| format!("<li>{}</li>", source_line(u))).collect();
+            format!(
+                "criteria check <b>{}</b>: <b>{}</b><ul>{}</ul>from<ul>{}</ul>",
+                esc(calculator),
+                esc(output["result"].as_str().unwrap_or_default()),
+                criteria.join(""),
+                read.join("")
+            )
+        }
         CitedSource::Calculation { calculator, output, used } => {
             let inputs: Vec<String> = used.iter().map(|u| format!("<li>{}</li>", source_line(u))).collect();
             format!(

@@ -152,3 +152,49 @@ fn a_failed_answer_page_and_the_index_are_written_whole() {
     assert!(html.contains("partly correct (0.50)") && html.contains("no gold answer"));
     assert!(html.contains("4 answers; 3 with a gold answer, mean score 0.500; 1 pipeline failures."));
 }
+
+/// A cited criteria check shows its result and each criterion's status,
+/// with what each read.
+#[test]
+fn a_cited_criteria_check_shows_each_criterions_status() {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "c1",
+            DocKind::ProblemList,
+            "2020-05-01",
+            "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
+        );
+        w.commit().unwrap();
+    }
+    let model = scripted(&[
+        r#"{"intent": "statin", "hypotheses": [], "required_information": ["age"], "missing_information": [], "complexity": "low", "skills": []}"#,
+        r#"{"steps": [{"step": 1, "objective": "find", "tool": "search_reports", "arguments": {"query": "diabetes"}, "evidence_requirements": [], "stop_rule": "found"}], "stop_conditions": ["found"]}"#,
+        r#"{"action": "call_tool", "tool": "search_reports", "arguments": {"query": "diabetes"}, "reason": "planned"}"#,
+        r#"{"action": "finish", "reason": "found"}"#,
+        "Answer: Yes\nReasoning: The check is met [1].",
+    ]);
+    let view = RecordView::new(&store, "P1", day(AS_OF));
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default();
+    let q = Question {
+        text: "Does the patient meet the statin criteria on 2023-12-31?",
+        answer_type: None,
+        method: Method::Agent,
+        skills: &skills,
+        config: &config,
+        patient: "female".into(),
+        embedder: None,
+    };
+    let out = ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
+    drop(view);
+    let s = store.lock().unwrap();
+    let page = answer_page(&out, &documents_for(&out, &s).unwrap());
+    assert!(page.contains("criteria check <b>statin-criteria</b>: <b>Yes</b>"), "{page}");
+    assert!(page.contains("<li>age 40-75 years: <b>met</b></li>"), "{page}");
+    assert!(page.contains("<li>documented diabetes: <b>met</b></li>"), "{page}");
+    assert!(page.contains("Diabetes (active)"), "the problem-list line it read");
+}
