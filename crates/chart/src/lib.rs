@@ -339,7 +339,9 @@ pub struct Question<'a> {
     pub text: &'a str,
     /// The question's answer schema (the paper gives it with the question;
     /// every method's answer prompt states it, and Evident's constrained
-    /// answer step decodes the answer under it). `None`: not stated.
+    /// answer step decodes the answer under it). `None`: not stated; a
+    /// question that names a criteria set is then taken as Yes / No /
+    /// Unclear, the answer its check gives.
     pub answer_type: Option<bank::AnswerType>,
     pub method: Method,
     pub skills: &'a SkillLibrary,
@@ -371,7 +373,9 @@ pub fn ask(
         skills: question.skills,
         config: &config,
         question: question.text,
-        answer_type: question.answer_type,
+        answer_type: question.answer_type.or_else(|| {
+            criteria::CriteriaSets::builtin().named_in(question.text).map(|_| bank::AnswerType::YesNoUnclear)
+        }),
         patient: question.patient.clone(),
     };
     let produced = match question.method {

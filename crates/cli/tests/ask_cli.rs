@@ -225,9 +225,10 @@ fn an_iss_question_on_the_example_myeloma_record_runs_the_calculator_end_to_end(
 /// bank (gold answer Yes: diabetes documented since 2001, aged 40-75),
 /// answered by the agent on the embedded model: the criteria set the
 /// question names is checked on the record (a calculate round), the check
-/// is the first context item, the answer (decoded as yes / no / unclear)
-/// is its result, and every citation resolves to the store (a check's
-/// criteria to the stored patient, the problem-list line and stored labs).
+/// is the first context item, the answer (decoded as yes / no / unclear,
+/// the schema of a question naming a criteria set) is its result, and
+/// every citation resolves to the store (a check's criteria to the stored
+/// patient, the problem-list line and stored labs).
 #[test]
 fn a_statin_criteria_question_is_answered_from_the_criteria_check() {
     let sb = Sandbox::new();
@@ -240,7 +241,7 @@ fn a_statin_criteria_question_is_answered_from_the_criteria_check() {
     sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
     let question = "Does the patient meet the statin criteria on 2020-09-07, that is, age 40-75 years with documented \
                     diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
-    let run = sb.run(&["--json", "ask", patient, question, "--as-of", "2020-09-07", "--answer-type", "yes_no_unclear"]);
+    let run = sb.run(&["--json", "ask", patient, question, "--as-of", "2020-09-07"]);
     let out = run.json();
     assert_eq!(out["status"], "answered", "{out}");
     let rounds = out["trace"]["rounds"].as_array().unwrap();
