@@ -179,3 +179,58 @@ fn a_lab_named_inside_a_longer_lab_name_is_not_named() {
     let both = "Is the total cholesterol above 200 mg/dL or the LDL cholesterol above 160 mg/dL?";
     assert_eq!(view.lab_concepts_named_in(both).unwrap(), ["Cholesterol, total", "LDL cholesterol"]);
 }
+
+/// The metformin check's eGFR criterion takes the last value in 90 days:
+/// a value in a unit the criterion knows decides; a newer one in a unit it
+/// does not know makes it unknown (Unclear), never a guess from the older
+/// one; none in the window is unknown too.
+#[test]
+fn the_last_lab_value_decides_and_one_in_an_unknown_unit_is_unknown() {
+    use evident_model::{DocKind, LabObservation, LabValue};
+    let store = support::store();
+    let egfr = |w: &evident_store::Writer<'_>, id: &str, value: f64, unit: &str, date: &str| {
+        let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("eGFR").unwrap().id.clone();
+        w.put_lab(&LabObservation {
+            patient_id: "P1".into(),
+            concept_id: Some(concept),
+            original_name: "Estimated Glomerular Filtration Rate".into(),
+            loinc: None,
+            value: LabValue::Numeric(value),
+            unit: Some(unit.into()),
+            ref_low: None,
+            ref_high: None,
+            ref_text: None,
+            flag: None,
+            time: day(date),
+            source: "test".into(),
+            source_id: id.into(),
+        })
+        .unwrap();
+    };
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "c1",
+            DocKind::ProblemList,
+            "2020-05-01",
+            "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n",
+        );
+        egfr(&w, "e1", 45.0, "mL/min/{1.73_m2}", "2023-11-01");
+        egfr(&w, "e2", 20.0, "mmol/L", "2023-12-15");
+        w.commit().unwrap();
+    }
+    let check = |date: &str| {
+        let view = RecordView::new(&store, "P1", day(date).date().and_hms_opt(23, 59, 59).unwrap());
+        let out = view.run(ToolName::Calculate, &json!({"calculator": "metformin-eligibility"})).unwrap();
+        let [Evidence::Calculation { inputs, output, .. }] = out.evidence.as_slice() else { panic!("{out:?}") };
+        (output["result"].as_str().unwrap().to_string(), inputs.clone())
+    };
+    let (result, inputs) = check("2023-12-01");
+    assert_eq!(result, "Yes", "prediabetes and an eGFR of 45: {inputs}");
+    let (result, inputs) = check("2023-12-31");
+    assert_eq!(result, "Unclear", "the newest value is in mmol/L: {inputs}");
+    let (result, _) = check("2024-06-01");
+    assert_eq!(result, "Unclear", "no value in the 90 days");
+}

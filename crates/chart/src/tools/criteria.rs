@@ -97,11 +97,12 @@ impl RecordView<'_> {
         }
     }
 
-    /// A lab criterion: the concept's values inside the window, in a unit
-    /// the rule knows, newest first. `last`: the newest decides, none is
-    /// unknown. `any`: one past the threshold meets it (the newest such is
-    /// cited), else the newest is cited and it is not met; none is not met.
-    /// Values in units the rule does not know make "not met" unknown.
+    /// A lab criterion: the concept's values inside the window, newest
+    /// first. `last`: the newest decides; none, or a newest in a unit the
+    /// rule does not know, is unknown. `any`: one past the threshold (in a
+    /// unit the rule knows) meets it, the newest such cited; else the
+    /// newest is cited and it is not met; none is not met. Values in units
+    /// the rule does not know make "not met" unknown.
     fn lab_criterion(&self, l: &LabRule) -> Result<Checked, ToolFailure> {
         let concept = LabCatalogue::builtin()
             .resolve_name(&l.concept)
@@ -114,6 +115,7 @@ impl RecordView<'_> {
             .collect();
         in_window.sort_by_key(|v| std::cmp::Reverse(v.time));
         let foreign = in_window.iter().filter(|v| l.converted(0.0, v.unit.as_deref()).is_none()).count();
+        let newest_foreign = in_window.first().is_some_and(|v| l.converted(0.0, v.unit.as_deref()).is_none());
         let mut values = in_window.into_iter().filter_map(|v| {
             let value = l.converted(v.value_num.expect("filtered to numeric values"), v.unit.as_deref())?;
             Some((value, v))
@@ -134,8 +136,10 @@ impl RecordView<'_> {
         };
         let checked = match l.value {
             LabValue::Last => match values.next() {
-                Some((value, v)) => (Truth::of(l.passes(value)), read(value, &v), vec![lab_evidence(&concept.name, v)]),
-                None => none(),
+                Some((value, v)) if !newest_foreign => {
+                    (Truth::of(l.passes(value)), read(value, &v), vec![lab_evidence(&concept.name, v)])
+                }
+                _ => none(),
             },
             LabValue::Any => {
                 let all: Vec<(f64, LabRecord)> = values.collect();
