@@ -1319,18 +1319,12 @@ fn ask_after_three_ct_searches(
 #[test]
 fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_structured_records() {
     let store = store();
-    {
-        let mut s = store.lock().unwrap();
-        let w = s.writer().unwrap();
-        support::put_document(
-            &w,
-            "c1",
-            evident_model::DocKind::ProblemList,
-            "2019-03-04",
-            "Conditions\n- 2019-03-04 10:00: Polyp of colon (resolved, resolved 2019-06-01) [Condition/c1]\n",
-        );
-        w.commit().unwrap();
-    }
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2019-03-04",
+        "Conditions\n- 2019-03-04 10:00: Polyp of colon (resolved, resolved 2019-06-01) [Condition/c1]\n",
+    );
     let question = "When was Polyp of colon first documented?";
     let ask_with = |method: Method| {
         ask_after_three_ct_searches(
@@ -1360,18 +1354,7 @@ fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_str
 #[test]
 fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
     let store = store();
-    {
-        let mut s = store.lock().unwrap();
-        let w = s.writer().unwrap();
-        support::put_document(
-            &w,
-            "c1",
-            evident_model::DocKind::ProblemList,
-            "2020-05-01",
-            "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n- 2020-05-01 10:00: Essential hypertension (active) [Condition/h1]\n",
-        );
-        w.commit().unwrap();
-    }
+    support::add_problem_list(&store, "c1", "2020-05-01", "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n- 2020-05-01 10:00: Essential hypertension (active) [Condition/h1]\n");
     let question =
         "Is the patient eligible on 2023-12-31, that is, documented prediabetes and an albumin of at least 3.5 g/dL?";
     let ask_with = |method: Method| {
@@ -1405,18 +1388,12 @@ fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
 #[test]
 fn a_question_naming_a_criteria_set_gets_its_check_first() {
     let store = store();
-    {
-        let mut s = store.lock().unwrap();
-        let w = s.writer().unwrap();
-        support::put_document(
-            &w,
-            "c1",
-            evident_model::DocKind::ProblemList,
-            "2020-05-01",
-            "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
-        );
-        w.commit().unwrap();
-    }
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2020-05-01",
+        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
+    );
     let question = "Does the patient meet the statin criteria on 2023-12-31, that is, age 40-75 years with documented \
                     diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
     let ask_with = |method: Method| {

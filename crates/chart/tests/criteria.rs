@@ -186,7 +186,7 @@ fn a_lab_named_inside_a_longer_lab_name_is_not_named() {
 /// one; none in the window is unknown too.
 #[test]
 fn the_last_lab_value_decides_and_one_in_an_unknown_unit_is_unknown() {
-    use evident_model::{DocKind, LabObservation, LabValue};
+    use evident_model::{LabObservation, LabValue};
     let store = support::store();
     let egfr = |w: &evident_store::Writer<'_>, id: &str, value: f64, unit: &str, date: &str| {
         let concept = evident_model::labs::LabCatalogue::builtin().resolve_name("eGFR").unwrap().id.clone();
@@ -207,16 +207,15 @@ fn the_last_lab_value_decides_and_one_in_an_unknown_unit_is_unknown() {
         })
         .unwrap();
     };
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2020-05-01",
+        "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n",
+    );
     {
         let mut s = store.lock().unwrap();
         let w = s.writer().unwrap();
-        support::put_document(
-            &w,
-            "c1",
-            DocKind::ProblemList,
-            "2020-05-01",
-            "Conditions\n- 2020-05-01 10:00: Prediabetes (active) [Condition/p1]\n",
-        );
         egfr(&w, "e1", 45.0, "mL/min/{1.73_m2}", "2023-11-01");
         egfr(&w, "e2", 20.0, "mmol/L", "2023-12-15");
         w.commit().unwrap();

@@ -158,18 +158,12 @@ fn a_failed_answer_page_and_the_index_are_written_whole() {
 #[test]
 fn a_cited_criteria_check_shows_each_criterions_status() {
     let store = store();
-    {
-        let mut s = store.lock().unwrap();
-        let w = s.writer().unwrap();
-        support::put_document(
-            &w,
-            "c1",
-            DocKind::ProblemList,
-            "2020-05-01",
-            "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
-        );
-        w.commit().unwrap();
-    }
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2020-05-01",
+        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
+    );
     let model = scripted(&[
         r#"{"intent": "statin", "hypotheses": [], "required_information": ["age"], "missing_information": [], "complexity": "low", "skills": []}"#,
         r#"{"steps": [{"step": 1, "objective": "find", "tool": "search_reports", "arguments": {"query": "diabetes"}, "evidence_requirements": [], "stop_rule": "found"}], "stop_conditions": ["found"]}"#,

@@ -38,6 +38,14 @@ pub fn put_document(w: &evident_store::Writer<'_>, id: &str, kind: DocKind, date
     w.put_document(&doc, &split_sections(text), &split_sentences(text)).unwrap();
 }
 
+/// Adds one problem-list document (timeline lines) to a fixture store.
+pub fn add_problem_list(store: &Mutex<Store>, id: &str, date: &str, text: &str) {
+    let mut s = store.lock().unwrap();
+    let w = s.writer().unwrap();
+    put_document(&w, id, DocKind::ProblemList, date, text);
+    w.commit().unwrap();
+}
+
 /// The reference date of the fixture: one document lies after it.
 pub const AS_OF: &str = "2023-12-31";
 
