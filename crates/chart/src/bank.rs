@@ -719,10 +719,7 @@ fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, String
 /// female, and the earliest and latest birth dates the anchor age allows.
 fn mimic_demographics(text: &str) -> Option<(bool, NaiveDate, NaiveDate)> {
     let female = text.strip_prefix("Sex ")?.starts_with('F');
-    let (_, rest) = text.split_once("; age ")?;
-    let (age, rest) = rest.split_once(" in anchor year ")?;
-    let age: i32 = age.trim().parse().ok()?;
-    let year: i32 = rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    let (age, year) = crate::tools::mimic_anchor(text)?;
     // Aged `age` at some time in the anchor year: born in that year less
     // `age`, or the year before.
     let born = year - age;

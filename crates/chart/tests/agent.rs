@@ -1103,6 +1103,65 @@ fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
     assert!(!cited.iter().any(|t| t.contains("Prediabetes")), "{cited:?}");
 }
 
+/// MIMIC-IV gives an age in an anchor year, not a birth date. The
+/// calculator is scored where every age the anchor allows gives one result
+/// (the age shown as that range, the demographics line cited), and not
+/// where the range straddles an age band; before the line's date the line
+/// is not seen.
+#[test]
+fn an_anchor_age_scores_a_calculator_only_where_every_age_it_allows_agrees() {
+    use evident_model::{DocKind, Document, Patient};
+    let mut store = evident_store::Store::open_in_memory().unwrap();
+    {
+        let w = store.writer().unwrap();
+        let patient = Patient {
+            id: "P2".into(),
+            source: "mimic".into(),
+            birth_date: None,
+            sex: Some("M".into()),
+            display_name: None,
+        };
+        w.upsert_patient(&patient).unwrap();
+        let text = "Demographics\n- 2150-01-01 00:00: Sex M; age 70 in anchor year 2150 (real years 2014 - 2016) [patients/P2]\n";
+        let doc = Document {
+            id: "mimic:demographics:P2".into(),
+            patient_id: "P2".into(),
+            kind: DocKind::Other,
+            date: Some(day("2150-01-01")),
+            title: "Demographics".into(),
+            source: "mimic".into(),
+            source_id: "demographics:P2".into(),
+            text: text.into(),
+        };
+        let (sections, sentences) =
+            (evident_model::text::split_sections(text), evident_model::text::split_sentences(text));
+        w.put_document(&doc, &sections, &sentences).unwrap();
+        w.commit().unwrap();
+    }
+    let store = std::sync::Mutex::new(store);
+    let score = |on: &str| {
+        let view = RecordView::new(&store, "P2", day(on));
+        view.run(ToolName::Calculate, &json!({"calculator": "cha2ds2-vasc", "inputs": {"age_years": 30}})).unwrap()
+    };
+    // Aged 70 at some time in 2150 (born 2079-01-02 to 2080-12-31): 71 to
+    // 73 in mid 2152, all 65-74 (1 point).
+    let out = score("2152-06-01");
+    let Evidence::Calculation { inputs, output, used, .. } = &out.evidence[0] else { panic!("{out:?}") };
+    assert_eq!(inputs["age_years"], "71-73", "the call's 30 is not used: {inputs}");
+    assert_eq!(output["score"], 1.0, "{output}");
+    assert!(used.iter().any(|e| e.text().contains("age 70 in anchor year 2150")), "{used:?}");
+    // 74 to 76 in mid 2155: 1 or 2 points, so no score.
+    let out = score("2155-06-01");
+    assert!(!out.evidence.iter().any(|e| matches!(e, Evidence::Calculation { .. })), "{out:?}");
+    let note = out.note.unwrap();
+    assert!(note.contains("74-76") && note.contains("differs"), "{note}");
+    // Before the demographics line's date the record gives no age, so the
+    // call's stands, as it does wherever the store has none.
+    let out = score("2149-06-01");
+    let Evidence::Calculation { inputs, .. } = &out.evidence[0] else { panic!("{out:?}") };
+    assert_eq!(inputs["age_years"], 30, "{inputs}");
+}
+
 /// A first-occurrence question whose plan searches the most recent
 /// document only.
 fn first_metformin_most_recent() -> Scripted {

@@ -4,12 +4,12 @@
 //! G32-G34: oral anticoagulation in atrial fibrillation, metformin,
 //! statins) checked on its patient's record at its reference date. The
 //! check reads the store (problem-list lines, stored labs, the stored
-//! patient, the CHA2DS2-VASc calculator); the banks' gold answers were
-//! derived by the generator from the FHIR resources and MIMIC-IV tables
-//! themselves (crates/chart/src/bank.rs), so agreement shows the two read
-//! the criteria alike: on every Synthea question, and on every MIMIC-IV
-//! question whose answer does not hang on an age the store lacks. Every
-//! criterion the check cites resolves to stored text or a stored value.
+//! patient or MIMIC-IV's anchor-age line, the CHA2DS2-VASc calculator);
+//! the banks' gold answers were derived by the generator from the FHIR
+//! resources and MIMIC-IV tables themselves (crates/chart/src/bank.rs), so
+//! agreement shows the two read the criteria alike, on every question of
+//! both banks. Every criterion the check cites resolves to stored text or
+//! a stored value.
 
 mod support;
 
@@ -43,16 +43,16 @@ fn every_eligibility_question_of_the_bank_is_checked_as_its_gold_answer_says() {
     assert_eq!(tally.len(), 3, "{tally:?}");
 }
 
-/// The same on the MIMIC-IV demo's bank (diagnoses coded per admission):
-/// MIMIC-IV gives an anchor age, not a birth date, and the store keeps
-/// none, so where an age decides (the statin age band, CHA2DS2-VASc's age
-/// points) the check is Unclear; the generator, reading the anchor age,
-/// answered those 16. The other 55 of the 71 agree.
+/// The same on the MIMIC-IV demo's bank (diagnoses coded per admission).
+/// MIMIC-IV gives an anchor age, not a birth date: an age criterion is
+/// decided where every age the anchor allows agrees, and CHA2DS2-VASc is
+/// scored where its age points are the same for all of them; where they
+/// are not, the check would say Unclear (never the case in this bank).
 #[test]
-fn the_mimic_banks_eligibility_questions_agree_or_are_unclear_for_want_of_an_age() {
+fn every_eligibility_question_of_the_mimic_bank_is_checked_as_its_gold_answer_says() {
     let (_dir, store) = ingested_from("mimic-iv-demo");
     let tally = check_bank(&store, "dev-mimic.jsonl");
-    let expected = [((false, "Unclear"), 16), ((true, "No"), 43), ((true, "Unclear"), 12)];
+    let expected = [((true, "No"), 46), ((true, "Unclear"), 12), ((true, "Yes"), 13)];
     let expected: std::collections::BTreeMap<(bool, String), usize> =
         expected.into_iter().map(|((a, r), n)| ((a, r.to_string()), n)).collect();
     assert_eq!(tally, expected);
@@ -81,14 +81,7 @@ fn check_bank(store: &Mutex<Store>, file: &str) -> std::collections::BTreeMap<(b
         };
         assert_eq!(calculator, &set.id);
         let agrees = output["result"] == q["gold_answer"];
-        // Where the store has no birth date (MIMIC-IV gives an anchor age,
-        // which the generator reads), an age criterion or an age-weighted
-        // score is unknown and the check says Unclear, never a guess.
-        let age_unknown = output["result"] == "Unclear"
-            && inputs.as_object().unwrap().values().any(|v| {
-                v.as_str().is_some_and(|t| t == "birth date not recorded" || t.contains("needs the inputs age_years"))
-            });
-        assert!(agrees || age_unknown, "{}: gold {}, {inputs} {output}", q["id"], q["gold_answer"]);
+        assert!(agrees, "{}: gold {}, {inputs} {output}", q["id"], q["gold_answer"]);
         *tally.entry((agrees, output["result"].as_str().unwrap().to_string())).or_insert(0) += 1;
         // A met criterion cites what it read; the gold evidence's condition
         // line is among the check's when the gold answer cites one.

@@ -9,9 +9,14 @@
 //! come from the call. A criteria set's id runs its criteria check
 //! ([`RecordView::check_criteria`]).
 
+use super::age::Age;
 use super::*;
 use crate::calculators::tables::{Measurement, NUMERIC_INPUTS};
 use crate::criteria::CriteriaSets;
+
+/// The oldest age tried where the record gives no upper bound (MIMIC-IV's
+/// ages over 89); the calculators refuse ages past it.
+const OLDEST_AGE: i32 = 120;
 
 /// The stored lab concept a numeric input may be read from.
 fn lab_concept(input: &str) -> Option<&'static str> {
@@ -90,7 +95,7 @@ impl RecordView<'_> {
                 None => missing.push(format!("Lactate dehydrogenase within {days} days before {}", self.as_of.date())),
             }
         }
-        self.fill_demographics(calculator, &mut inputs, &mut used)?;
+        let age_range = self.fill_demographics(calculator, &mut inputs, &mut used)?;
         if calculator == Calculator::Cha2ds2Vasc {
             self.fill_conditions(&mut inputs, &mut used)?;
         }
@@ -133,7 +138,33 @@ impl RecordView<'_> {
                 )),
             });
         }
-        let output = calculate(calculator, &inputs).map_err(|e| ToolError(e.to_string()))?;
+        let output = match age_range {
+            None => calculate(calculator, &inputs).map_err(|e| ToolError(e.to_string()))?,
+            Some(age) => {
+                // Every age the record allows gives the same result, or
+                // there is none.
+                let oldest = age.oldest.unwrap_or(OLDEST_AGE).max(age.youngest);
+                let outputs = (age.youngest..=oldest)
+                    .map(|years| {
+                        let mut at = inputs.clone();
+                        at["age_years"] = json!(years);
+                        calculate(calculator, &at).map_err(|e| ToolError(e.to_string()))
+                    })
+                    .collect::<Result<Vec<Value>, ToolError>>()?;
+                if outputs.windows(2).any(|w| w[0] != w[1]) {
+                    return Ok(ToolOutput {
+                        evidence: used,
+                        note: Some(format!(
+                            "{} not computable: the record gives the age as {} years (MIMIC-IV's anchor age), and the result differs within that range",
+                            calculator.name(),
+                            age.shown().to_string().trim_matches('"')
+                        )),
+                    });
+                }
+                inputs["age_years"] = age.shown();
+                outputs.into_iter().next().expect("at least one age")
+            }
+        };
         Ok(ToolOutput {
             evidence: vec![Evidence::Calculation { calculator: calculator.name().into(), inputs, output, used }],
             note: None,
@@ -148,26 +179,38 @@ impl RecordView<'_> {
     /// call gives (the embedded model was seen inventing ages of 1 and 20
     /// for a patient of 55); the call's value stands only where the store
     /// has none. A sex the store gives other than female/male (or F/M) is
-    /// not guessed.
+    /// not guessed. Where the record gives the age as a range (MIMIC-IV's
+    /// anchor age, [`RecordView::age`]), the youngest is set, the line that
+    /// gives it cited, and the range returned: the calculator must give one
+    /// result for every age in it.
     fn fill_demographics(
         &self,
         calculator: Calculator,
         inputs: &mut Value,
         used: &mut Vec<Evidence>,
-    ) -> Result<(), ToolFailure> {
+    ) -> Result<Option<Age>, ToolFailure> {
         let schema = calculator.input_schema();
         let required = |f: &str| schema["required"].as_array().is_some_and(|r| r.iter().any(|v| v == f));
         // Charlson's optional age: one the call gives is replaced too.
         let wants_age = required("age_years") || inputs.get("age_years").is_some();
         let wants_sex = required("female");
         if !wants_age && !wants_sex {
-            return Ok(());
+            return Ok(None);
         }
-        let Some(patient) = self.lock().patient(self.patient_id())? else { return Ok(()) };
+        let Some(patient) = self.lock().patient(self.patient_id())? else { return Ok(None) };
         let mut read = false;
-        if let (true, Some(birth)) = (wants_age, patient.birth_date) {
-            inputs["age_years"] = json!(age_on(birth, self.as_of().date()));
-            read = true;
+        let mut range = None;
+        match self.age()?.filter(|_| wants_age) {
+            Some(age) if age.oldest == Some(age.youngest) => {
+                inputs["age_years"] = json!(age.youngest);
+                read = true;
+            }
+            Some(age) => {
+                inputs["age_years"] = json!(age.youngest);
+                used.push(age.evidence.clone());
+                range = Some(age);
+            }
+            None => {}
         }
         let female = match patient.sex.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
             Some(s) if s == "female" || s == "f" => Some(true),
@@ -186,7 +229,7 @@ impl RecordView<'_> {
                 as_of: self.as_of(),
             });
         }
-        Ok(())
+        Ok(range)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The criteria check: a criteria set ([`crate::criteria`]) evaluated on
 //! the record at the reference date, each criterion from what the record
-//! stores (age from the stored patient, conditions from the problem list,
+//! stores (age from the stored patient or MIMIC-IV's anchor age, conditions from the problem list,
 //! values from the stored labs, scores from the calculators), each read
 //! cited. The result is a calculation item (the set's id as its
 //! calculator) whose inputs are what each criterion read and whose result
@@ -49,21 +49,10 @@ impl RecordView<'_> {
         match atom {
             Rule::All(_) | Rule::Any(_) => unreachable!("Rule::evaluate passes atoms only"),
             Rule::Age(a) => {
-                let Some(patient) = self.lock().patient(self.patient_id())? else {
-                    return Ok((Truth::Unknown, json!("patient not stored"), vec![]));
+                let Some(age) = self.age()? else {
+                    return Ok((Truth::Unknown, json!("no birth date or age recorded"), vec![]));
                 };
-                let Some(birth) = patient.birth_date else {
-                    return Ok((Truth::Unknown, json!("birth date not recorded"), vec![]));
-                };
-                let age = age_on(birth, self.as_of.date());
-                let met = a.min.is_none_or(|m| age >= m) && a.max.is_none_or(|m| age <= m);
-                let evidence = Evidence::Patient {
-                    patient_id: patient.id,
-                    birth_date: patient.birth_date,
-                    sex: patient.sex,
-                    as_of: self.as_of,
-                };
-                Ok((Truth::of(met), json!(age), vec![evidence]))
+                Ok((age.within(a.min, a.max), age.shown(), vec![age.evidence]))
             }
             Rule::Condition(c) => {
                 let store = self.lock();

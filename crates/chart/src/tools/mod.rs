@@ -21,12 +21,14 @@
 //!
 //! Every result is a list of [`Evidence`] items that can be cited.
 
+mod age;
 mod calculate;
 mod criteria;
 mod labs;
 mod query;
 mod reports;
 mod structured;
+pub(crate) use age::mimic_anchor;
 pub(crate) use structured::{timeline_entries, timeline_line};
 
 pub(crate) use query::STOPWORDS;
