@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use chrono::{NaiveDate, NaiveDateTime};
 use evident_chart::bank::AnswerType;
+use evident_chart::criteria::CriteriaSets;
 use evident_chart::{AgentConfig, ChartAnswer, CitedSource, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde::Serialize;
@@ -36,6 +37,9 @@ pub struct AskRequest {
     pub method: String,
     /// A folder of skill files added to the built-in library.
     pub skills_dir: Option<PathBuf>,
+    /// A file of criteria sets (the built-in file's format) added to the
+    /// built-in sets.
+    pub criteria_file: Option<PathBuf>,
     pub model: ModelChoice,
     pub use_cache: bool,
     /// Where to write `answer.json` and `answer.html`.
@@ -81,6 +85,11 @@ fn parse_as_of(text: &str) -> Result<NaiveDateTime> {
     }
 }
 
+/// The built-in criteria sets and a user's file of them, validated whole.
+pub(crate) fn user_criteria(path: &std::path::Path) -> Result<CriteriaSets> {
+    CriteriaSets::with_user_file(path).map_err(|e| AppError::Input(format!("criteria file {}: {e}", path.display())))
+}
+
 /// Answers the question.
 pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     if request.question.trim().is_empty() {
@@ -93,6 +102,7 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
         None => SkillLibrary::builtin(),
     }
     .map_err(|e| AppError::Input(format!("skill file {e}")))?;
+    let criteria = request.criteria_file.as_deref().map(user_criteria).transpose()?;
     let explicit_as_of = request.as_of.as_deref().map(parse_as_of).transpose()?;
     let store = session.store()?;
     let (as_of, patient) = {
@@ -142,6 +152,10 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
         _ => None,
     };
     let view = RecordView::new(&store, request.patient_id.clone(), as_of);
+    let view = match &criteria {
+        Some(sets) => view.with_criteria(sets),
+        None => view,
+    };
     let question = Question {
         text: request.question.trim(),
         answer_type,

@@ -333,6 +333,7 @@ fn run_chart(session: &Session, job: &ChartJob, out: PathBuf) -> Result<serde_js
         as_of: job.as_of.clone().filter(|a| !a.trim().is_empty()),
         method: job.method.clone().filter(|m| !m.trim().is_empty()).unwrap_or_else(|| "agent".into()),
         skills_dir: None,
+        criteria_file: None,
         model: model_choice(&job.model),
         use_cache: true,
         out_dir: Some(out),

@@ -140,6 +140,7 @@ fn a_chart_question_is_refused() {
             as_of: None,
             method: "agent".into(),
             skills_dir: None,
+            criteria_file: None,
             model,
             use_cache: false,
             out_dir: None,

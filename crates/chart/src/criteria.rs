@@ -245,6 +245,8 @@ impl Rule {
 pub enum CriteriaError {
     #[error("criteria sets are not valid JSON of the sets' shape: {0}; fix the file (see crates/chart/data/criteria_sets.json for the format)")]
     Json(#[from] serde_json::Error),
+    #[error("cannot read the criteria file: {0}")]
+    Read(std::io::Error),
     #[error("criteria sets have {} problem(s):\n  {}", .0.len(), .0.join("\n  "))]
     Invalid(Vec<String>),
 }
@@ -269,6 +271,36 @@ impl CriteriaSets {
         } else {
             Err(CriteriaError::Invalid(problems))
         }
+    }
+
+    /// The built-in sets and a user's file of sets in the same format. The
+    /// file is validated on its own (places are the file's) and against the
+    /// built-in sets: an id or a phrase one of them has is a problem. The
+    /// user's sets come first, so they are matched first.
+    pub fn with_user_file(path: &std::path::Path) -> Result<CriteriaSets, CriteriaError> {
+        let text = std::fs::read_to_string(path).map_err(CriteriaError::Read)?;
+        let user = CriteriaSets::from_json(&text)?;
+        let builtin = CriteriaSets::builtin();
+        let mut problems = Vec::new();
+        for (i, set) in user.sets.iter().enumerate() {
+            if builtin.get(&set.id).is_some() {
+                problems.push(format!("sets[{i}].id: {:?} is a built-in set's id; choose another", set.id));
+            }
+            for (j, phrase) in set.named_by.iter().enumerate() {
+                if let Some(other) = builtin.sets.iter().find(|b| b.named_by.contains(phrase)) {
+                    problems.push(format!(
+                        "sets[{i}].named_by[{j}]: {phrase:?} names the built-in set {:?} too; choose a phrase only this set has",
+                        other.id
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(CriteriaError::Invalid(problems));
+        }
+        let mut sets = user.sets;
+        sets.extend(builtin.sets.iter().cloned());
+        Ok(CriteriaSets { about: user.about, version: user.version, sets })
     }
 
     pub fn get(&self, id: &str) -> Option<&CriteriaSet> {
@@ -521,5 +553,37 @@ mod tests {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
         }
         assert!(matches!(CriteriaSets::from_json("{\"version\": 1}"), Err(CriteriaError::Json(_))));
+    }
+
+    #[test]
+    fn a_users_file_adds_sets_before_the_built_in_ones_and_may_not_take_their_ids_or_phrases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("local.json");
+        let set = |id: &str, phrase: &str| {
+            format!(
+                r#"{{"id": "{id}", "title": "t", "source": "local protocol", "named_by": ["{phrase}"],
+                    "rule": {{"age": {{"label": "age 18 or over", "min": 18}}}}}}"#
+            )
+        };
+        let file = |sets: &[String]| format!(r#"{{"version": 1, "sets": [{}]}}"#, sets.join(","));
+        std::fs::write(&path, file(&[set("adult-check", "adult criteria")])).unwrap();
+        let sets = CriteriaSets::with_user_file(&path).unwrap();
+        assert_eq!(sets.sets[0].id, "adult-check");
+        assert_eq!(sets.named_in("Does she meet the adult criteria?").unwrap().id, "adult-check");
+        assert_eq!(sets.named_in("Does he meet the statin criteria?").unwrap().id, "statin-criteria");
+        assert_eq!(sets.sets.len(), CriteriaSets::builtin().sets.len() + 1);
+
+        std::fs::write(&path, file(&[set("statin-criteria", "adult criteria"), set("mine", "statin criteria")]))
+            .unwrap();
+        let Err(CriteriaError::Invalid(problems)) = CriteriaSets::with_user_file(&path) else { panic!() };
+        let text = problems.join("\n");
+        assert!(text.contains("sets[0].id: \"statin-criteria\" is a built-in set's id"), "{text}");
+        assert!(
+            text.contains("sets[1].named_by[0]: \"statin criteria\" names the built-in set \"statin-criteria\""),
+            "{text}"
+        );
+
+        let missing = dir.path().join("none.json");
+        assert!(matches!(CriteriaSets::with_user_file(&missing), Err(CriteriaError::Read(_))));
     }
 }

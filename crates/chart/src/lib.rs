@@ -373,9 +373,9 @@ pub fn ask(
         skills: question.skills,
         config: &config,
         question: question.text,
-        answer_type: question.answer_type.or_else(|| {
-            criteria::CriteriaSets::builtin().named_in(question.text).map(|_| bank::AnswerType::YesNoUnclear)
-        }),
+        answer_type: question
+            .answer_type
+            .or_else(|| view.criteria().named_in(question.text).map(|_| bank::AnswerType::YesNoUnclear)),
         patient: question.patient.clone(),
     };
     let produced = match question.method {

@@ -1356,13 +1356,26 @@ fn ask_after_three_ct_searches(
     method: Method,
     answer: &str,
 ) -> ChartAnswer {
+    let builtin = evident_chart::criteria::CriteriaSets::builtin();
+    ask_after_three_ct_searches_with(store, question, Some(answer_type), method, answer, builtin)
+}
+
+/// The same with the given criteria sets, and the answer type possibly unstated.
+fn ask_after_three_ct_searches_with(
+    store: &std::sync::Mutex<evident_store::Store>,
+    question: &str,
+    answer_type: Option<AnswerType>,
+    method: Method,
+    answer: &str,
+    criteria: &evident_chart::criteria::CriteriaSets,
+) -> ChartAnswer {
     let model = three_searches(json!({"query": "CT"}), answer);
-    let view = RecordView::new(store, "P1", day(AS_OF));
+    let view = RecordView::new(store, "P1", day(AS_OF)).with_criteria(criteria);
     let skills = SkillLibrary::builtin().unwrap();
     let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
     let q = Question {
         text: question,
-        answer_type: Some(answer_type),
+        answer_type,
         method,
         skills: &skills,
         config: &config,
@@ -1471,4 +1484,40 @@ fn a_question_naming_a_criteria_set_gets_its_check_first() {
     let out = ask_with(Method::AgentNoCalculators);
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria check")), "{:?}", out.trace.rounds);
     assert!(!out.context.iter().any(|n| matches!(n, Evidence::Calculation { .. })), "{:?}", out.context);
+}
+
+/// A user's criteria set (`--criteria FILE`) is named, checked and
+/// answered as a built-in one is: a question naming it without an answer
+/// type is taken as Yes / No / Unclear, and the check comes first.
+#[test]
+fn a_users_criteria_set_is_checked_when_a_question_names_it() {
+    let store = store();
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2020-05-01",
+        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("local.json");
+    let set = r#"{"version": 1, "sets": [{"id": "diabetes-review", "title": "Annual diabetes review",
+        "source": "a local protocol", "named_by": ["annual diabetes review criteria"],
+        "rule": {"all": [{"age": {"label": "age 60 or over", "min": 60}},
+                         {"condition": {"label": "documented diabetes", "marks": ["diabetes"], "not": ["prediabetes"]}}]}}]}"#;
+    std::fs::write(&file, set).unwrap();
+    let sets = evident_chart::criteria::CriteriaSets::with_user_file(&file).unwrap();
+    let question = "Does the patient meet the annual diabetes review criteria on 2023-12-31?";
+    let answer = "Answer: Yes\nReasoning: The criteria are met [1].";
+    let out = ask_after_three_ct_searches_with(&store, question, None, Method::Agent, answer, &sets);
+    let checks: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("criteria check")).collect();
+    assert_eq!(checks.len(), 1, "{:?}", out.trace.rounds);
+    assert_eq!(checks[0].arguments.as_ref().unwrap(), &json!({"calculator": "diabetes-review"}));
+    let Evidence::Calculation { calculator, output, .. } = &out.context[0] else { panic!("{:?}", out.context) };
+    assert_eq!(calculator, "diabetes-review");
+    assert_eq!(output["result"], "Yes", "67 years old with diabetes: {output}");
+    assert_eq!(out.answer.as_deref(), Some("Yes"));
+    // Without the file the same question names no set.
+    let builtin = evident_chart::criteria::CriteriaSets::builtin();
+    let out = ask_after_three_ct_searches_with(&store, question, None, Method::Agent, answer, builtin);
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria check")), "{:?}", out.trace.rounds);
 }

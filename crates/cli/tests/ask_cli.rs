@@ -3,7 +3,7 @@
 //! answer marks supported resolves to the stored text (read back from the
 //! store, not from the answer) and every other one names no context item;
 //! and bad input (unknown patient, unparseable --as-of, an empty
-//! question, a skills file that does not validate, an unknown method or answer type)
+//! question, a skills file or criteria file that does not validate, an unknown method or answer type)
 //! refused with exit 2, a message naming the place, and no answer file
 //! written; advanced RAG on a two-note record, with its HTML page; and an
 //! ISS question on the example myeloma record, whose own plan reaches the
@@ -153,6 +153,15 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
         .fails_with(2, "--answer-type: answer type \"essay\" is unknown; use one of yes_no, yes_no_unclear, date");
     sb.write("skills/renal.md", "---\nid: renal\ncategory: knowledge\nsummary: s\nkeywords: []\n---\nbody\n");
     ask(&["X1", "Is she on metformin?", "--skills", "skills"]).fails_with(2, "renal.md: category: \"knowledge\"");
+    sb.write(
+        "local.json",
+        r#"{"version": 1, "sets": [{"id": "adults", "title": "Adults", "source": "a local protocol",
+            "named_by": ["adult criteria"], "rule": {"age": {"label": "adult", "min": 80, "max": 18}}}]}"#,
+    );
+    ask(&["X1", "Does she meet the adult criteria?", "--criteria", "local.json"])
+        .fails_with(2, "--criteria: criteria file local.json: criteria sets have 1 problem(s):\n  sets[0].rule.age: min 80 is above max 18");
+    ask(&["X1", "Does she meet the adult criteria?", "--criteria", "none.json"])
+        .fails_with(2, "--criteria: criteria file none.json: cannot read the criteria file");
     assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");
 }
 

@@ -212,6 +212,8 @@ pub struct ChartEvalRequest {
     pub use_cache: bool,
     pub resamples: usize,
     pub seed: u64,
+    /// A file of criteria sets added to the built-in ones, for every question.
+    pub criteria_file: Option<PathBuf>,
 }
 
 /// What the evaluation wrote and found.
@@ -317,6 +319,10 @@ pub fn evaluate_chart(
     if request.runs == 0 {
         input_error!("runs is 0; use at least 1");
     }
+    // A bad criteria file stops the evaluation before its first answer.
+    if let Some(path) = &request.criteria_file {
+        crate::chart::user_criteria(path)?;
+    }
     // Every patient must be stored, and the record lengths are read now.
     let store = session.store()?;
     let mut record_chars: BTreeMap<String, usize> = BTreeMap::new();
@@ -386,6 +392,7 @@ pub fn evaluate_chart(
             as_of: Some(q.reference_date.clone()),
             method: method.clone(),
             skills_dir: None,
+            criteria_file: request.criteria_file.clone(),
             model: request.model.clone(),
             use_cache: request.use_cache && run == 1,
             out_dir: None,

@@ -7,7 +7,6 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 use super::plan::{arguments_for, arguments_schema, asks_for_dates, calculation_meant, calculator_named, Vocabulary};
 use super::*;
 use crate::bank::AnswerType;
-use crate::criteria::CriteriaSets;
 use crate::policy::EvidenceOrder;
 use crate::tools::{keyword_subset, names_subject, subject_words, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
@@ -687,7 +686,7 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
 }
 
 /// Evident's (with [`AgentConfig::use_calculators`]): a question that names
-/// a criteria set ([`CriteriaSets::named_in`]) ends retrieval with the
+/// a criteria set ([`crate::criteria::CriteriaSets::named_in`]) ends retrieval with the
 /// set's check on the record in front of the context, a calculate round of
 /// the trace; the answer step then holds a Yes / No / Unclear answer to
 /// the check's result. With the diabetes line, the LDL values and an
@@ -697,7 +696,7 @@ fn criteria_check(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: 
     if !ctx.config.use_calculators {
         return Ok(());
     }
-    let Some(set) = CriteriaSets::builtin().named_in(ctx.question) else { return Ok(()) };
+    let Some(set) = ctx.view.criteria().named_in(ctx.question) else { return Ok(()) };
     let args = json!({"calculator": set.id});
     if !state.seen_calls.insert(identity_of(ToolName::Calculate, &args)) {
         return Ok(());

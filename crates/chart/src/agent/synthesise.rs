@@ -342,6 +342,7 @@ pub(crate) fn answer_schema(
     answer_type: Option<AnswerType>,
     shown: &ShownValues,
     style_answers: &[String],
+    criteria: &CriteriaSets,
 ) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
@@ -357,7 +358,7 @@ pub(crate) fn answer_schema(
             let styled = if styled.is_empty() { &options[..] } else { &styled };
             // The result of a shown check of the criteria set the question
             // names is the answer.
-            let named = CriteriaSets::builtin().named_in(question).map(|set| set.id.as_str());
+            let named = criteria.named_in(question).map(|set| set.id.as_str());
             let checked: Vec<&str> = styled
                 .iter()
                 .copied()
@@ -475,7 +476,8 @@ fn synthesise_constrained(
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     let shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
-    let schema = answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers);
+    let schema =
+        answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
@@ -505,6 +507,17 @@ fn synthesise_constrained(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The answer schema with the built-in criteria sets.
+    fn schema_of(
+        numbers: &[usize],
+        question: &str,
+        answer_type: Option<AnswerType>,
+        shown: &ShownValues,
+        style_answers: &[String],
+    ) -> Value {
+        answer_schema(numbers, question, answer_type, shown, style_answers, CriteriaSets::builtin())
+    }
     use crate::agent::subject_first;
 
     #[test]
@@ -564,15 +577,13 @@ mod tests {
         let prompt = "Context items:\n[1] (progress_note, 2020-01-02) text\n[2] (lab, 2020-01-03) x\nWrite.";
         assert_eq!(shown_numbers(prompt), vec![1, 2]);
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], "q", None, &ShownValues::default(), &[]))
-                .unwrap();
+            evident_llm::SchemaValidator::new(&schema_of(&[1, 2], "q", None, &ShownValues::default(), &[])).unwrap();
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Simvastatin is listed [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [1] and [2]."}"#).is_ok());
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed [3]."}"#).is_err(), "no item 3");
         assert!(validator.check(r#"{"answer": "Yes", "reasoning": "Listed, no citation."}"#).is_err());
         assert!(validator.check(r#"{"answer": "Yes\nReasoning: x", "reasoning": "x [1]"}"#).is_err());
-        let none =
-            evident_llm::SchemaValidator::new(&answer_schema(&[], "q", None, &ShownValues::default(), &[])).unwrap();
+        let none = evident_llm::SchemaValidator::new(&schema_of(&[], "q", None, &ShownValues::default(), &[])).unwrap();
         assert!(none.check(r#"{"answer": "Not documented", "reasoning": "Nothing was found."}"#).is_ok());
         assert!(none.check(r#"{"answer": "No", "reasoning": "See [1]."}"#).is_err());
     }
@@ -591,7 +602,7 @@ mod tests {
     fn the_answer_type_holds_the_answer_to_its_schema() {
         let check = |t: AnswerType, answer: &str| {
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(t), &ShownValues::default(), &[]))
+                evident_llm::SchemaValidator::new(&schema_of(&[1], "q", Some(t), &ShownValues::default(), &[]))
                     .unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
@@ -602,7 +613,7 @@ mod tests {
         // A triggered style skill's answers narrow a yes/no answer (the
         // eligibility style: met, not met, or unclear; never "Not documented").
         let styled = ["Yes".to_string(), "No".to_string(), "Unclear".to_string()];
-        let eligibility = evident_llm::SchemaValidator::new(&answer_schema(
+        let eligibility = evident_llm::SchemaValidator::new(&schema_of(
             &[1],
             "q",
             Some(AnswerType::YesNo),
@@ -620,7 +631,7 @@ mod tests {
             assert!(check(AnswerType::YesNoUnclear, ok), "{ok}");
         }
         assert!(!check(AnswerType::YesNoUnclear, "Not documented") && !check(AnswerType::YesNoUnclear, "Never"));
-        let narrowed = evident_llm::SchemaValidator::new(&answer_schema(
+        let narrowed = evident_llm::SchemaValidator::new(&schema_of(
             &[1],
             "q",
             Some(AnswerType::YesNoUnclear),
@@ -659,7 +670,7 @@ mod tests {
         let question = "When was it first documented?";
         let check = |t: AnswerType, answer: &str| {
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2, 3], question, Some(t), &shown, &[])).unwrap();
+                evident_llm::SchemaValidator::new(&schema_of(&[1, 2, 3], question, Some(t), &shown, &[])).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         assert!(check(AnswerType::Date, "2017-08-26"));
@@ -671,7 +682,7 @@ mod tests {
         assert!(check(AnswerType::Score, "Not documented"), "no calculator the question names ran");
         // A score the question names and a calculator computed is the answer.
         let named = |answer: &str| {
-            let schema = answer_schema(
+            let schema = schema_of(
                 &[1, 2, 3],
                 "What is the CHA2DS2-VASc score on 2020-09-30?",
                 Some(AnswerType::Score),
@@ -690,7 +701,7 @@ mod tests {
         let hba1c = "Which glycaemic range (normal below 5.7%, prediabetes 5.7-6.4%, diabetes 6.5% or more) is it?";
         assert_eq!(question_options(hba1c)[1], "prediabetes 5.7-6.4%");
         let category = |question: &str, answer: &str| {
-            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &shown, &[]);
+            let schema = schema_of(&[1], question, Some(AnswerType::Category), &shown, &[]);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };
@@ -707,7 +718,7 @@ mod tests {
         );
         assert_eq!(computed.labels, [("bmi".to_string(), "obese".to_string())]);
         let computed_category = |question: &str, answer: &str| {
-            let schema = answer_schema(&[1], question, Some(AnswerType::Category), &computed, &[]);
+            let schema = schema_of(&[1], question, Some(AnswerType::Category), &computed, &[]);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };
@@ -719,8 +730,7 @@ mod tests {
         assert_eq!(nothing, ShownValues::default());
         let no_dates = ShownValues { items: 1, ..ShownValues::default() };
         let validator =
-            evident_llm::SchemaValidator::new(&answer_schema(&[1], "q", Some(AnswerType::Date), &no_dates, &[]))
-                .unwrap();
+            evident_llm::SchemaValidator::new(&schema_of(&[1], "q", Some(AnswerType::Date), &no_dates, &[])).unwrap();
         assert!(validator.check(r#"{"answer": "2019-01-01", "reasoning": "x [1]"}"#).is_err());
         assert!(validator.check(r#"{"answer": "Not documented", "reasoning": "x [1]"}"#).is_ok());
     }
@@ -733,7 +743,7 @@ mod tests {
         );
         assert_eq!(checked.labels, [("statin-criteria".to_string(), "Yes".to_string())]);
         let answers = |question: &str, style: &[String]| {
-            let schema = answer_schema(&[1], question, Some(AnswerType::YesNoUnclear), &checked, style);
+            let schema = schema_of(&[1], question, Some(AnswerType::YesNoUnclear), &checked, style);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             ["Yes", "No", "Unclear"]
                 .into_iter()
@@ -777,7 +787,7 @@ mod tests {
         let accepts = |question: &str, t: AnswerType, answer: &str| {
             let shown = shown_values(prompt).with_subject(question, prompt);
             let validator =
-                evident_llm::SchemaValidator::new(&answer_schema(&[1, 2], question, Some(t), &shown, &[])).unwrap();
+                evident_llm::SchemaValidator::new(&schema_of(&[1, 2], question, Some(t), &shown, &[])).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From the record [1]."}).to_string()).is_ok()
         };
         let first = "When was Acetaminophen 325 MG Oral Tablet first prescribed?";
@@ -810,7 +820,7 @@ mod tests {
         let question = "When was Polyp of colon first documented?";
         let accepts = |order: EvidenceOrder, answer: &str| {
             let shown = ShownValues { order, ..shown_values(prompt).with_subject(question, prompt) };
-            let schema = answer_schema(&[1, 2], question, Some(AnswerType::Date), &shown, &[]);
+            let schema = schema_of(&[1, 2], question, Some(AnswerType::Date), &shown, &[]);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };
@@ -822,7 +832,7 @@ mod tests {
         let intervals = |answer: &str| {
             let q = "In which documented intervals was Polyp of colon active (onset–resolution or onset–ongoing)?";
             let shown = shown_values(prompt).with_subject(q, prompt);
-            let schema = answer_schema(&[1, 2], q, Some(AnswerType::IntervalList), &shown, &[]);
+            let schema = schema_of(&[1, 2], q, Some(AnswerType::IntervalList), &shown, &[]);
             let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
             validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
         };

@@ -12,7 +12,6 @@
 use super::age::Age;
 use super::*;
 use crate::calculators::tables::{Measurement, NUMERIC_INPUTS};
-use crate::criteria::CriteriaSets;
 
 /// The oldest age tried where the record gives no upper bound (MIMIC-IV's
 /// ages over 89); the calculators refuse ages past it.
@@ -37,10 +36,10 @@ fn measured_inputs(calculator: Calculator) -> Vec<String> {
 impl RecordView<'_> {
     pub(super) fn calculate(&self, a: &CalcArgs) -> Result<ToolOutput, ToolFailure> {
         let Some(calculator) = Calculator::from_name(&a.calculator) else {
-            if let Some(set) = CriteriaSets::builtin().get(&a.calculator) {
+            if let Some(set) = self.criteria().get(&a.calculator) {
                 return self.check_criteria(set);
             }
-            let sets = CriteriaSets::builtin().sets.iter().map(|s| s.id.as_str());
+            let sets = self.criteria().sets.iter().map(|s| s.id.as_str());
             let known: Vec<&str> = Calculator::ALL.map(|c| c.name()).into_iter().chain(sets).collect();
             return Err(ToolError(format!(
                 "calculator {:?} is unknown; use one of {}",

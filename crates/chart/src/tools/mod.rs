@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::calculators::{calculate, latest_within, Calculator, CalculatorTables};
+use crate::criteria::CriteriaSets;
 
 /// Default results per report query and the broadening cap.
 pub const DEFAULT_K: usize = 5;
@@ -394,11 +395,24 @@ pub struct RecordView<'s> {
     store: &'s Mutex<Store>,
     patient_id: String,
     as_of: NaiveDateTime,
+    criteria: &'s CriteriaSets,
 }
 
 impl<'s> RecordView<'s> {
+    /// A view with the built-in criteria sets.
     pub fn new(store: &'s Mutex<Store>, patient_id: impl Into<String>, as_of: NaiveDateTime) -> Self {
-        RecordView { store, patient_id: patient_id.into(), as_of }
+        RecordView { store, patient_id: patient_id.into(), as_of, criteria: CriteriaSets::builtin() }
+    }
+
+    /// The same view with other criteria sets (a user's, with the built-in
+    /// ones: [`CriteriaSets::with_user_file`]).
+    pub fn with_criteria(self, criteria: &'s CriteriaSets) -> Self {
+        RecordView { criteria, ..self }
+    }
+
+    /// The criteria sets a question can name and `calculate` can run.
+    pub fn criteria(&self) -> &'s CriteriaSets {
+        self.criteria
     }
 
     pub fn patient_id(&self) -> &str {

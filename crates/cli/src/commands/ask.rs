@@ -43,6 +43,12 @@ pub struct Args {
     /// built-in skill library.
     #[arg(long)]
     pub skills: Option<PathBuf>,
+    /// A JSON file of criteria sets (the format of
+    /// crates/chart/data/criteria_sets.json) added to the built-in ones: a
+    /// question that names one of them by a phrase of its `named_by` gets
+    /// its check.
+    #[arg(long)]
+    pub criteria: Option<PathBuf>,
     /// Write answer.json and answer.html (the answer, its cited passages
     /// highlighted in their documents, and the trace) into this folder.
     #[arg(long)]
@@ -71,6 +77,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         as_of: args.as_of.clone(),
         method: args.method.clone(),
         skills_dir: args.skills.clone(),
+        criteria_file: args.criteria.clone(),
         model: ModelChoice {
             model: args.model.clone(),
             endpoint: args.endpoint.clone(),
@@ -85,6 +92,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             anyhow::anyhow!("--as-of: {}", m.trim_start_matches("reference date "))
         }
         evident_app::AppError::Input(m) if m.starts_with("skill file") => anyhow::anyhow!("--skills: {m}"),
+        evident_app::AppError::Input(m) if m.starts_with("criteria file") => anyhow::anyhow!("--criteria: {m}"),
         evident_app::AppError::Input(m) if m.starts_with("answer type") => anyhow::anyhow!("--answer-type: {m}"),
         other => other.into(),
     })?;

@@ -78,6 +78,10 @@ struct ChartArgs {
     /// The bootstrap's seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// A JSON file of criteria sets (the format of
+    /// crates/chart/data/criteria_sets.json) added to the built-in ones.
+    #[arg(long)]
+    criteria: Option<PathBuf>,
     /// The model: a known model, a GGUF path, or a name under [llm.models].
     #[arg(long, conflicts_with = "endpoint")]
     model: Option<String>,
@@ -305,6 +309,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 use_cache: !a.no_cache,
                 resamples: a.resamples,
                 seed: a.seed,
+                criteria_file: a.criteria.clone(),
             };
             ctx.print(&evident_app::evaluation::chart::evaluate_chart(&ctx.session, &request, &ctx.bars())?)?;
         }
