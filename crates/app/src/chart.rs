@@ -42,6 +42,12 @@ pub struct AskRequest {
     pub criteria_file: Option<PathBuf>,
     pub model: ModelChoice,
     pub use_cache: bool,
+    /// The agent's (and its ablations') sampling temperature; `None`:
+    /// greedy (0). The comparators always sample at the paper's 0.2.
+    pub temperature: Option<f32>,
+    /// The sampling seed (`None`: the model's default; the embedded model's
+    /// is fixed, so a sampled answer is reproducible either way).
+    pub seed: Option<u64>,
     /// Where to write `answer.json` and `answer.html`.
     pub out_dir: Option<PathBuf>,
 }
@@ -88,6 +94,14 @@ fn parse_as_of(text: &str) -> Result<NaiveDateTime> {
 /// The built-in criteria sets and a user's file of them, validated whole.
 pub(crate) fn user_criteria(path: &std::path::Path) -> Result<CriteriaSets> {
     CriteriaSets::with_user_file(path).map_err(|e| AppError::Input(format!("criteria file {}: {e}", path.display())))
+}
+
+/// A sampling temperature in 0-2 (0: greedy).
+pub(crate) fn checked_temperature(t: f32) -> Result<f32> {
+    if !(0.0..=2.0).contains(&t) {
+        input_error!("temperature {t} is outside 0-2; 0 is greedy decoding");
+    }
+    Ok(t)
 }
 
 /// Answers the question.
@@ -138,6 +152,10 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
     if request.model.endpoint.is_none() {
         config = config.with_model_context(session.config().llm.context_size as usize);
     }
+    if let Some(t) = request.temperature {
+        config.temperature = checked_temperature(t)?;
+    }
+    config.seed = request.seed;
     let prompts = evident_chart::prompts(session.config().llm.prompts_dir.as_deref());
     let run_id = session.begin_model_run(&format!("chart ask {} {}", method.as_str(), request.patient_id))?;
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;

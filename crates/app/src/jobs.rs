@@ -336,6 +336,8 @@ fn run_chart(session: &Session, job: &ChartJob, out: PathBuf) -> Result<serde_js
         criteria_file: None,
         model: model_choice(&job.model),
         use_cache: true,
+        temperature: None,
+        seed: None,
         out_dir: Some(out),
     };
     let result = crate::chart::ask(session, &request)?;

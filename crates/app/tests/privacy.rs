@@ -143,6 +143,8 @@ fn a_chart_question_is_refused() {
             criteria_file: None,
             model,
             use_cache: false,
+            temperature: None,
+            seed: None,
             out_dir: None,
         };
         assert_refused("ask", evident_app::chart::ask(&session, &request));

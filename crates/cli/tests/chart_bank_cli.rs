@@ -90,6 +90,13 @@ fn bad_evaluation_input_exits_2_naming_the_place() {
     assert!(!sb.path().join("out").exists(), "nothing written");
     sb.run(&["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--sample", "0", "--out", "out"])
         .fails_with(2, "--sample 0 selects no question");
+    let runs = ["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--method", "agent-no-skills"];
+    sb.run(&[&runs[..], &["--runs", "3", "--out", "out"]].concat()).fails_with(
+        2,
+        "--runs 3 with agent-no-skills: the agent decodes greedily, so its runs would all be the same; give --agent-temperature",
+    );
+    sb.run(&[&runs[..], &["--runs", "3", "--agent-temperature", "3", "--out", "out"]].concat())
+        .fails_with(2, "temperature 3 is outside 0-2");
     sb.run(&[
         "eval",
         "chart",

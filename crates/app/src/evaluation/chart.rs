@@ -214,6 +214,16 @@ pub struct ChartEvalRequest {
     pub seed: u64,
     /// A file of criteria sets added to the built-in ones, for every question.
     pub criteria_file: Option<PathBuf>,
+    /// The agent's (and its ablations') sampling temperature ([`AskRequest::temperature`]).
+    pub agent_temperature: Option<f32>,
+}
+
+/// The sampling seed of run `run`: the model's default for the first (so
+/// a one-run evaluation answers as `evident ask` does), `run` for the others.
+/// The embedded model's default seed is fixed, so without a seed per run
+/// every run of a sampling method would repeat the first.
+pub fn run_seed(run: u32) -> Option<u64> {
+    (run > 1).then_some(u64::from(run))
 }
 
 /// What the evaluation wrote and found.
@@ -319,6 +329,25 @@ pub fn evaluate_chart(
     if request.runs == 0 {
         input_error!("runs is 0; use at least 1");
     }
+    if let Some(t) = request.agent_temperature {
+        crate::chart::checked_temperature(t)?;
+    }
+    // Greedy decoding gives the same answer every run: repeating it would
+    // spend hours to report a run-to-run spread of zero.
+    if request.runs > 1 && request.agent_temperature.is_none_or(|t| t == 0.0) {
+        let greedy: Vec<&str> = methods
+            .iter()
+            .filter(|m| Method::parse(m).and_then(|m| m.agent_config(&Default::default())).is_some())
+            .map(String::as_str)
+            .collect();
+        if !greedy.is_empty() {
+            input_error!(
+                "--runs {} with {}: the agent decodes greedily, so its runs would all be the same; give --agent-temperature (above 0) to sample, or run once",
+                request.runs,
+                greedy.join(", ")
+            );
+        }
+    }
     // A bad criteria file stops the evaluation before its first answer.
     if let Some(path) = &request.criteria_file {
         crate::chart::user_criteria(path)?;
@@ -395,6 +424,8 @@ pub fn evaluate_chart(
             criteria_file: request.criteria_file.clone(),
             model: request.model.clone(),
             use_cache: request.use_cache && run == 1,
+            temperature: request.agent_temperature,
+            seed: run_seed(run),
             out_dir: None,
         };
         let answered = match crate::chart::ask(session, &ask) {
@@ -452,4 +483,13 @@ pub fn evaluate_chart(
     write_atomically(&results_file, &serde_json::to_vec_pretty(&results)?)?;
     write_atomically(&request.out.join("summary.md"), table.as_bytes())?;
     Ok(ChartEvaluation { new_answers, stored_answers: scored.len(), answers_file, results_file, results, table })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_first_run_keeps_the_default_seed_and_each_later_run_has_its_own() {
+        let seeds: Vec<Option<u64>> = (1..=4).map(super::run_seed).collect();
+        assert_eq!(seeds, [None, Some(2), Some(3), Some(4)]);
+    }
 }

@@ -85,6 +85,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             allow_remote: args.allow_remote,
         },
         use_cache: !args.no_cache,
+        temperature: None,
+        seed: None,
         out_dir: args.out.clone(),
     };
     let result = evident_app::chart::ask(&ctx.session, &request).map_err(|e| match e {

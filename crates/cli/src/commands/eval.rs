@@ -52,9 +52,16 @@ struct ChartArgs {
     /// method `evident ask --method` accepts.
     #[arg(long = "method", required = true)]
     methods: Vec<String>,
-    /// Runs per question and method (the paper: 10); scores are averaged per question.
+    /// Runs per question and method (the paper: 10); scores are averaged
+    /// per question. Run 1 samples with the model's default seed, run r > 1
+    /// with seed r. The agent decodes greedily unless --agent-temperature
+    /// is given, so more than one run needs it.
     #[arg(long, default_value_t = 1)]
     runs: u32,
+    /// The agent's (and its ablations') sampling temperature (default 0,
+    /// greedy); the comparators sample at the paper's 0.2.
+    #[arg(long)]
+    agent_temperature: Option<f32>,
     /// Where answers.jsonl, results.json and summary.md go; run the same
     /// command again to resume.
     #[arg(long, default_value = "evident-eval-chart")]
@@ -310,6 +317,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 resamples: a.resamples,
                 seed: a.seed,
                 criteria_file: a.criteria.clone(),
+                agent_temperature: a.agent_temperature,
             };
             ctx.print(&evident_app::evaluation::chart::evaluate_chart(&ctx.session, &request, &ctx.bars())?)?;
         }
