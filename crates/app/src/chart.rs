@@ -139,14 +139,18 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
         };
         (as_of, patient)
     };
+    let view = RecordView::new(&store, request.patient_id.clone(), as_of);
+    let view = match &criteria {
+        Some(sets) => view.with_criteria(sets),
+        None => view,
+    };
     let mut description = Vec::new();
     if let Some(sex) = &patient.sex {
         description.push(sex.clone());
     }
-    if let Some(birth) = patient.birth_date {
-        if let Some(age) = as_of.date().years_since(birth) {
-            description.push(format!("{age} years old on the reference date"));
-        }
+    // A birth date's age, or MIMIC-IV's anchor age as the range it allows.
+    if let Some(age) = view.age()? {
+        description.push(format!("{} years old on the reference date", age.words()));
     }
     let mut config = AgentConfig::default();
     if request.model.endpoint.is_none() {
@@ -168,11 +172,6 @@ pub fn ask(session: &Session, request: &AskRequest) -> Result<AskResult> {
             Some(embedder)
         }
         _ => None,
-    };
-    let view = RecordView::new(&store, request.patient_id.clone(), as_of);
-    let view = match &criteria {
-        Some(sets) => view.with_criteria(sets),
-        None => view,
     };
     let question = Question {
         text: request.question.trim(),

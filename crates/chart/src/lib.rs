@@ -52,7 +52,7 @@ pub use agent::{
 };
 pub use answer::{parse_two_line, TwoLine};
 pub use skills::{SkillError, SkillLibrary};
-pub use tools::{Evidence, RecordView, ToolName};
+pub use tools::{Age, Evidence, RecordView, ToolName};
 
 use agent::{Ctx, Metered, Produced};
 

@@ -20,7 +20,7 @@ pub(crate) fn mimic_anchor(text: &str) -> Option<(i32, i32)> {
 /// The ages in whole years the record allows on the reference date, and
 /// the item that says so.
 #[derive(Debug, Clone)]
-pub(crate) struct Age {
+pub struct Age {
     pub youngest: i32,
     /// `None`: no upper bound (MIMIC-IV's ages over 89).
     pub oldest: Option<i32>,
@@ -43,6 +43,14 @@ impl Age {
         }
     }
 
+    /// `55`, `55-57` or `90 or over`.
+    pub fn words(&self) -> String {
+        match self.shown() {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }
+    }
+
     /// `55`, or `"55-57"`, or `"90 or over"`.
     pub fn shown(&self) -> Value {
         match self.oldest {
@@ -60,7 +68,7 @@ impl RecordView<'_> {
     /// line): aged N at some time in year Y means born in Y - N - 1 or
     /// Y - N, so on the reference date the age is one of up to three whole
     /// years. `None` when the record gives neither.
-    pub(crate) fn age(&self) -> Result<Option<Age>, ToolFailure> {
+    pub fn age(&self) -> Result<Option<Age>, evident_store::StoreError> {
         let day = self.as_of.date();
         let store = self.lock();
         let Some(patient) = store.patient(&self.patient_id)? else { return Ok(None) };
@@ -136,5 +144,6 @@ mod tests {
             [age(57, Some(57)), age(56, Some(58)), age(90, None)].map(|a| a.shown()),
             [json!(57), json!("56-58"), json!("90 or over")]
         );
+        assert_eq!([age(57, Some(57)), age(56, Some(58))].map(|a| a.words()), ["57", "56-58"]);
     }
 }

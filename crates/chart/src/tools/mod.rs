@@ -29,6 +29,7 @@ mod query;
 mod reports;
 mod structured;
 pub(crate) use age::mimic_anchor;
+pub use age::Age;
 pub(crate) use structured::{timeline_entries, timeline_line};
 
 pub(crate) use query::STOPWORDS;
