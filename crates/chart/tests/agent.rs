@@ -1110,7 +1110,7 @@ fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
 /// is not seen.
 #[test]
 fn an_anchor_age_scores_a_calculator_only_where_every_age_it_allows_agrees() {
-    use evident_model::{DocKind, Document, Patient};
+    use evident_model::{DocKind, Patient};
     let mut store = evident_store::Store::open_in_memory().unwrap();
     {
         let w = store.writer().unwrap();
@@ -1123,19 +1123,7 @@ fn an_anchor_age_scores_a_calculator_only_where_every_age_it_allows_agrees() {
         };
         w.upsert_patient(&patient).unwrap();
         let text = "Demographics\n- 2150-01-01 00:00: Sex M; age 70 in anchor year 2150 (real years 2014 - 2016) [patients/P2]\n";
-        let doc = Document {
-            id: "mimic:demographics:P2".into(),
-            patient_id: "P2".into(),
-            kind: DocKind::Other,
-            date: Some(day("2150-01-01")),
-            title: "Demographics".into(),
-            source: "mimic".into(),
-            source_id: "demographics:P2".into(),
-            text: text.into(),
-        };
-        let (sections, sentences) =
-            (evident_model::text::split_sections(text), evident_model::text::split_sentences(text));
-        w.put_document(&doc, &sections, &sentences).unwrap();
+        support::put_document_of(&w, "P2", "mimic:demographics:P2", DocKind::Other, "2150-01-01", text);
         w.commit().unwrap();
     }
     let store = std::sync::Mutex::new(store);
@@ -1459,13 +1447,7 @@ fn a_criteria_question_gets_the_conditions_and_labs_it_names() {
 /// without the calculators (`agent-no-calculators`) there is no check.
 #[test]
 fn a_question_naming_a_criteria_set_gets_its_check_first() {
-    let store = store();
-    support::add_problem_list(
-        &store,
-        "c1",
-        "2020-05-01",
-        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
-    );
+    let store = support::store_with_diabetes();
     let question = "Does the patient meet the statin criteria on 2023-12-31, that is, age 40-75 years with documented \
                     diabetes, or an LDL cholesterol of at least 190 mg/dL within 365 days?";
     let ask_with = |method: Method| {
@@ -1491,13 +1473,7 @@ fn a_question_naming_a_criteria_set_gets_its_check_first() {
 /// type is taken as Yes / No / Unclear, and the check comes first.
 #[test]
 fn a_users_criteria_set_is_checked_when_a_question_names_it() {
-    let store = store();
-    support::add_problem_list(
-        &store,
-        "c1",
-        "2020-05-01",
-        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
-    );
+    let store = support::store_with_diabetes();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("local.json");
     let set = r#"{"version": 1, "sets": [{"id": "diabetes-review", "title": "Annual diabetes review",

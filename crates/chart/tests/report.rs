@@ -157,13 +157,7 @@ fn a_failed_answer_page_and_the_index_are_written_whole() {
 /// with what each read.
 #[test]
 fn a_cited_criteria_check_shows_each_criterions_status() {
-    let store = store();
-    support::add_problem_list(
-        &store,
-        "c1",
-        "2020-05-01",
-        "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n",
-    );
+    let store = support::store_with_diabetes();
     let model = scripted(&[
         r#"{"intent": "statin", "hypotheses": [], "required_information": ["age"], "missing_information": [], "complexity": "low", "skills": []}"#,
         r#"{"steps": [{"step": 1, "objective": "find", "tool": "search_reports", "arguments": {"query": "diabetes"}, "evidence_requirements": [], "stop_rule": "found"}], "stop_conditions": ["found"]}"#,

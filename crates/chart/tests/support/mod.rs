@@ -25,9 +25,14 @@ pub fn day(d: &str) -> NaiveDateTime {
 
 /// Writes one document of patient P1, split into sections and sentences.
 pub fn put_document(w: &evident_store::Writer<'_>, id: &str, kind: DocKind, date: &str, text: &str) {
+    put_document_of(w, "P1", id, kind, date, text);
+}
+
+/// Writes one document of `patient`, split into sections and sentences.
+pub fn put_document_of(w: &evident_store::Writer<'_>, patient: &str, id: &str, kind: DocKind, date: &str, text: &str) {
     let doc = Document {
         id: id.into(),
-        patient_id: "P1".into(),
+        patient_id: patient.into(),
         kind,
         date: Some(day(date)),
         title: id.into(),
@@ -44,6 +49,14 @@ pub fn add_problem_list(store: &Mutex<Store>, id: &str, date: &str, text: &str) 
     let w = s.writer().unwrap();
     put_document(&w, id, DocKind::ProblemList, date, text);
     w.commit().unwrap();
+}
+
+/// The fixture with diabetes on the problem list since 2020-05-01
+/// (`Condition/d1`), for the criteria checks.
+pub fn store_with_diabetes() -> Mutex<Store> {
+    let store = store();
+    add_problem_list(&store, "c1", "2020-05-01", "Conditions\n- 2020-05-01 10:00: Diabetes (active) [Condition/d1]\n");
+    store
 }
 
 /// The reference date of the fixture: one document lies after it.
