@@ -35,7 +35,10 @@ impl<'q> Scorer<'q> {
     fn new(phrases: &'q [Vec<String>]) -> Self {
         let mut targets: Vec<Target> = Vec::new();
         let mut phrase_target = Vec::new();
-        let single = phrases.iter().all(|p| p.len() == 1);
+        // The fast path cuts a term's head at a byte count and matches it
+        // in ASCII text: a term outside ASCII (it can never occur there)
+        // takes the general path, which cannot cut a character in two.
+        let single = phrases.iter().all(|p| p.len() == 1 && p[0].is_ascii());
         if single {
             for p in phrases {
                 let term = p[0].as_bytes();
