@@ -507,6 +507,7 @@ fn synthesise_constrained(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::subject_first;
 
     /// The answer schema with the built-in criteria sets.
     fn schema_of(
@@ -518,7 +519,6 @@ mod tests {
     ) -> Value {
         answer_schema(numbers, question, answer_type, shown, style_answers, CriteriaSets::builtin())
     }
-    use crate::agent::subject_first;
 
     #[test]
     fn when_the_context_must_be_cut_the_items_naming_the_subject_come_first() {

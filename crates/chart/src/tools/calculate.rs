@@ -199,7 +199,8 @@ impl RecordView<'_> {
         let Some(patient) = self.lock().patient(self.patient_id())? else { return Ok(None) };
         let mut read = false;
         let mut range = None;
-        match self.age()?.filter(|_| wants_age) {
+        let age = if wants_age { self.age()? } else { None };
+        match age {
             Some(age) if age.oldest == Some(age.youngest) => {
                 inputs["age_years"] = json!(age.youngest);
                 read = true;
