@@ -719,10 +719,12 @@ fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, String
 /// female, and the earliest and latest birth dates the anchor age allows.
 fn mimic_demographics(text: &str) -> Option<(bool, NaiveDate, NaiveDate)> {
     let female = text.strip_prefix("Sex ")?.starts_with('F');
-    let (age, year) = crate::tools::mimic_anchor(text)?;
+    let anchor = evident_model::age::AnchorAge::parse(text)?;
     // Aged `age` at some time in the anchor year: born in that year less
-    // `age`, or the year before.
-    let born = year - age;
+    // `age`, or the year before. (Unlike `AnchorAge::ages_on`, an anchor
+    // age of 91, "over 89", is taken as 91 here: the committed bank's
+    // answers were derived so.)
+    let born = anchor.year - anchor.age;
     Some((female, NaiveDate::from_ymd_opt(born - 1, 1, 1)?, NaiveDate::from_ymd_opt(born, 12, 31)?))
 }
 

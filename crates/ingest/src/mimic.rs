@@ -287,8 +287,7 @@ fn patients(csv: &mut CsvTable, batch: &mut Batch, problems: &mut Vec<Problem>) 
             return;
         };
         let Ok(death) = time_field(&path, line, "dod", &r[dod], problems) else { return };
-        let mut text =
-            format!("Sex {}; age {} in anchor year {anchor_year} (real years {})", &r[gender], &r[age], &r[group]);
+        let mut text = evident_model::age::AnchorAge::line(&r[gender], &r[age], anchor_year, &r[group]);
         if let Some(d) = death {
             text.push_str(&format!("; date of death {}", d.date()));
         }

@@ -4,6 +4,7 @@
 //! HTML to text) and the lab-concept catalogue. Nothing here touches disk,
 //! network or clock, so every function is deterministic.
 
+pub mod age;
 pub mod kind;
 pub mod labs;
 pub mod record;

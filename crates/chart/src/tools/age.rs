@@ -4,19 +4,6 @@
 
 use super::*;
 
-/// MIMIC-IV gives every age over 89 as this anchor age.
-const MIMIC_OVER_89: i32 = 91;
-
-/// `age 52 in anchor year 2180` in MIMIC-IV's demographics line (`Sex F;
-/// age 52 in anchor year 2180 (real years 2014 - 2016)`): the anchor age
-/// and the anchor year.
-pub(crate) fn mimic_anchor(text: &str) -> Option<(i32, i32)> {
-    let rest = &text[text.find("age ")? + 4..];
-    let (age, rest) = rest.split_once(" in anchor year ")?;
-    let year: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some((age.trim().parse().ok()?, year.parse().ok()?))
-}
-
 /// The ages in whole years the record allows on the reference date, and
 /// the item that says so.
 #[derive(Debug, Clone)]
@@ -91,13 +78,7 @@ impl RecordView<'_> {
                 if !record.starts_with("patients/") {
                     continue;
                 }
-                let Some((anchor_age, year)) = mimic_anchor(&line) else { continue };
-                let at_least = anchor_age.min(MIMIC_OVER_89 - 1);
-                let latest_birth = NaiveDate::from_ymd_opt(year - at_least, 12, 31);
-                let earliest_birth = NaiveDate::from_ymd_opt(year - anchor_age - 1, 1, 1);
-                let (Some(latest), Some(earliest)) = (latest_birth, earliest_birth) else { continue };
-                let youngest = age_on(latest, day).max(0);
-                let oldest = (anchor_age < MIMIC_OVER_89).then(|| age_on(earliest, day).max(0));
+                let Some((youngest, oldest)) = AnchorAge::parse(&line).and_then(|a| a.ages_on(day)) else { continue };
                 return Ok(Some(Age { youngest, oldest, evidence: entry }));
             }
         }
@@ -118,16 +99,6 @@ mod tests {
             as_of: NaiveDate::from_ymd_opt(2020, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap(),
         };
         Age { youngest, oldest, evidence }
-    }
-
-    #[test]
-    fn the_anchor_is_read_from_the_demographics_line() {
-        assert_eq!(mimic_anchor("sex f; age 52 in anchor year 2180 (real years 2014 - 2016)"), Some((52, 2180)));
-        assert_eq!(
-            mimic_anchor("Sex M; age 91 in anchor year 2110 (real years 2008 - 2010); date of death 2111-01-02"),
-            Some((91, 2110))
-        );
-        assert_eq!(mimic_anchor("Sex M; no age"), None);
     }
 
     #[test]

@@ -28,7 +28,6 @@ mod labs;
 mod query;
 mod reports;
 mod structured;
-pub(crate) use age::mimic_anchor;
 pub use age::Age;
 pub(crate) use structured::{timeline_entries, timeline_line};
 
@@ -40,6 +39,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use chrono::{NaiveDate, NaiveDateTime};
+use evident_model::age::{age_on, AnchorAge};
 use evident_model::labs::LabCatalogue;
 use evident_model::DocKind;
 use evident_store::{LabQuery, LabRecord, SectionFilter, Store};
@@ -381,13 +381,6 @@ pub fn patient_text(birth_date: Option<NaiveDate>, sex: Option<&str>, as_of: Nai
         None => "birth date not recorded".to_string(),
     };
     format!("patient: {born}; sex {}", sex.unwrap_or("not recorded"))
-}
-
-/// Whole years from `birth` to `day`.
-pub fn age_on(birth: NaiveDate, day: NaiveDate) -> i32 {
-    use chrono::Datelike;
-    let had_birthday = (day.month(), day.day()) >= (birth.month(), birth.day());
-    day.year() - birth.year() - i32::from(!had_birthday)
 }
 
 /// One patient's record as the tools see it: the store, the patient and

@@ -5,7 +5,8 @@
 //! date always give the same outcome. A check never guesses: with no value
 //! it can read in the window it answers NOT ENOUGH INFORMATION and says why.
 
-use chrono::{Datelike, Days, Months, NaiveDate, NaiveDateTime};
+use chrono::{Days, Months, NaiveDate, NaiveDateTime};
+use evident_model::age::{age_on, AnchorAge};
 use serde::{Deserialize, Serialize};
 
 use super::facts::{PatientFacts, TimelineKind, TimelineSentence};
@@ -153,15 +154,6 @@ fn bounds_text(min: Option<f64>, max: Option<f64>) -> String {
     }
 }
 
-/// Whole years from `birth` to `at`.
-fn age_in_years(birth: NaiveDate, at: NaiveDate) -> i64 {
-    let mut years = i64::from(at.year() - birth.year());
-    if (at.month(), at.day()) < (birth.month(), birth.day()) {
-        years -= 1;
-    }
-    years
-}
-
 /// The decision for an age known to lie in `[lo, hi]` (whole years).
 fn decide_interval(lo: f64, hi: f64, min: Option<f64>, max: Option<f64>) -> Decision {
     let all_ok = min.is_none_or(|m| lo >= m) && max.is_none_or(|m| hi <= m);
@@ -175,19 +167,11 @@ fn decide_interval(lo: f64, hi: f64, min: Option<f64>, max: Option<f64>) -> Deci
     }
 }
 
-/// "age N in anchor year Y" in a MIMIC-IV demographics line.
-fn mimic_anchor(text: &str) -> Option<(i64, i32)> {
-    let rest = &text[text.find("age ")? + 4..];
-    let (age, rest) = rest.split_once(" in anchor year ")?;
-    let year: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some((age.trim().parse().ok()?, year.parse().ok()?))
-}
-
 fn age(min: Option<f64>, max: Option<f64>, facts: &PatientFacts, screening_date: NaiveDate) -> CheckOutcome {
     let wanted = bounds_text(min, max);
     if let Some(birth) = facts.patient.birth_date {
-        let years = age_in_years(birth, screening_date);
-        let decision = decide_interval(years as f64, years as f64, min, max);
+        let years = age_on(birth, screening_date);
+        let decision = decide_interval(f64::from(years), f64::from(years), min, max);
         let verb = if decision == Decision::Met { "within" } else { "outside" };
         let mut out = CheckOutcome::new(
             decision,
@@ -201,20 +185,23 @@ fn age(min: Option<f64>, max: Option<f64>, facts: &PatientFacts, screening_date:
         .timeline
         .iter()
         .filter(|s| s.kind == TimelineKind::Demographics)
-        .find_map(|s| mimic_anchor(&s.text).map(|a| (a, s)));
-    if let Some(((anchor_age, anchor_year), sentence)) = anchor {
-        // MIMIC-IV gives the age in the anchor year, not a birth date: at a
-        // date in another year the age is known to within a year either
-        // way; ages of 89 and over are all given as 91.
-        let shift = i64::from(screening_date.year() - anchor_year);
-        let lo = (anchor_age + shift - 1) as f64;
-        let hi = if anchor_age >= 89 { f64::INFINITY } else { (anchor_age + shift + 1) as f64 };
+        .find_map(|s| AnchorAge::parse(&s.text).and_then(|a| Some((a, a.ages_on(screening_date)?, s))));
+    if let Some((anchor, (youngest, oldest), sentence)) = anchor {
+        // MIMIC-IV gives the age in the anchor year, not a birth date: on
+        // any day the age is known to within a year either way; ages over
+        // 89 are all given as 91.
+        let (lo, hi) = (f64::from(youngest), oldest.map_or(f64::INFINITY, f64::from));
         let decision = decide_interval(lo, hi, min, max);
-        let shown_hi = if hi.is_finite() { format!("{hi}") } else { "over 89".into() };
+        let shown = match oldest {
+            Some(o) => format!("{youngest}–{o}"),
+            None => format!("{youngest} or over"),
+        };
         let mut out = CheckOutcome::new(
             decision,
             format!(
-                "Age {lo}–{shown_hi} at {screening_date} (age {anchor_age} in anchor year {anchor_year}); wanted {wanted} years{}.",
+                "Age {shown} at {screening_date} (age {} in anchor year {}); wanted {wanted} years{}.",
+                anchor.age,
+                anchor.year,
                 if decision == Decision::NotEnoughInformation { ": the record cannot settle it" } else { "" }
             ),
             screening_date,
@@ -603,18 +590,45 @@ mod tests {
     }
 
     #[test]
-    fn ages_from_mimic_anchors() {
-        assert_eq!(mimic_anchor("Sex F; age 52 in anchor year 2180 (real years 2008 - 2010)"), Some((52, 2180)));
+    fn an_age_range_decides_only_where_every_age_in_it_agrees() {
         assert_eq!(decide_interval(60.0, 62.0, Some(18.0), Some(75.0)), Decision::Met);
         assert_eq!(decide_interval(74.0, 76.0, Some(18.0), Some(75.0)), Decision::NotEnoughInformation);
         assert_eq!(decide_interval(80.0, f64::INFINITY, Some(18.0), Some(75.0)), Decision::NotMet);
     }
 
+    fn mimic_patient(anchor_age: i32) -> PatientFacts {
+        let text = evident_model::age::AnchorAge::line("F", &anchor_age.to_string(), 2150, "2014 - 2016");
+        let patient = evident_model::Patient {
+            id: "1".into(),
+            source: "mimic".into(),
+            birth_date: None,
+            sex: Some("F".into()),
+            display_name: None,
+        };
+        let date = NaiveDate::from_ymd_opt(2150, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap();
+        let sentence = TimelineSentence {
+            kind: TimelineKind::Demographics,
+            document_id: "d".into(),
+            ordinal: 0,
+            start: 0,
+            end: text.len(),
+            text,
+            date,
+        };
+        PatientFacts { patient, labs: vec![], timeline: vec![sentence], latest_document: Some(date.date()) }
+    }
+
     #[test]
-    fn birthdays() {
-        let d = |s: &str| NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
-        assert_eq!(age_in_years(d("1961-09-20"), d("2024-01-15")), 62);
-        assert_eq!(age_in_years(d("1961-09-20"), d("2023-09-19")), 61);
-        assert_eq!(age_in_years(d("1961-09-20"), d("2023-09-20")), 62);
+    fn only_an_anchor_age_of_91_is_over_89() {
+        let on = NaiveDate::from_ymd_opt(2150, 6, 1).unwrap();
+        let ninety = age(Some(90.0), None, &mimic_patient(89), on);
+        assert_eq!(ninety.decision, Decision::NotEnoughInformation, "{}", ninety.summary);
+        assert!(ninety.summary.starts_with("Age 88–90 at 2150-06-01"), "{}", ninety.summary);
+        let under_95 = age(None, Some(95.0), &mimic_patient(89), on);
+        assert_eq!(under_95.decision, Decision::Met, "89 is a real age: {}", under_95.summary);
+        let over = age(None, Some(95.0), &mimic_patient(91), on);
+        assert_eq!(over.decision, Decision::NotEnoughInformation, "{}", over.summary);
+        assert!(over.summary.starts_with("Age 89 or over"), "{}", over.summary);
+        assert_eq!(age(Some(18.0), None, &mimic_patient(91), on).decision, Decision::Met);
     }
 }
