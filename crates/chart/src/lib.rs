@@ -105,6 +105,10 @@ pub enum Method {
     /// query expansion from the parsing skills,
     /// [`AgentConfig::expand_queries`], switched off).
     AgentPaperQueries,
+    /// The agent with its constrained answer decoded reasoning first
+    /// ([`AgentConfig::reasoning_first`], Evident's variant, off by
+    /// default).
+    AgentReasoningFirst,
     /// The LLM baseline: no record at all.
     Baseline,
     /// Every document and lab value, newest first, until the context is full.
@@ -121,7 +125,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 16] = [
+    pub const ALL: [Method; 17] = [
         Method::Agent,
         Method::AgentNoSkills,
         Method::AgentAllSkills,
@@ -133,6 +137,7 @@ impl Method {
         Method::AgentPaperPlan,
         Method::AgentPaperScope,
         Method::AgentPaperQueries,
+        Method::AgentReasoningFirst,
         Method::Baseline,
         Method::FullContext,
         Method::SimpleRag,
@@ -153,6 +158,7 @@ impl Method {
             Method::AgentPaperPlan => "agent-paper-plan",
             Method::AgentPaperScope => "agent-paper-scope",
             Method::AgentPaperQueries => "agent-paper-queries",
+            Method::AgentReasoningFirst => "agent-reasoning-first",
             Method::Baseline => "baseline",
             Method::FullContext => "full-context",
             Method::SimpleRag => "simple-rag",
@@ -183,6 +189,7 @@ impl Method {
             Method::AgentPaperPlan => c.typed_plan = false,
             Method::AgentPaperScope => c.history_scope = false,
             Method::AgentPaperQueries => c.expand_queries = false,
+            Method::AgentReasoningFirst => c.reasoning_first = true,
             Method::Baseline | Method::FullContext | Method::SimpleRag | Method::AdvancedRag | Method::IterativeRag => {
                 return None
             }

@@ -67,3 +67,29 @@ fn every_schema_the_agent_sends_compiles_for_the_embedded_model() {
         }
     }
 }
+
+/// The reasoning-first variant's answer step decodes the reasoning before
+/// the answer: its schema lists it first, and the grammar the embedded
+/// model decodes under accepts an object that opens with the reasoning and
+/// refuses one that opens with the answer (the default, the other way
+/// round).
+#[test]
+fn the_reasoning_first_variant_decodes_the_reasoning_before_the_answer() {
+    let env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+    let accepted = |schema: &serde_json::Value, text: &str| {
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+        matcher.validate_tokens(&bytes).unwrap() == bytes.len()
+    };
+    let answer_step = |method| schemas(method, Some(AnswerType::YesNo)).pop().unwrap();
+    let first = answer_step(Method::AgentReasoningFirst);
+    let keys: Vec<&String> = first["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["reasoning", "answer"], "{first}");
+    assert!(accepted(&first, r#"{"reasoning": "Nothing"#));
+    assert!(!accepted(&first, r#"{"answer": "No"#));
+    let default = answer_step(Method::Agent);
+    assert!(accepted(&default, r#"{"answer": "No"#));
+    assert!(!accepted(&default, r#"{"reasoning": "Nothing"#));
+}

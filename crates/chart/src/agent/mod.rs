@@ -105,6 +105,16 @@ pub struct AgentConfig {
     /// the prompt shows, and the two lines are written from it. Off, the
     /// paper's free-text two lines.
     pub constrained_answer: bool,
+    /// Evident's variant of the constrained answer step, not the default:
+    /// the reasoning is decoded before the answer (`{"reasoning",
+    /// "answer"}`), so the answer is read from what the reasoning said of
+    /// the cited items. The paper's model writes the answer line first,
+    /// and so does the default; the embedded model once cited the right
+    /// item, reasoned from it, and had already answered the opposite
+    /// (`6e7c2272-G05`). The two lines are shown in the paper's order
+    /// either way. `--method agent-reasoning-first`; no effect without
+    /// [`AgentConfig::constrained_answer`].
+    pub reasoning_first: bool,
     /// Evident's last broadening level, beyond the paper's three: after a
     /// fourth empty report search in a row (or when the third level's call
     /// already returned nothing) the kind filter goes too, so a document
@@ -174,6 +184,7 @@ impl Default for AgentConfig {
             temperature: 0.0,
             seed: None,
             constrained_answer: false,
+            reasoning_first: false,
             broaden_kind: true,
             broaden_unnamed: true,
             typed_plan: true,

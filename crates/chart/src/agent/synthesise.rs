@@ -440,6 +440,20 @@ pub(crate) fn answer_schema(
         "required": ["answer", "reasoning"], "additionalProperties": false})
 }
 
+/// The answer schema with the reasoning decoded first: the decoder
+/// writes an object's properties in the schema's order.
+fn reasoning_first(mut schema: Value) -> Value {
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        if let Some(answer) = properties.shift_remove("answer") {
+            properties.insert("answer".into(), answer);
+        }
+    }
+    if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        required.sort_by_key(|name| name.as_str() == Some("answer"));
+    }
+    schema
+}
+
 /// A list answer with each entry once, in the order first given (the
 /// grammar lets an entry repeat, and a 0.5B model wrote the one
 /// prescription date of a list twelve times); the raw answer stays in
@@ -478,6 +492,7 @@ fn synthesise_constrained(
     let shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
+    let schema = if ctx.config.reasoning_first { reasoning_first(schema) } else { schema };
     let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {

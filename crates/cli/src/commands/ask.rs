@@ -36,7 +36,9 @@ pub struct Args {
     /// Evident's typed plan), agent-paper-scope (scopes as the model
     /// wrote them, without Evident's whole-history scope), or
     /// agent-paper-queries (report queries as the model wrote them,
-    /// without Evident's expansions from the parsing skills).
+    /// without Evident's expansions from the parsing skills), or
+    /// agent-reasoning-first (Evident's variant: on the embedded model the
+    /// reasoning is decoded before the answer).
     #[arg(long, default_value = "agent")]
     pub method: String,
     /// A folder of skill files (Markdown with front matter) added to the
