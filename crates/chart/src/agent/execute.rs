@@ -165,7 +165,7 @@ pub(crate) fn execute(
         // reached its last step); both show in the trace.
         if ctx.config.use_plan && (blocked_in_step >= 2 || (blocked_in_step >= 1 && step_ran)) {
             let s = plan.steps.get(step_index);
-            let r = round_record(
+            let r = Round::bare(
                 round,
                 s,
                 if step_ran {
@@ -173,13 +173,6 @@ pub(crate) fn execute(
                 } else {
                     "advance (after two blocked calls)"
                 },
-                None,
-                None,
-                vec![],
-                None,
-                0,
-                0,
-                false,
                 &memory,
                 "",
             );
@@ -283,20 +276,7 @@ pub(crate) fn execute(
         let (action, raw) = match answer {
             StructuredAnswer::Valid { value, raw_text, .. } => (value, raw_text),
             StructuredAnswer::PipelineFailure(f) => {
-                trace.rounds.push(round_record(
-                    round,
-                    step,
-                    "invalid",
-                    None,
-                    None,
-                    vec![],
-                    None,
-                    0,
-                    0,
-                    false,
-                    &memory,
-                    &f.errors.join("; "),
-                ));
+                trace.rounds.push(Round::bare(round, step, "invalid", &memory, &f.errors.join("; ")));
                 trace.stopped_because = "an action that never validated (recorded as a pipeline failure)".into();
                 break;
             }
@@ -318,36 +298,13 @@ pub(crate) fn execute(
                         step.map(|s| s.tool.as_str()).unwrap_or("")
                     ));
                     let n = n.clone();
-                    trace.rounds.push(round_record(
-                        round,
-                        step,
-                        "finish (sent back)",
-                        None,
-                        None,
-                        vec![],
-                        Some(n),
-                        0,
-                        0,
-                        false,
-                        &memory,
-                        &reason,
-                    ));
+                    trace.rounds.push(Round {
+                        notice: Some(n),
+                        ..Round::bare(round, step, "finish (sent back)", &memory, &reason)
+                    });
                     continue;
                 }
-                trace.rounds.push(round_record(
-                    round,
-                    step,
-                    "finish",
-                    None,
-                    None,
-                    vec![],
-                    None,
-                    0,
-                    0,
-                    false,
-                    &memory,
-                    &reason,
-                ));
+                trace.rounds.push(Round::bare(round, step, "finish", &memory, &reason));
                 trace.stopped_because = "the model finished".into();
                 break;
             }
@@ -356,20 +313,7 @@ pub(crate) fn execute(
                 step_ran = false;
                 blocked_in_step = 0;
                 finish_repaired = false;
-                trace.rounds.push(round_record(
-                    round,
-                    step,
-                    "advance",
-                    None,
-                    None,
-                    vec![],
-                    None,
-                    0,
-                    0,
-                    false,
-                    &memory,
-                    &reason,
-                ));
+                trace.rounds.push(Round::bare(round, step, "advance", &memory, &reason));
                 if ctx.config.use_plan && step_index >= plan.steps.len() {
                     trace.stopped_because = "every plan step done".into();
                     break;
@@ -389,20 +333,12 @@ pub(crate) fn execute(
                         "\"call_tool\" needs a \"tool\", one of {}",
                         ctx.allowed_tools().iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", ")
                     );
-                    trace.rounds.push(round_record(
-                        round,
-                        step,
-                        "call_tool",
-                        tool_name.clone(),
-                        None,
+                    trace.rounds.push(Round {
+                        tool: tool_name.clone(),
                         adjustments,
-                        Some(n.clone()),
-                        0,
-                        0,
-                        false,
-                        &memory,
-                        &reason,
-                    ));
+                        notice: Some(n.clone()),
+                        ..Round::bare(round, step, "call_tool", &memory, &reason)
+                    });
                     notice = Some(n);
                     continue;
                 };
@@ -471,20 +407,13 @@ pub(crate) fn execute(
                     } else {
                         format!("{} {} was already called; its result is above; do something else", tool.as_str(), args)
                     };
-                    trace.rounds.push(round_record(
-                        round,
-                        step,
-                        "call_tool (blocked)",
-                        Some(tool.as_str().into()),
-                        Some(args),
+                    trace.rounds.push(Round {
+                        tool: Some(tool.as_str().into()),
+                        arguments: Some(args),
                         adjustments,
-                        Some(n.clone()),
-                        0,
-                        0,
-                        false,
-                        &memory,
-                        &reason,
-                    ));
+                        notice: Some(n.clone()),
+                        ..Round::bare(round, step, "call_tool (blocked)", &memory, &reason)
+                    });
                     notice = Some(n);
                     blocked_in_step += 1;
                     continue;
@@ -540,20 +469,16 @@ pub(crate) fn execute(
                 last_result = Some(
                     json!({"tool": tool.as_str(), "arguments": args.to_string(), "text": result_text(&output, first_id)}),
                 );
-                trace.rounds.push(round_record(
-                    round,
-                    step,
-                    "call_tool",
-                    Some(tool.as_str().into()),
-                    Some(args),
+                trace.rounds.push(Round {
+                    tool: Some(tool.as_str().into()),
+                    arguments: Some(args),
                     adjustments,
-                    output.note.clone().or(unnamed_note),
-                    output.evidence.len(),
-                    added,
+                    notice: output.note.clone().or(unnamed_note),
+                    evidence_found: output.evidence.len(),
+                    new_evidence: added,
                     cached,
-                    &memory,
-                    &reason,
-                ));
+                    ..Round::bare(round, step, "call_tool", &memory, &reason)
+                });
             }
         }
     }
@@ -602,20 +527,19 @@ fn structured_lookup(
         let output = run_tool(ctx, ToolName::QueryRecords, &args)?;
         let naming: Vec<Evidence> = output.evidence.into_iter().filter(|e| names_subject(&words, &e.text())).collect();
         let added = state.add_first(&naming);
-        trace.rounds.push(round_record(
-            trace.rounds.len() + 1,
-            None,
-            "structured lookup (nothing in context named the subject; Evident's, not the paper's)",
-            Some(ToolName::QueryRecords.as_str().into()),
-            Some(args),
-            vec![],
-            None,
-            naming.len(),
-            added,
-            false,
-            memory,
-            "",
-        ));
+        trace.rounds.push(Round {
+            tool: Some(ToolName::QueryRecords.as_str().into()),
+            arguments: Some(args),
+            evidence_found: naming.len(),
+            new_evidence: added,
+            ..Round::bare(
+                trace.rounds.len() + 1,
+                None,
+                "structured lookup (nothing in context named the subject; Evident's, not the paper's)",
+                memory,
+                "",
+            )
+        });
     }
     Ok(())
 }
@@ -643,20 +567,13 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
     if !conditions.is_empty() {
         let added = state.add_first(&conditions);
         let args = json!({"record": "conditions", "named_in": "the question"});
-        let r = round_record(
-            trace.rounds.len() + 1,
-            None,
-            action,
-            Some(ToolName::QueryRecords.as_str().into()),
-            Some(args),
-            vec![],
-            None,
-            conditions.len(),
-            added,
-            false,
-            memory,
-            "",
-        );
+        let r = Round {
+            tool: Some(ToolName::QueryRecords.as_str().into()),
+            arguments: Some(args),
+            evidence_found: conditions.len(),
+            new_evidence: added,
+            ..Round::bare(trace.rounds.len() + 1, None, action, memory, "")
+        };
         trace.rounds.push(r);
     }
     let concepts = ctx.view.lab_concepts_named_in(ctx.question)?;
@@ -665,20 +582,14 @@ fn criteria_lookup(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace:
         if state.seen_calls.insert(identity_of(ToolName::QueryLabs, &args)) {
             let output = run_tool(ctx, ToolName::QueryLabs, &args)?;
             let added = state.add_first(&output.evidence);
-            let r = round_record(
-                trace.rounds.len() + 1,
-                None,
-                action,
-                Some(ToolName::QueryLabs.as_str().into()),
-                Some(args),
-                vec![],
-                output.note,
-                output.evidence.len(),
-                added,
-                false,
-                memory,
-                "",
-            );
+            let r = Round {
+                tool: Some(ToolName::QueryLabs.as_str().into()),
+                arguments: Some(args),
+                notice: output.note,
+                evidence_found: output.evidence.len(),
+                new_evidence: added,
+                ..Round::bare(trace.rounds.len() + 1, None, action, memory, "")
+            };
             trace.rounds.push(r);
         }
     }
@@ -703,20 +614,20 @@ fn criteria_check(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: 
     }
     let output = run_tool(ctx, ToolName::Calculate, &args)?;
     let added = state.add_first(&output.evidence);
-    trace.rounds.push(round_record(
-        trace.rounds.len() + 1,
-        None,
-        "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)",
-        Some(ToolName::Calculate.as_str().into()),
-        Some(args),
-        vec![],
-        output.note,
-        output.evidence.len(),
-        added,
-        false,
-        memory,
-        "",
-    ));
+    trace.rounds.push(Round {
+        tool: Some(ToolName::Calculate.as_str().into()),
+        arguments: Some(args),
+        notice: output.note,
+        evidence_found: output.evidence.len(),
+        new_evidence: added,
+        ..Round::bare(
+            trace.rounds.len() + 1,
+            None,
+            "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)",
+            memory,
+            "",
+        )
+    });
     Ok(())
 }
 
@@ -889,36 +800,5 @@ fn broaden(args: &mut Value, empties: usize, adjustments: &mut Vec<String>) {
                 adjustments.push("kind filter removed (Evident's broadening, not the paper's)".to_string());
             }
         }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn round_record(
-    round: usize,
-    step: Option<&PlanStep>,
-    action: &str,
-    tool: Option<String>,
-    arguments: Option<Value>,
-    adjustments: Vec<String>,
-    notice: Option<String>,
-    evidence_found: usize,
-    new_evidence: usize,
-    cached: bool,
-    memory: &Memory,
-    reason: &str,
-) -> Round {
-    Round {
-        round,
-        plan_step: step.map(|s| s.step),
-        action: action.into(),
-        tool,
-        arguments,
-        adjustments,
-        notice,
-        evidence_found,
-        new_evidence,
-        cached,
-        memory: memory.clone(),
-        reason: reason.into(),
     }
 }

@@ -341,6 +341,27 @@ pub struct Round {
     pub reason: String,
 }
 
+impl Round {
+    /// A round that called no tool (or one whose call the caller fills in
+    /// with struct update syntax), with the memory state after it.
+    pub(crate) fn bare(round: usize, step: Option<&PlanStep>, action: &str, memory: &Memory, reason: &str) -> Round {
+        Round {
+            round,
+            plan_step: step.map(|s| s.step),
+            action: action.into(),
+            tool: None,
+            arguments: None,
+            adjustments: vec![],
+            notice: None,
+            evidence_found: 0,
+            new_evidence: 0,
+            cached: false,
+            memory: memory.clone(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Everything the agent did for one question.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Trace {
