@@ -487,24 +487,11 @@ fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
 /// Full context: every section and lab value up to the reference date,
 /// newest first, until the context budget is full.
 fn full_context(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
-    let mut trace = Trace::default();
     let mut nodes = ctx.view.everything()?;
     nodes.sort_by_key(|n| std::cmp::Reverse(n.date()));
-    let total = nodes.len();
-    let render = |shown: &[agent::ShownNode]| {
-        ctx.prompts.render(
-            "chart_synthesis.prompt.md",
-            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": shown}),
-        )
-    };
-    let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
-    let fixed = vec![Message::system(system.clone()), Message::user(render(&[])?)];
-    let (nodes, shown) = agent::number_nodes(&nodes, agent::node_budget(ctx.config, &fixed, 512));
-    trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
-    trace.stopped_because = format!("{} of {total} items fit the context budget", nodes.len());
-    let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &[], policy::EvidenceOrder::MostRecent, &mut trace)?;
-    Ok(Produced { nodes, outcome, trace })
+    rag::answer(ctx, nodes, &mut Trace::default(), |kept, total| {
+        format!("{kept} of {total} items fit the context budget")
+    })
 }
 
 /// Sections simple RAG retrieves.
@@ -514,7 +501,6 @@ pub const SIMPLE_RAG_K: usize = 10;
 /// similarity among the patient's sections up to the reference date (their
 /// vectors must be stored), answered in one call.
 fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Produced, ChartError> {
-    let mut trace = Trace::default();
     let filter = evident_store::SectionFilter {
         patient_id: Some(ctx.view.patient_id().to_string()),
         until: Some(ctx.view.as_of()),
@@ -542,21 +528,9 @@ fn simple_rag(ctx: &Ctx<'_>, embedder: &dyn evident_llm::Embedder) -> Result<Pro
             text: h.text,
         })
         .collect();
-    let total = nodes.len();
-    let render = |shown: &[agent::ShownNode]| {
-        ctx.prompts.render(
-            "chart_synthesis.prompt.md",
-            json!({"question": ctx.question, "as_of": agent::date_of(ctx.view.as_of()), "patient": ctx.patient, "answer_schema": ctx.answer_schema(), "nodes": shown}),
-        )
-    };
-    let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
-    let fixed = vec![Message::system(system.clone()), Message::user(render(&[])?)];
-    let (nodes, shown) = agent::number_nodes(&nodes, agent::node_budget(ctx.config, &fixed, 512));
-    trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
-    trace.stopped_because = format!("dense top {SIMPLE_RAG_K}: {} of {total} sections fit the context", nodes.len());
-    let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, 512, &[], policy::EvidenceOrder::MostRecent, &mut trace)?;
-    Ok(Produced { nodes, outcome, trace })
+    rag::answer(ctx, nodes, &mut Trace::default(), |kept, total| {
+        format!("dense top {SIMPLE_RAG_K}: {kept} of {total} sections fit the context")
+    })
 }
 
 /// Messages are re-exported for tests that script a model.
