@@ -162,6 +162,8 @@ fn bad_input_exits_2_naming_the_place_and_writes_nothing() {
         .fails_with(2, "--criteria: criteria file local.json: criteria sets have 1 problem(s):\n  sets[0].rule.age: min 80 is above max 18");
     ask(&["X1", "Does she meet the adult criteria?", "--criteria", "none.json"])
         .fails_with(2, "--criteria: criteria file none.json: cannot read the criteria file");
+    ask(&["X1", "Is she on metformin?", "--temperature", "3"])
+        .fails_with(2, "--temperature: temperature 3 is outside 0-2; 0 is greedy decoding");
     assert!(!sb.path().join("out").exists(), "nothing is written for a refused question");
 }
 

@@ -69,6 +69,14 @@ pub struct Args {
     /// Do not serve answers from the model cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// The agent's (and its ablations') sampling temperature, 0-2 (default
+    /// 0, greedy); the comparators sample at the paper's 0.2.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    /// The sampling seed (default: the model's own; the embedded model's is
+    /// fixed, so a sampled answer repeats until the seed changes).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
@@ -87,8 +95,8 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             allow_remote: args.allow_remote,
         },
         use_cache: !args.no_cache,
-        temperature: None,
-        seed: None,
+        temperature: args.temperature,
+        seed: args.seed,
         out_dir: args.out.clone(),
     };
     let result = evident_app::chart::ask(&ctx.session, &request).map_err(|e| match e {
@@ -98,6 +106,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         evident_app::AppError::Input(m) if m.starts_with("skill file") => anyhow::anyhow!("--skills: {m}"),
         evident_app::AppError::Input(m) if m.starts_with("criteria file") => anyhow::anyhow!("--criteria: {m}"),
         evident_app::AppError::Input(m) if m.starts_with("answer type") => anyhow::anyhow!("--answer-type: {m}"),
+        evident_app::AppError::Input(m) if m.starts_with("temperature") => anyhow::anyhow!("--temperature: {m}"),
         other => other.into(),
     })?;
     ctx.print(&result)?;
