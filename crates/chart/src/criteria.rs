@@ -316,7 +316,6 @@ impl CriteriaSets {
 
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
-        let lower_phrase = |s: &str| !s.trim().is_empty() && s == s.to_lowercase() && s.trim() == s;
         let mut ids = BTreeSet::new();
         let mut phrases = BTreeSet::new();
         for (i, set) in self.sets.iter().enumerate() {
@@ -365,8 +364,13 @@ impl CriteriaSets {
     }
 }
 
+/// A phrase matched against lower-cased text: non-empty, lower case, no
+/// outer spaces.
+fn lower_phrase(s: &str) -> bool {
+    !s.trim().is_empty() && s == s.to_lowercase() && s.trim() == s
+}
+
 fn check_rule(p: &mut Vec<String>, at: &str, rule: &Rule) {
-    let lower_phrase = |s: &str| !s.trim().is_empty() && s == s.to_lowercase() && s.trim() == s;
     match rule {
         Rule::All(rules) | Rule::Any(rules) => {
             let kind = if matches!(rule, Rule::All(_)) { "all" } else { "any" };
