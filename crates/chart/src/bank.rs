@@ -720,12 +720,11 @@ fn timeline_lines(doc: &Document) -> impl Iterator<Item = (NaiveDateTime, String
 fn mimic_demographics(text: &str) -> Option<(bool, NaiveDate, NaiveDate)> {
     let female = text.strip_prefix("Sex ")?.starts_with('F');
     let anchor = evident_model::age::AnchorAge::parse(text)?;
-    // Aged `age` at some time in the anchor year: born in that year less
-    // `age`, or the year before. (Unlike `AnchorAge::ages_on`, an anchor
-    // age of 91, "over 89", is taken as 91 here: the committed bank's
-    // answers were derived so.)
-    let born = anchor.year - anchor.age;
-    Some((female, NaiveDate::from_ymd_opt(born - 1, 1, 1)?, NaiveDate::from_ymd_opt(born, 12, 31)?))
+    // Over 89 there is no earliest birth date; the oldest age assumed is
+    // the calculators' bound.
+    let (earliest, latest) = anchor.birth_window()?;
+    let oldest = || NaiveDate::from_ymd_opt(anchor.year - evident_model::age::OLDEST_AGE - 1, 1, 1);
+    Some((female, earliest.or_else(oldest)?, latest))
 }
 
 impl PatientFacts {
@@ -1532,6 +1531,14 @@ mod tests {
         assert_eq!(by_age(&facts, on, |age| age >= 18), Some(true));
         assert_eq!(by_age(&facts, on, |age| age >= 52), None, "52 is inside the range");
         assert_eq!(by_age(&facts, on, |age| age >= 65), Some(false));
+        // Over 89 (anchor age 91): 89 at the youngest, no bound but the
+        // calculators' 120 at the oldest.
+        let (_, earliest, latest) =
+            mimic_demographics("Sex M; age 91 in anchor year 2150 (real years 2008 - 2010)").unwrap();
+        assert_eq!((earliest, latest), (date("2029-01-01"), date("2060-12-31")));
+        let over = PatientFacts { birth_date: Some(earliest), birth_latest: Some(latest), ..PatientFacts::default() };
+        assert_eq!(by_age(&over, date("2150-06-01"), |age| age >= 75), Some(true));
+        assert_eq!(by_age(&over, date("2150-06-01"), |age| age >= 90), None, "89 is possible");
         let exact = PatientFacts { birth_date: Some(date("1960-03-01")), ..PatientFacts::default() };
         assert_eq!(by_age(&exact, date("2025-02-28"), |age| age), Some(64));
         assert_eq!(by_age(&exact, date("2025-03-01"), |age| age), Some(65));

@@ -43,19 +43,30 @@ impl AnchorAge {
         self.age >= Self::OVER_89
     }
 
-    /// The youngest and oldest whole ages on `day` (the oldest `None` when
-    /// over 89): aged N at some time in year Y means born in Y - N - 1 or
-    /// Y - N (over 89: born in Y - 90 or before), so on any day the age is
-    /// one of up to three whole years.
-    pub fn ages_on(&self, day: NaiveDate) -> Option<(i32, Option<i32>)> {
+    /// The earliest and latest birth dates the anchor allows: aged N at
+    /// some time in year Y means born in Y - N - 1 or Y - N; over 89, born
+    /// in Y - 90 or before (the earliest `None`: no bound).
+    pub fn birth_window(&self) -> Option<(Option<NaiveDate>, NaiveDate)> {
         let at_least = self.age.min(Self::OVER_89 - 1);
-        let latest_birth = NaiveDate::from_ymd_opt(self.year - at_least, 12, 31)?;
-        let earliest_birth = NaiveDate::from_ymd_opt(self.year - self.age - 1, 1, 1)?;
-        let youngest = age_on(latest_birth, day).max(0);
-        let oldest = (!self.over_89()).then(|| age_on(earliest_birth, day).max(0));
-        Some((youngest, oldest))
+        let latest = NaiveDate::from_ymd_opt(self.year - at_least, 12, 31)?;
+        if self.over_89() {
+            return Some((None, latest));
+        }
+        Some((Some(NaiveDate::from_ymd_opt(self.year - self.age - 1, 1, 1)?), latest))
+    }
+
+    /// The youngest and oldest whole ages on `day` (the oldest `None` when
+    /// over 89), from [`AnchorAge::birth_window`]: one of up to three
+    /// whole years.
+    pub fn ages_on(&self, day: NaiveDate) -> Option<(i32, Option<i32>)> {
+        let (earliest, latest) = self.birth_window()?;
+        Some((age_on(latest, day).max(0), earliest.map(|e| age_on(e, day).max(0))))
     }
 }
+
+/// The oldest age a rule that needs a bound assumes when the record gives
+/// none (MIMIC-IV's ages over 89).
+pub const OLDEST_AGE: i32 = 120;
 
 #[cfg(test)]
 mod tests {
@@ -94,5 +105,7 @@ mod tests {
         assert_eq!(AnchorAge { age: 89, year: 2150 }.ages_on(d("2150-06-01")), Some((88, Some(90))));
         assert_eq!(AnchorAge { age: 91, year: 2150 }.ages_on(d("2150-06-01")), Some((89, None)));
         assert_eq!(AnchorAge { age: 91, year: 2150 }.ages_on(d("2152-06-01")), Some((91, None)));
+        assert_eq!(AnchorAge { age: 52, year: 2180 }.birth_window(), Some((Some(d("2127-01-01")), d("2128-12-31"))));
+        assert_eq!(AnchorAge { age: 91, year: 2150 }.birth_window(), Some((None, d("2060-12-31"))));
     }
 }

@@ -12,10 +12,9 @@
 use super::age::Age;
 use super::*;
 use crate::calculators::tables::{Measurement, NUMERIC_INPUTS};
-
-/// The oldest age tried where the record gives no upper bound (MIMIC-IV's
-/// ages over 89); the calculators refuse ages past it.
-const OLDEST_AGE: i32 = 120;
+// The oldest age tried where the record gives no upper bound (MIMIC-IV's
+// ages over 89); the calculators refuse ages past it.
+use evident_model::age::OLDEST_AGE;
 
 /// The stored lab concept a numeric input may be read from.
 fn lab_concept(input: &str) -> Option<&'static str> {
