@@ -64,6 +64,12 @@ pub struct AnswerRecord {
     pub non_llm_ms: u64,
     /// The model run holding every call of this answer.
     pub model_run: String,
+    /// The build that answered: the first 12 hex digits of the SHA-256 of
+    /// the executable that ran the evaluation; absent in answers stored
+    /// before it was recorded. A resumed evaluation whose answers come
+    /// from more than one build says so ([`MethodSummary::builds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
     pub failure: Option<Vec<String>>,
     pub review: Review,
     /// The whole answer (citations, context, trace, usage) as `evident ask --json` gives it.
@@ -105,6 +111,7 @@ impl AnswerRecord {
             wall_ms: answer.usage.wall_ms,
             non_llm_ms: answer.usage.non_llm_ms,
             model_run: model_run.to_string(),
+            build: None,
             failure: answer.failure.clone(),
             review: Review::default(),
             result: serde_json::to_value(answer).unwrap_or(serde_json::Value::Null),
@@ -140,6 +147,7 @@ impl AnswerRecord {
             wall_ms: 0,
             non_llm_ms: 0,
             model_run: String::new(),
+            build: None,
             failure: Some(vec![message.to_string()]),
             review: Review::default(),
             result: serde_json::Value::Null,
@@ -329,6 +337,9 @@ pub struct MethodSummary {
     pub wall_s: Quartiles,
     /// Share of wall time spent outside model calls.
     pub non_llm_share: f64,
+    /// Answers per build that made them (`unrecorded` for answers stored
+    /// without one): more than one means a resumed evaluation mixed builds.
+    pub builds: BTreeMap<String, usize>,
 }
 
 /// One method's concordance in a stratum.
@@ -586,6 +597,10 @@ pub fn summarise(
                 } else {
                     rs.iter().map(|r| r.non_llm_ms).sum::<u64>() as f64 / wall as f64
                 },
+                builds: rs.iter().fold(BTreeMap::new(), |mut builds, r| {
+                    *builds.entry(r.build.clone().unwrap_or_else(|| "unrecorded".into())).or_insert(0) += 1;
+                    builds
+                }),
             }
         })
         .collect();
@@ -663,6 +678,16 @@ pub fn render(results: &Results) -> String {
             quart(&m.completion_tokens),
             quart(&m.wall_s),
             pct(m.non_llm_share),
+        );
+    }
+    for m in results.methods.iter().filter(|m| m.builds.len() > 1) {
+        let counts: Vec<String> = m.builds.iter().map(|(build, n)| format!("{build} ({n})")).collect();
+        let _ = writeln!(
+            s,
+            "\nThe answers of {} come from {} builds: {}; a resumed evaluation mixed them.",
+            m.method,
+            m.builds.len(),
+            counts.join(", ")
         );
     }
     let _ = writeln!(
@@ -791,6 +816,7 @@ mod tests {
             wall_ms: 2000,
             non_llm_ms: 20,
             model_run: "run".into(),
+            build: None,
             failure: None,
             review: Review::default(),
             result: serde_json::Value::Null,
@@ -845,5 +871,34 @@ mod tests {
         let table = render(&r);
         assert!(table.contains("| agent | 8 | 2 | 93.8"), "{table}");
         assert!(table.contains("agent vs baseline"));
+        assert!(!table.contains("builds"), "one build (unrecorded) says nothing: {table}");
+    }
+
+    #[test]
+    fn answers_from_more_than_one_build_are_counted_and_said() {
+        let questions: Vec<BankQuestion> =
+            (0..3).map(|i| q(&format!("q{i}"), "p0", 1, AnswerType::YesNo, "Yes", true)).collect();
+        let records: Vec<AnswerRecord> = questions
+            .iter()
+            .enumerate()
+            .map(|(i, qu)| AnswerRecord {
+                build: (i > 0).then(|| "0123456789ab".to_string()),
+                ..record(&qu.id, &qu.patient, "agent", 1, 1.0)
+            })
+            .collect();
+        let chars = BTreeMap::from([("p0".to_string(), 1000)]);
+        let r = summarise(&questions, &records, &["agent".to_string()], &chars, 100, 1);
+        assert_eq!(r.methods[0].builds, BTreeMap::from([("0123456789ab".into(), 2), ("unrecorded".into(), 1)]));
+        assert!(
+            render(&r).contains("The answers of agent come from 2 builds: 0123456789ab (2), unrecorded (1)"),
+            "{}",
+            render(&r)
+        );
+        // A stored line without the field still reads; one with it keeps it.
+        let line = serde_json::to_string(&records[1]).unwrap();
+        assert!(line.contains(r#""build":"0123456789ab""#));
+        let old = serde_json::to_string(&records[0]).unwrap();
+        assert!(!old.contains("build"));
+        assert_eq!(serde_json::from_str::<AnswerRecord>(&old).unwrap().build, None);
     }
 }

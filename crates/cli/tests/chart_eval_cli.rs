@@ -2,8 +2,9 @@
 //! patient ingested, a two-question bank taken from the committed
 //! development bank, the LLM baseline (one call per question, the
 //! cheapest method); every answer is stored with empty review fields and
-//! scored, results.json and the printed table agree, and the same command
-//! again resumes without repeating or duplicating an answer.
+//! scored with the build that made it, results.json and the printed table
+//! agree, and the same command again resumes without repeating or
+//! duplicating an answer.
 
 mod common;
 
@@ -38,11 +39,15 @@ fn a_tiny_bank_is_answered_scored_and_resumed() {
         assert!(a["status"] == "answered" || a["status"] == "pipeline_failure", "{a}");
         assert!(a["calls"].as_u64().unwrap() >= 1, "{a}");
         assert!(!a["model_run"].as_str().unwrap().is_empty());
+        // The build that answered: 12 hex digits of the executable's hash.
+        let build = a["build"].as_str().unwrap();
+        assert!(build.len() == 12 && build.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
     }
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(sb.path().join("out/results.json")).unwrap()).unwrap();
     assert_eq!(results["questions"], 2);
     assert_eq!(results["methods"][0]["answers"], 2);
+    assert_eq!(results["methods"][0]["builds"].as_object().unwrap().len(), 1, "one build: {results}");
     // Again: nothing new, nothing duplicated.
     let again = sb.run(&["--json"].iter().chain(args.iter()).copied().collect::<Vec<_>>()).ok().json();
     assert_eq!(again["new_answers"], 0);

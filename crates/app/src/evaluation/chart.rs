@@ -413,6 +413,7 @@ pub fn evaluate_chart(
         .open(&answers_file)
         .map_err(|e| AppError::file(&answers_file, e))?;
     let mut new_answers = 0;
+    let build = if todo.is_empty() { None } else { build_id() };
     for (q, method, run) in todo {
         let ask = AskRequest {
             patient_id: q.patient.clone(),
@@ -436,7 +437,8 @@ pub fn evaluate_chart(
                 e @ (AppError::Llm(LlmError::ContextOverflow { .. })
                 | AppError::Chart(evident_chart::ChartError::Llm(LlmError::ContextOverflow { .. }))),
             ) => {
-                let record = AnswerRecord::error(q, method, run, &e.to_string());
+                let record =
+                    AnswerRecord { build: build.clone(), ..AnswerRecord::error(q, method, run, &e.to_string()) };
                 append(&mut file, &answers_file, &record)?;
                 stored.push(record);
                 new_answers += 1;
@@ -455,7 +457,8 @@ pub fn evaluate_chart(
                 });
             }
         };
-        let record = AnswerRecord::new(q, method, run, &answered.answer, &answered.run);
+        let record =
+            AnswerRecord { build: build.clone(), ..AnswerRecord::new(q, method, run, &answered.answer, &answered.run) };
         append(&mut file, &answers_file, &record)?;
         stored.push(record);
         new_answers += 1;
@@ -483,6 +486,16 @@ pub fn evaluate_chart(
     write_atomically(&results_file, &serde_json::to_vec_pretty(&results)?)?;
     write_atomically(&request.out.join("summary.md"), table.as_bytes())?;
     Ok(ChartEvaluation { new_answers, stored_answers: scored.len(), answers_file, results_file, results, table })
+}
+
+/// This build's id: the first 12 hex digits of the SHA-256 of the running
+/// executable (`None` when it cannot be read).
+fn build_id() -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let mut file = std::fs::File::open(std::env::current_exe().ok()?).ok()?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).ok()?;
+    Some(hex::encode(hasher.finalize())[..12].to_string())
 }
 
 #[cfg(test)]
