@@ -93,3 +93,29 @@ fn the_reasoning_first_variant_decodes_the_reasoning_before_the_answer() {
     assert!(accepted(&default, r#"{"answer": "No"#));
     assert!(!accepted(&default, r#"{"reasoning": "Nothing"#));
 }
+
+/// Without a plan (the reactive ablation) a call has no step to take its
+/// tool from, so the round's action names its tool and arguments; with a
+/// plan a call may leave the tool to the step. (The embedded model,
+/// reactive, sent "call_tool" with no tool for eight rounds.)
+#[test]
+fn a_reactive_call_names_its_tool() {
+    let env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+    let accepted = |schema: &serde_json::Value, text: &str| {
+        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+        matcher.validate_tokens(&bytes).unwrap() == bytes.len()
+    };
+    let action_of = |method| {
+        schemas(method, None).into_iter().find(|s| s.to_string().contains("call_tool")).expect("a round's action")
+    };
+    let reactive = action_of(Method::AgentReactive);
+    assert!(!accepted(&reactive, r#"{"action": "call_tool", "reason": "x"}"#), "{reactive}");
+    assert!(accepted(&reactive, r#"{"action": "call_tool", "tool": "search_reports", "arguments": {"query": "bmi"}"#));
+    assert!(accepted(&reactive, r#"{"action": "finish", "reason": "done"}"#));
+    assert!(!accepted(&reactive, r#"{"action": "advance""#), "no plan, no step to advance");
+    let planned = action_of(Method::Agent);
+    assert!(accepted(&planned, r#"{"action": "call_tool", "reason": "x"}"#), "{planned}");
+}

@@ -21,15 +21,33 @@ pub(super) const ROUND_ROOM: usize = 200 + ACTION_TOKENS as usize;
 
 fn action_schema(ctx: &Ctx<'_>, vocabulary: &Vocabulary) -> Value {
     let tools: Vec<&str> = ctx.allowed_tools().into_iter().map(ToolName::as_str).collect();
-    let actions: Vec<&str> =
-        if ctx.config.use_plan { vec!["call_tool", "advance", "finish"] } else { vec!["call_tool", "finish"] };
-    json!({"type": "object", "properties": {
-        "action": {"type": "string", "enum": actions},
-        "tool": {"type": "string", "enum": tools},
-        "arguments": arguments_schema(vocabulary),
-        "still_missing": short_list_schema(3),
-        "reason": {"type": "string", "maxLength": 100}},
-        "required": ["action", "reason"], "additionalProperties": false})
+    let properties = |actions: &[&str]| {
+        json!({
+            "action": {"type": "string", "enum": actions},
+            "tool": {"type": "string", "enum": tools},
+            "arguments": arguments_schema(vocabulary),
+            "still_missing": short_list_schema(3),
+            "reason": {"type": "string", "maxLength": 100}})
+    };
+    if ctx.config.use_plan {
+        // A call without a tool runs the plan step's.
+        return json!({"type": "object", "properties": properties(&["call_tool", "advance", "finish"]),
+            "required": ["action", "reason"], "additionalProperties": false});
+    }
+    // Without a plan there is no step to take the tool from: a call names
+    // its tool and arguments (the embedded model, reactive, sent
+    // "call_tool" with neither for eight rounds).
+    let finish = {
+        let mut p = properties(&["finish"]);
+        let map = p.as_object_mut().expect("an object");
+        map.remove("tool");
+        map.remove("arguments");
+        p
+    };
+    json!({"anyOf": [
+        {"type": "object", "properties": properties(&["call_tool"]),
+         "required": ["action", "tool", "arguments", "reason"], "additionalProperties": false},
+        {"type": "object", "properties": finish, "required": ["action", "reason"], "additionalProperties": false}]})
 }
 
 /// State of Phase III across rounds.
