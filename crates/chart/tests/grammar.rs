@@ -75,23 +75,15 @@ fn every_schema_the_agent_sends_compiles_for_the_embedded_model() {
 /// round).
 #[test]
 fn the_reasoning_first_variant_decodes_the_reasoning_before_the_answer() {
-    let env = toktrie::ApproximateTokEnv::single_byte_env();
-    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
-    let accepted = |schema: &serde_json::Value, text: &str| {
-        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
-        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
-        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
-        matcher.validate_tokens(&bytes).unwrap() == bytes.len()
-    };
     let answer_step = |method| schemas(method, Some(AnswerType::YesNo)).pop().unwrap();
     let first = answer_step(Method::AgentReasoningFirst);
     let keys: Vec<&String> = first["properties"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["reasoning", "answer"], "{first}");
-    assert!(accepted(&first, r#"{"reasoning": "Nothing"#));
-    assert!(!accepted(&first, r#"{"answer": "No"#));
+    assert!(accepts(&first, r#"{"reasoning": "Nothing"#));
+    assert!(!accepts(&first, r#"{"answer": "No"#));
     let default = answer_step(Method::Agent);
-    assert!(accepted(&default, r#"{"answer": "No"#));
-    assert!(!accepted(&default, r#"{"reasoning": "Nothing"#));
+    assert!(accepts(&default, r#"{"answer": "No"#));
+    assert!(!accepts(&default, r#"{"reasoning": "Nothing"#));
 }
 
 /// Without a plan (the reactive ablation) a call has no step to take its
@@ -100,22 +92,25 @@ fn the_reasoning_first_variant_decodes_the_reasoning_before_the_answer() {
 /// reactive, sent "call_tool" with no tool for eight rounds.)
 #[test]
 fn a_reactive_call_names_its_tool() {
-    let env = toktrie::ApproximateTokEnv::single_byte_env();
-    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
-    let accepted = |schema: &serde_json::Value, text: &str| {
-        let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
-        let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
-        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
-        matcher.validate_tokens(&bytes).unwrap() == bytes.len()
-    };
     let action_of = |method| {
         schemas(method, None).into_iter().find(|s| s.to_string().contains("call_tool")).expect("a round's action")
     };
     let reactive = action_of(Method::AgentReactive);
-    assert!(!accepted(&reactive, r#"{"action": "call_tool", "reason": "x"}"#), "{reactive}");
-    assert!(accepted(&reactive, r#"{"action": "call_tool", "tool": "search_reports", "arguments": {"query": "bmi"}"#));
-    assert!(accepted(&reactive, r#"{"action": "finish", "reason": "done"}"#));
-    assert!(!accepted(&reactive, r#"{"action": "advance""#), "no plan, no step to advance");
+    assert!(!accepts(&reactive, r#"{"action": "call_tool", "reason": "x"}"#), "{reactive}");
+    assert!(accepts(&reactive, r#"{"action": "call_tool", "tool": "search_reports", "arguments": {"query": "bmi"}"#));
+    assert!(accepts(&reactive, r#"{"action": "finish", "reason": "done"}"#));
+    assert!(!accepts(&reactive, r#"{"action": "advance""#), "no plan, no step to advance");
     let planned = action_of(Method::Agent);
-    assert!(accepted(&planned, r#"{"action": "call_tool", "reason": "x"}"#), "{planned}");
+    assert!(accepts(&planned, r#"{"action": "call_tool", "reason": "x"}"#), "{planned}");
+}
+
+/// Whether the grammar llguidance compiles from `schema` lets a decoder
+/// write `text` (byte by byte) from the start.
+fn accepts(schema: &serde_json::Value, text: &str) -> bool {
+    let env = toktrie::ApproximateTokEnv::single_byte_env();
+    let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+    let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+    let mut matcher = llguidance::Matcher::new(factory.create_parser(grammar));
+    let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+    matcher.validate_tokens(&bytes).unwrap() == bytes.len()
 }
