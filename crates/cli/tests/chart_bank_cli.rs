@@ -90,6 +90,8 @@ fn bad_evaluation_input_exits_2_naming_the_place() {
     assert!(!sb.path().join("out").exists(), "nothing written");
     sb.run(&["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--sample", "0", "--out", "out"])
         .fails_with(2, "--sample 0 selects no question");
+    sb.run(&["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--skip", "1", "--out", "out"])
+        .fails_with(2, "--skip 1 leaves no question: the file holds 1");
     let runs = ["eval", "chart", "--questions", "one.jsonl", "--method", "baseline", "--method", "agent-no-skills"];
     sb.run(&[&runs[..], &["--runs", "3", "--out", "out"]].concat()).fails_with(
         2,

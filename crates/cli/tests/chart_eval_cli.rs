@@ -3,8 +3,8 @@
 //! development bank, the LLM baseline (one call per question, the
 //! cheapest method); every answer is stored with empty review fields and
 //! scored with the build that made it, results.json and the printed table
-//! agree, and the same command again resumes without repeating or
-//! duplicating an answer.
+//! agree, `--skip` answers the later questions alone, and the same
+//! command again resumes without repeating or duplicating an answer.
 
 mod common;
 
@@ -25,6 +25,16 @@ fn a_tiny_bank_is_answered_scored_and_resumed() {
     sb.write("bank.jsonl", &(lines.join("\n") + "\n"));
     let args =
         ["eval", "chart", "--questions", "bank.jsonl", "--method", "baseline", "--out", "out", "--resamples", "200"];
+    // The second question alone first (`--skip 1`), then the whole bank
+    // resumes from it and answers only the first.
+    let skipped = sb
+        .run(&["--json"].iter().chain(args.iter()).chain(["--skip", "1"].iter()).copied().collect::<Vec<_>>())
+        .ok()
+        .json();
+    assert_eq!(skipped["new_answers"], 1, "{skipped}");
+    let second = serde_json::from_str::<serde_json::Value>(lines[1]).unwrap()["id"].clone();
+    let stored = std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(stored.trim()).unwrap()["question_id"], second, "{stored}");
     let run = sb.run(&args).ok();
     assert!(run.stdout().contains("| baseline | 2 | 1 |"), "{}", run.stdout());
     let answers = std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap();

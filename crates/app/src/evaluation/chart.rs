@@ -205,6 +205,10 @@ pub struct ChartEvalRequest {
     /// keeps the subset's first questions.
     pub sample: Option<usize>,
     pub sample_seed: u64,
+    /// Pass over the first N questions of the file (of the subset, with
+    /// `sample`) before `limit` applies, so a subset can be answered in
+    /// chunks or its later questions kept apart from its first.
+    pub skip: usize,
     /// Only the first N questions of the file (of the subset, with `sample`).
     pub limit: Option<usize>,
     pub model: ModelChoice,
@@ -310,6 +314,17 @@ pub fn evaluate_chart(
             input_error!("--sample 0 selects no question; give the subset's size (e.g. 24) or leave it out");
         }
         questions = bank::stratified_sample(&questions, n, request.sample_seed);
+    }
+    if request.skip > 0 {
+        if request.skip >= questions.len() {
+            input_error!(
+                "--skip {} leaves no question: the {} holds {}",
+                request.skip,
+                if request.sample.is_some() { "subset" } else { "file" },
+                questions.len()
+            );
+        }
+        questions.drain(..request.skip);
     }
     if let Some(n) = request.limit {
         questions.truncate(n);

@@ -76,6 +76,11 @@ struct ChartArgs {
     /// The seed of --sample's patient shuffle.
     #[arg(long, default_value_t = 42, requires = "sample")]
     sample_seed: u64,
+    /// Pass over the first N questions of the file (of the subset, with
+    /// --sample) before --limit: `--sample 40 --skip 24` is the 16
+    /// questions after a 24-question sample's.
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
     /// Only the first N questions of the file (of the subset, with --sample).
     #[arg(long)]
     limit: Option<usize>,
@@ -306,6 +311,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 out: a.out.clone(),
                 sample: a.sample,
                 sample_seed: a.sample_seed,
+                skip: a.skip,
                 limit: a.limit,
                 model: ModelChoice {
                     model: a.model.clone(),
