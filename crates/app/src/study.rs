@@ -109,7 +109,9 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     let workspace =
         Workspace::create(&request.out.join("workspace"), r_db, &aux).map_err(|e| AppError::Setup(e.to_string()))?;
     let typed_db = match request.strategy {
-        Strategy::Typed | Strategy::TypedGrounded => Some(ReadOnlyConnection::connect(&url, limits).map_err(db_error)?),
+        Strategy::Typed | Strategy::TypedGrounded | Strategy::TypedRead => {
+            Some(ReadOnlyConnection::connect(&url, limits).map_err(db_error)?)
+        }
         Strategy::R => None,
     };
     let mut env =

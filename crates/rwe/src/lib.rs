@@ -6,7 +6,8 @@
 //! fill-in fields behind their choice questions ([`sheet`]), RWE-bench's
 //! metrics ([`metrics`]), the check that a protocol does not leak its results
 //! ([`leak`]), the R sandbox ([`sandbox`]), the cohort audit ([`audit`]),
-//! the agent ([`agent`]), the typed tools' outputs as data ([`analysis`]),
+//! the agent ([`agent`]), Evident's reader of a result against a choice's
+//! options ([`reading`]), the typed tools' outputs as data ([`analysis`]),
 //! and the evidence bundle ([`bundle`]) with its page ([`report`]).
 
 pub mod agent;
@@ -19,6 +20,7 @@ pub mod gold;
 pub mod leak;
 pub mod metrics;
 pub mod provenance;
+pub mod reading;
 pub mod report;
 pub mod sandbox;
 pub mod sheet;

@@ -593,6 +593,10 @@ pub enum AnswerBasis {
     Matches { step: u32, source: String },
     /// A choice made after a tool computed these effects or tests.
     AfterAnalysis { keys: Vec<String> },
+    /// A choice read from these results by Evident's rule
+    /// ([`crate::reading`], the `typed-read` strategy), not chosen by the
+    /// model.
+    Read { option: String, keys: Vec<String>, why: String },
     /// A number no tool produced, or a choice made before any effect or
     /// test was computed: recorded and scored, flagged for a reviewer.
     Unsupported { reason: String },
@@ -609,6 +613,7 @@ impl AnswerBasis {
             AnswerBasis::FromResult { key, .. } => format!("from result {key}"),
             AnswerBasis::Matches { step, source } => format!("matches {source} of step {step}"),
             AnswerBasis::AfterAnalysis { keys } => format!("after {}", keys.join(", ")),
+            AnswerBasis::Read { option, why, .. } => format!("option {option} {why}"),
             AnswerBasis::Unsupported { reason } => format!("UNSUPPORTED: {reason}"),
         }
     }

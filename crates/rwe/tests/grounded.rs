@@ -1012,3 +1012,85 @@ fn an_exploring_action_that_failed_four_times_is_not_offered_again() {
     assert!(names(&requests[9]).contains(&"run_sql".to_string()), "three failures: {:?}", names(&requests[9]));
     assert!(!names(&requests[10]).contains(&"run_sql".to_string()), "{:?}", names(&requests[10]));
 }
+
+/// `typed-read` (Evident's) on the lactate task: after the protocol's
+/// regression the choice is offered only as the option its result reads as
+/// (the lactate odds ratio 1.36, CI 1.04-1.79, p 0.027: "higher lactate
+/// was associated with a higher risk", A, R's answer), another letter is
+/// an invalid output, and the accepted choice records that Evident read
+/// it, not the model. Under `typed-grounded` the same state offers every
+/// letter and takes B.
+#[test]
+fn a_typed_read_choice_is_the_option_its_result_reads_as() {
+    let dir = tempfile::tempdir().unwrap();
+    let (task, gold) = lactate();
+    let mut env = env_for(dir.path(), task, gold.clone());
+    let script = vec![
+        act("build_cohort", BUILD),
+        submit(
+            r#"{"n_patients": {"from_result": "stays"}, "n_deaths": {"from_result": "hospital_expire_flag"}, "median_lactate": {"from_result": "lactate"}}"#,
+        ),
+        act("logistic_regression", LOGISTIC),
+        submit(r#"{"q_lactate": "B"}"#),
+        submit(r#"{"q_lactate": "A"}"#),
+        submit(
+            r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
+        ),
+    ];
+    let (read, requests) = run(dir.path(), &mut env, Strategy::TypedRead, &script);
+    assert_eq!(read.termination, Termination::Completed, "{:?}", read.steps.last());
+    let actions: Vec<&str> = read.steps.iter().map(|s| s.action.as_str()).collect();
+    assert_eq!(actions, ["build_cohort", "submit_answers", "logistic_regression", "submit_answers", "submit_answers"]);
+    assert_eq!(read.steps[3].invalid_outputs, 1, "B was refused by the schema");
+    assert_eq!(offered(&requests[3]).unwrap()["q_lactate"], json!({"type": "string", "enum": ["A"]}));
+    assert_eq!(gold.choices["q_lactate"], "A");
+    let answers = &read.steps.last().unwrap().answers;
+    assert_eq!(answers["q_lactate"].value, AnswerValue::Choice("A".into()));
+    match &answers["q_lactate"].basis {
+        Some(AnswerBasis::Read { option, keys, why }) => {
+            assert_eq!(option, "A");
+            assert_eq!(keys, &["OR lactate".to_string()]);
+            assert!(why.starts_with("read by Evident at p < 0.05: OR lactate: odds ratio 1.36"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        read.steps[3].observation.contains("q_lactate: accepted (option A read by Evident"),
+        "{}",
+        read.steps[3].observation
+    );
+
+    // Driven directly: typed-read refuses B with the reading; typed-grounded
+    // offers every letter and records B.
+    let answers = |j: &str| Action::SubmitAnswers { answers: params(j).into_iter().collect() };
+    let fit = Action::Statistics {
+        tool: evident_rwe::agent::actions::StatsTool::LogisticRegression,
+        params: params(LOGISTIC),
+    };
+    for reads in [true, false] {
+        let (_dir, mut env) = grounded_env("lactate-hospital-mortality");
+        env.set_reads(reads);
+        env.execute(1, &Action::BuildCohort { params: params(BUILD) });
+        env.execute(2, &fit);
+        let offered = &env.response_schema(&[]);
+        let letters = offered["properties"]["action"]["anyOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["properties"]["action"]["const"] == "submit_answers")
+            .map(|b| {
+                b["properties"]["params"]["properties"]["answers"]["anyOf"][0]["properties"]["q_lactate"]["enum"]
+                    .clone()
+            })
+            .unwrap();
+        let obs = env.execute(3, &answers(r#"{"q_lactate": "B"}"#));
+        if reads {
+            assert_eq!(letters, json!(["A"]));
+            assert!(obs.text.contains("q_lactate: not recorded: the computed results read as option A (read by Evident at p < 0.05: OR lactate"), "{}", obs.text);
+            assert!(env.sheet.answers().is_empty());
+        } else {
+            assert_eq!(letters, json!(["A", "B", "C"]));
+            assert!(obs.text.contains("q_lactate: accepted (after OR lactate)"), "{}", obs.text);
+        }
+    }
+}

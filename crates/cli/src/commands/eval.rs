@@ -216,9 +216,10 @@ struct RweArgs {
     /// The study database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE.
     #[arg(long)]
     database: String,
-    /// r (RWEAgent as in RWE-bench), typed, or typed-grounded (typed, with answers only from
-    /// computed results).
-    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded"])]
+    /// r (RWEAgent as in RWE-bench), typed, typed-grounded (typed, with answers only from
+    /// computed results), or typed-read (typed-grounded, with each choice read from its
+    /// computed result by Evident's rule where it can be).
+    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded", "typed-read"])]
     strategy: String,
     /// Runs per task (RWE-bench: 3); the table shows mean and standard error over runs.
     #[arg(long, default_value_t = 1)]

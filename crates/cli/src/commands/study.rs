@@ -1,4 +1,4 @@
-//! `evident study TASK --database URL [--strategy r|typed|typed-grounded|both] [--out DIR]`:
+//! `evident study TASK --database URL [--strategy r|typed|typed-grounded|typed-read|both] [--out DIR]`:
 //! runs one observational-study task (a protocol with its questions and
 //! gold answers) on a MIMIC-IV database with the study agent, audits the
 //! cohort it exports, scores its answers and writes the evidence bundle.
@@ -24,8 +24,9 @@ pub struct Args {
     pub database: String,
     /// r (RWEAgent as in RWE-bench: R only), typed (adds SQL and typed statistics tools),
     /// typed-grounded (typed, with answers only from computed results: fields by result key,
-    /// choices after an effect or test), or both (r and typed).
-    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded", "both"])]
+    /// choices after an effect or test), typed-read (typed-grounded, with each choice read from
+    /// its computed result by Evident's rule where it can be), or both (r and typed).
+    #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded", "typed-read", "both"])]
     pub strategy: String,
     /// The run folder (workspace, steps.jsonl, bundle.json); running again resumes it.
     #[arg(long, default_value = "evident-study")]

@@ -324,7 +324,7 @@ fn docs(strategy: Strategy) -> Vec<&'static ActionDoc> {
     }
     all.extend(COMMON);
     match strategy {
-        Strategy::TypedGrounded => {
+        Strategy::TypedGrounded | Strategy::TypedRead => {
             all.push(&GROUNDED_SUBMIT);
             all.extend(FINAL.iter().filter(|d| d.name != "submit_answers"));
         }

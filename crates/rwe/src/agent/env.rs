@@ -52,6 +52,8 @@ pub struct StudyEnv {
     /// `--strategy typed-grounded`: an answer only from a computed result
     /// (a field as `{"from_result": KEY}`, a choice after an effect or test).
     grounded: bool,
+    /// `typed-read`: choices as their results read ([`Self::set_reads`]).
+    reads: bool,
     /// Grounded strategy: the actions in a row, other than
     /// `submit_answers`, taken while something could be submitted; at
     /// [`PASSES_BEFORE_SUBMIT`] only `submit_answers` is offered. Not
@@ -114,6 +116,7 @@ impl StudyEnv {
             observations: Vec::new(),
             new_results: Vec::new(),
             grounded: false,
+            reads: false,
             passed_up: 0,
             idle: 0,
             no_cohort: 0,
@@ -196,6 +199,22 @@ impl StudyEnv {
     /// Whether answers must come from computed results ([`Self::set_grounded`]).
     pub fn is_grounded(&self) -> bool {
         self.grounded && self.traces_answers()
+    }
+
+    /// Answer choice questions as their computed results read
+    /// ([`crate::reading`], the `typed-read` strategy); only in a grounded run.
+    pub fn set_reads(&mut self, reads: bool) {
+        self.reads = reads;
+    }
+
+    /// How a choice question's results read now, in a `typed-read` run.
+    fn reading(&self, id: &str) -> Option<crate::reading::ChoiceReading> {
+        if !(self.reads && self.is_grounded()) {
+            return None;
+        }
+        let task = self.sheet.task();
+        let q = task.question(id).filter(|q| q.choice.is_some())?;
+        crate::reading::read_choice(task, q, &self.results)
     }
 
     pub fn workspace(&self) -> &Workspace {
@@ -469,6 +488,9 @@ impl StudyEnv {
                 });
                 let task = self.sheet.task();
                 let basis = match (task.question(id).filter(|q| q.choice.is_some()), basis) {
+                    (Some(_), _) if self.reading(id).is_some() => {
+                        self.reading(id).map(|r| AnswerBasis::Read { option: r.option, keys: r.keys, why: r.why })
+                    }
                     (Some(q), _) if self.is_grounded() => Some(provenance::choice_basis_for(task, q, &self.results)),
                     (Some(_), _) => Some(provenance::choice_basis(&self.results)),
                     (None, b) => b,
@@ -536,6 +558,9 @@ impl StudyEnv {
         let task = self.sheet.task();
         let tools = |q: &crate::task::Question| provenance::tools_for(task, q).join(" or ");
         if let Some(q) = task.question(id).filter(|q| q.choice.is_some()) {
+            if let Some(r) = self.reading(id).filter(|r| raw.as_str().map(str::trim) != Some(r.option.as_str())) {
+                return Some(format!("the computed results read as option {} ({})", r.option, r.why));
+            }
             return (!provenance::choice_ready(task, q, &self.results)).then(|| {
                 format!(
                     "a choice is answered once the effect or test of its question has been computed (compute it with {})",
@@ -845,9 +870,10 @@ impl StudyEnv {
                     Some((_, f)) => provenance::candidates(task, f, &self.results),
                     None => Vec::new(),
                 };
-                let schema = match task.field(&id) {
-                    Some(_) if grounded => provenance::reference_only(&keys)?,
-                    _ => provenance::with_reference(schema, &keys),
+                let schema = match (task.field(&id), self.reading(&id)) {
+                    (_, Some(r)) => serde_json::json!({"type": "string", "enum": [r.option]}),
+                    (Some(_), None) if grounded => provenance::reference_only(&keys)?,
+                    (_, None) => provenance::with_reference(schema, &keys),
                 };
                 Some((id, schema))
             })

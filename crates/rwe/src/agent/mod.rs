@@ -23,7 +23,9 @@
 //! only come from a computed result: its schema offers a field only as
 //! `{"from_result": KEY}` over the results that can fill it, a choice only
 //! after an effect or test, and no `submit_answers` while nothing can be
-//! submitted, so the model must call a tool first.
+//! submitted, so the model must call a tool first. `Strategy::TypedRead`
+//! (Evident's) is `typed-grounded` whose choice questions are answered as
+//! the computed result reads ([`crate::reading`]) where a rule can read it.
 //!
 //! Evident's setting for small-context models (both strategies, when the
 //! app knows the window): compression at min(32,768,
@@ -91,6 +93,12 @@ pub enum Strategy {
     /// while nothing can be submitted ([`env::StudyEnv::schema_state`]).
     #[serde(rename = "typed-grounded")]
     TypedGrounded,
+    /// `typed-grounded`, and a choice question is answered as its computed
+    /// result reads ([`crate::reading`]): once the relevant effects and
+    /// tests read one way and exactly one option says so, the schema offers
+    /// only that option. Evident's; it interprets the result for the model.
+    #[serde(rename = "typed-read")]
+    TypedRead,
 }
 
 impl Strategy {
@@ -99,19 +107,25 @@ impl Strategy {
             Strategy::R => "r",
             Strategy::Typed => "typed",
             Strategy::TypedGrounded => "typed-grounded",
+            Strategy::TypedRead => "typed-read",
         }
     }
 
     /// Evident's strategies (SQL and typed statistics, answers decoded
     /// under the run's schema); `R` is the paper's.
     pub fn is_typed(self) -> bool {
-        matches!(self, Strategy::Typed | Strategy::TypedGrounded)
+        matches!(self, Strategy::Typed | Strategy::TypedGrounded | Strategy::TypedRead)
+    }
+
+    /// The strategies whose answers come only from computed results.
+    pub fn is_grounded(self) -> bool {
+        matches!(self, Strategy::TypedGrounded | Strategy::TypedRead)
     }
 
     /// Every strategy by its name on the command line.
-    pub const ALL: [Strategy; 3] = [Strategy::R, Strategy::Typed, Strategy::TypedGrounded];
+    pub const ALL: [Strategy; 4] = [Strategy::R, Strategy::Typed, Strategy::TypedGrounded, Strategy::TypedRead];
 
-    /// The strategy named `name` (`r`, `typed`, `typed-grounded`).
+    /// The strategy named `name` (`r`, `typed`, `typed-grounded`, `typed-read`).
     pub fn from_name(name: &str) -> Option<Strategy> {
         Strategy::ALL.into_iter().find(|s| s.as_str() == name)
     }
@@ -469,7 +483,7 @@ pub fn run_agent(
     let system_prompt = match config.strategy {
         Strategy::R => "rwe_agent_system.prompt.md",
         Strategy::Typed => "rwe_agent_typed_system.prompt.md",
-        Strategy::TypedGrounded => "rwe_agent_typed_grounded_system.prompt.md",
+        Strategy::TypedGrounded | Strategy::TypedRead => "rwe_agent_typed_grounded_system.prompt.md",
     };
     let system = prompts
         .render(system_prompt, json!({"tools_desc": tools_desc(config.strategy)}))
@@ -478,13 +492,14 @@ pub fn run_agent(
     // schema; the paper's R strategy answers in Figure 17's free text.
     let typed = config.strategy.is_typed();
     // The grounded variant's answers come only from computed results.
-    env.set_grounded(config.strategy == Strategy::TypedGrounded);
+    env.set_grounded(config.strategy.is_grounded());
+    env.set_reads(config.strategy == Strategy::TypedRead);
     let first = task_message(
         prompts,
         env.sheet.task(),
         &env.sheet.visible_at_start(),
         auxiliary_files,
-        config.strategy == Strategy::TypedGrounded,
+        config.strategy.is_grounded(),
     )?;
     let mut messages = vec![Message::system(system), Message::user(first)];
 
@@ -582,11 +597,12 @@ pub fn run_agent(
             completion_tokens += u64::from(response.completion_tokens);
             let parsed = match config.strategy {
                 Strategy::R => parse_action(&response.text, config.strategy),
-                Strategy::Typed | Strategy::TypedGrounded => parse_typed_response(&response.text, config.strategy)
-                    .and_then(|a| match &request_schema {
+                Strategy::Typed | Strategy::TypedGrounded | Strategy::TypedRead => {
+                    parse_typed_response(&response.text, config.strategy).and_then(|a| match &request_schema {
                         Some(s) => actions::check_typed_answer(&response.text, s).map(|()| a),
                         None => Ok(a),
-                    }),
+                    })
+                }
             };
             match parsed {
                 // Evident's loop guard (typed): the previous step's action
@@ -613,14 +629,14 @@ pub fn run_agent(
                     // the token cap: only its start goes back, so the retry fits.
                     let shown = match config.strategy {
                         Strategy::R => response.text,
-                        Strategy::Typed | Strategy::TypedGrounded => {
+                        Strategy::Typed | Strategy::TypedGrounded | Strategy::TypedRead => {
                             crate::sandbox::truncate_chars(&response.text, 300)
                         }
                     };
                     turn.push(Message::assistant(shown));
                     let format = match config.strategy {
                         Strategy::R => "Respond in the required format, ending with Action: and one JSON action.",
-                        Strategy::Typed | Strategy::TypedGrounded => {
+                        Strategy::Typed | Strategy::TypedGrounded | Strategy::TypedRead => {
                             "Respond with one JSON object {\"thought\": ..., \"action\": {\"action\": NAME, \"params\": {...}}}."
                         }
                     };
