@@ -16,12 +16,17 @@
 //! - a significant ratio has a *direction*: above 1 means more of the
 //!   outcome event for the group or the higher values its term names,
 //!   turned over once per word of its term that names the lower side
-//!   (`low_albumin`, `younger`); a test (log-rank) has no direction;
+//!   (`low_albumin`, `younger`) where the options name that side or its
+//!   other side; a test (log-rank) has no direction;
 //! - an option is *null* when it denies a significant difference or
-//!   association; otherwise its direction is the product of its direction
-//!   words (`higher`, `lower`, `older`, `younger`, ...), turned over when it
-//!   speaks of survival (the complement of the event) unless a word such as
-//!   `worse` or `better` states the outcome's direction itself.
+//!   association ("no significant", "did not differ", "no clear
+//!   association") or calls the groups similar; one that joins two
+//!   findings ("... but ...") is not read; otherwise its direction is the
+//!   product of its direction words (`higher`, `lower`, `older`,
+//!   `younger`, ...), turned once by a negation that names the other side
+//!   ("did not receive", "without"), and turned when it speaks of survival
+//!   (the complement of the event) unless a word such as `worse` or
+//!   `better` states the outcome's direction itself.
 //!
 //! The reader answers only when every relevant result reads the same way
 //! and exactly one option has that reading; otherwise it returns nothing
@@ -103,23 +108,40 @@ const WORSE: &[&str] = &["worse", "poorer", "harmful", "unfavourable", "unfavora
 const BETTER: &[&str] = &["better", "improved", "protective", "favourable", "favorable"];
 /// Words for the complement of the event.
 const SURVIVAL: &[&str] = &["survival", "survived", "survive", "surviving", "alive"];
-/// Phrases that deny a significant difference or association.
-const NULL_PHRASES: &[&str] = &[
-    "no significant",
-    "not significant",
-    "not significantly",
-    "no statistically significant",
-    "not statistically significant",
-    "did not differ",
-    "does not differ",
-    "do not differ",
-    "no difference",
-    "no association",
-    "not associated",
-    "no relationship",
-    "was not related",
-    "were not related",
+/// Words that, within two words after a negation (`no`, `not`, `nor`,
+/// `neither`), deny a significant difference or association: "no
+/// significant", "did not differ", "no independent correlation", "no clear
+/// association", "was not associated".
+const NULL_HEADS: &[&str] = &[
+    "significant",
+    "significantly",
+    "statistically",
+    "associated",
+    "association",
+    "associations",
+    "correlation",
+    "correlated",
+    "correlations",
+    "difference",
+    "differences",
+    "different",
+    "differ",
+    "differed",
+    "relationship",
+    "related",
+    "independent",
+    "independently",
+    "clear",
+    "meaningful",
+    "effect",
+    "impact",
 ];
+const NEGATIONS: &[&str] = &["no", "not", "nor", "neither"];
+/// Words that say the groups were alike.
+const ALIKE: &[&str] = &["similar", "comparable", "unchanged"];
+/// Words that join two opposite findings in one option ("lower risk of ICU
+/// mortality but higher risk of hospital mortality"): not read.
+const CONTRAST: &[&str] = &["but", "whereas", "while", "although", "though", "however", "yet"];
 
 fn words(text: &str) -> Vec<String> {
     text.to_lowercase()
@@ -146,32 +168,40 @@ fn direction_of(words: &[String]) -> i32 {
 }
 
 /// How an option reads; `None` when it has no direction word and does not
-/// deny an association (or states the outcome both ways).
+/// deny an association, joins two findings, or states the outcome both ways.
 pub fn classify_option(text: &str) -> Option<Reading> {
-    let lower = text.to_lowercase();
-    if NULL_PHRASES.iter().any(|p| lower.contains(p)) {
+    let ws = words(text);
+    let denies = ws.iter().enumerate().any(|(i, w)| {
+        NEGATIONS.contains(&w.as_str()) && ws[i + 1..].iter().take(2).any(|n| NULL_HEADS.contains(&n.as_str()))
+    });
+    if denies || ws.iter().any(|w| ALIKE.contains(&w.as_str())) {
         return Some(Reading::Null);
     }
-    let ws = words(text);
+    if ws.iter().any(|w| CONTRAST.contains(&w.as_str())) {
+        return None;
+    }
     let worse = ws.iter().any(|w| WORSE.contains(&w.as_str()));
     let better = ws.iter().any(|w| BETTER.contains(&w.as_str()));
-    let magnitude = direction_of(&ws);
+    // A negation that denies nothing names the exposure's other side ("did
+    // not receive a statin", "without", "non-users"): it turns the reading.
+    let negations = ws.iter().filter(|w| NEGATIONS.contains(&w.as_str()) || *w == "without" || *w == "non").count();
+    let magnitude = direction_of(&ws) * if negations % 2 == 1 { -1 } else { 1 };
     let sign = match (worse, better) {
         (true, true) => return None,
         // "Higher X was associated with worse outcomes": the outcome word
         // carries the direction; the exposure's words (if any) turn it.
         (true, false) => {
-            if magnitude == 0 {
-                1
+            if magnitude < 0 {
+                -1
             } else {
-                magnitude
+                1
             }
         }
         (false, true) => {
-            if magnitude == 0 {
-                -1
+            if magnitude < 0 {
+                1
             } else {
-                -magnitude
+                -1
             }
         }
         (false, false) => {
@@ -186,6 +216,36 @@ pub fn classify_option(text: &str) -> Option<Reading> {
         }
     };
     Some(if sign > 0 { Reading::Higher } else { Reading::Lower })
+}
+
+/// Lower-side words a result's term can hold, each with the words that
+/// name the other side of it. A term's lower-side word turns its ratio's
+/// reading only where the options name that side or its other side as
+/// such (`younger` against "older patients"); where they name the
+/// exposure otherwise ("SAL <30 g/l" for `low_albumin`) they mean the
+/// term's own side.
+const TERM_SIDES: &[(&str, &[&str])] = &[
+    ("low", &["low", "high"]),
+    ("younger", &["younger", "older"]),
+    ("young", &["young", "old", "older"]),
+    ("normal", &["normal", "high", "abnormal", "elevated"]),
+    ("below", &["below", "above"]),
+    ("short", &["short", "long"]),
+];
+
+/// -1 when the term (a result key's words) holds a lower-side word whose
+/// side the options name, else +1.
+fn term_sign(key: &str, options: &[String]) -> i32 {
+    let option_words: Vec<String> = options.iter().flat_map(|o| words(o)).collect();
+    let mut sign = 1;
+    for w in words(key) {
+        if let Some((_, sides)) = TERM_SIDES.iter().find(|(low, _)| *low == w) {
+            if sides.iter().any(|s| option_words.iter().any(|o| o == s)) {
+                sign = -sign;
+            }
+        }
+    }
+    sign
 }
 
 /// The significance level the protocol states ("P < 0.01", "a
@@ -207,10 +267,11 @@ pub fn alpha_of(task: &Task) -> f64 {
     0.05
 }
 
-/// How one result reads at level `alpha`; `None` for a result that is not
-/// an effect or a test, whose p-value and CI disagree, or that is a
-/// significant test (a test has no direction).
-pub fn read_result(result: &ResultNumber, alpha: f64) -> Option<Reading> {
+/// How one result reads at level `alpha`, against a question whose options
+/// are `options`; `None` for a result that is not an effect or a test,
+/// whose p-value and CI disagree, or that is a significant test (a test
+/// has no direction).
+pub fn read_result(result: &ResultNumber, alpha: f64, options: &[String]) -> Option<Reading> {
     match &result.value {
         ResultValue::Effect { ratio, conf_low, conf_high, p_value, .. } => {
             let excludes_one = *conf_low > 1.0 || *conf_high < 1.0;
@@ -224,7 +285,7 @@ pub fn read_result(result: &ResultNumber, alpha: f64) -> Option<Reading> {
             let up = if *ratio > 1.0 { Reading::Higher } else { Reading::Lower };
             // The key names the term (`OR high_rdw`, `HR age`, `Fisher OR
             // older by death`): a term naming the lower side turns it.
-            Some(if direction_of(&words(&result.key)) < 0 { up.flipped() } else { up })
+            Some(if term_sign(&result.key, options) < 0 { up.flipped() } else { up })
         }
         ResultValue::Test { p_value, .. } => (*p_value >= alpha).then_some(Reading::Null),
         _ => None,
@@ -237,6 +298,7 @@ pub fn read_result(result: &ResultNumber, alpha: f64) -> Option<Reading> {
 pub fn read_choice(task: &Task, question: &Question, results: &[ResultNumber]) -> Option<ChoiceReading> {
     let choice = question.choice.as_ref()?;
     let alpha = alpha_of(task);
+    let options: Vec<String> = choice.options.values().cloned().collect();
     let mut keys: Vec<String> = Vec::new();
     for f in &question.fields {
         if !matches!(f, FieldKind::Ratio { .. } | FieldKind::Pvalue { .. }) {
@@ -255,7 +317,7 @@ pub fn read_choice(task: &Task, question: &Question, results: &[ResultNumber]) -
     let mut why = Vec::new();
     for key in &keys {
         let r = results.iter().find(|r| &r.key == key)?;
-        let this = read_result(r, alpha)?;
+        let this = read_result(r, alpha, &options)?;
         if reading.is_some_and(|x| x != this) {
             return None;
         }
@@ -309,6 +371,18 @@ mod tests {
             ("statin use was associated with better outcomes", Some(Lower)),
             ("statin use was protective", Some(Lower)),
             ("statin use was associated with death", None),
+            // RWE-bench's own example (its Figure 13).
+            ("lower risks of both ICU and hospital mortalities", Some(Lower)),
+            ("higher risks of both ICU and hospital mortalities", Some(Higher)),
+            ("no independent correlation with ICU or hospital mortalities", Some(Null)),
+            ("no clear association with ICU or hospital mortalities", Some(Null)),
+            ("lower risk of ICU mortality but higher risk of hospital mortality", None),
+            ("higher risk of ICU mortality but lower risk of hospital mortality", None),
+            // A negation that denies nothing names the other side.
+            ("patients who did not receive a statin had significantly higher mortality", Some(Lower)),
+            ("non-users had lower survival", Some(Lower)),
+            ("survival was similar in both groups", Some(Null)),
+            ("was not independently associated with death", Some(Null)),
         ];
         for (text, want) in cases {
             assert_eq!(classify_option(text), want, "{text}");
@@ -316,21 +390,38 @@ mod tests {
     }
 
     #[test]
-    fn a_ratio_reads_by_its_ci_and_p_and_a_lower_side_term_turns_it() {
+    fn a_ratio_reads_by_its_ci_and_p_and_a_lower_side_term_turns_it_where_the_options_name_that_side() {
         let a = 0.05;
-        assert_eq!(read_result(&effect("OR lactate", 1.36, 1.04, 1.79, 0.027), a), Some(Reading::Higher));
-        assert_eq!(read_result(&effect("OR statin", 0.61, 0.20, 1.90, 0.395), a), Some(Reading::Null));
-        assert_eq!(read_result(&effect("OR statin", 0.40, 0.20, 0.80, 0.01), a), Some(Reading::Lower));
-        assert_eq!(read_result(&effect("HR low_albumin", 2.0, 1.2, 3.3, 0.01), a), Some(Reading::Lower));
+        let opts = |o: &[&str]| o.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let risk = opts(&["higher risk of death", "lower risk of death", "no significant association"]);
+        assert_eq!(read_result(&effect("OR lactate", 1.36, 1.04, 1.79, 0.027), a, &risk), Some(Reading::Higher));
+        assert_eq!(read_result(&effect("OR statin", 0.61, 0.20, 1.90, 0.395), a, &risk), Some(Reading::Null));
+        assert_eq!(read_result(&effect("OR statin", 0.40, 0.20, 0.80, 0.01), a, &risk), Some(Reading::Lower));
+        // The options name the exposure without a side ("SAL <30 g/l"): the
+        // term's own side, not turned.
+        let sal = opts(&["SAL <30 g/l: higher risks of death", "SAL <30 g/l: lower risks of death"]);
+        assert_eq!(read_result(&effect("HR low_albumin", 2.0, 1.2, 3.3, 0.01), a, &sal), Some(Reading::Higher));
+        // The options name the other side: turned.
+        let age = opts(&["significantly higher in older patients", "significantly lower in older patients"]);
+        assert_eq!(
+            read_result(&effect("Fisher OR younger by death", 3.0, 1.2, 7.5, 0.01), a, &age),
+            Some(Reading::Lower)
+        );
+        let alb = opts(&[
+            "patients with low albumin had higher mortality",
+            "patients with high albumin had higher mortality",
+        ]);
+        assert_eq!(read_result(&effect("HR low_albumin", 2.0, 1.2, 3.3, 0.01), a, &alb), Some(Reading::Lower));
+        assert_eq!(classify_option(&alb[0]), Some(Reading::Lower), "and the option turns the same way");
         // p and CI disagree (p just under, CI touching 1): not read.
-        assert_eq!(read_result(&effect("OR x", 1.9, 0.99, 3.6, 0.049), a), None);
+        assert_eq!(read_result(&effect("OR x", 1.9, 0.99, 3.6, 0.049), a, &risk), None);
         let test = |p| ResultNumber {
             key: "log-rank p".into(),
             step: 2,
             tool: "kaplan_meier_logrank".into(),
             value: ResultValue::Test { test: "log-rank".into(), p_value: p },
         };
-        assert_eq!(read_result(&test(0.09), a), Some(Reading::Null));
-        assert_eq!(read_result(&test(0.01), a), None, "a test has no direction");
+        assert_eq!(read_result(&test(0.09), a, &risk), Some(Reading::Null));
+        assert_eq!(read_result(&test(0.01), a, &risk), None, "a test has no direction");
     }
 }
