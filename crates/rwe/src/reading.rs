@@ -248,18 +248,32 @@ fn term_sign(key: &str, options: &[String]) -> i32 {
     sign
 }
 
-/// The significance level the protocol states ("P < 0.01", "a
-/// significance level of 0.01"), else 0.05.
+/// The significance level the protocol states for its findings ("P < 0.01
+/// was considered statistically significant", "a significance level of
+/// 0.01"), else 0.05. Only a sentence that speaks of significance counts,
+/// and not one about selecting variables ("variables with P < 0.1 in the
+/// univariable analysis were entered"), which is not the findings' level.
 pub fn alpha_of(task: &Task) -> f64 {
     let text = format!("{}\n{}", task.protocol.background, task.protocol.methods).to_lowercase();
-    for lead in ["p <", "p<", "p-value <", "p value <", "significance level of", "level of significance of", "alpha ="]
-    {
-        for (i, _) in text.match_indices(lead) {
-            let rest = text[i + lead.len()..].trim_start();
-            let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-            if let Ok(x) = number.trim_end_matches('.').parse::<f64>() {
-                if x > 0.0 && x < 0.5 {
-                    return x;
+    let sentences = text.split(['\n', ';']).flat_map(|line| line.split(". "));
+    for sentence in sentences {
+        if !sentence.contains("significan")
+            || ["univariate", "univariable", "entered", "selected", "included in the", "candidate"]
+                .iter()
+                .any(|w| sentence.contains(w))
+        {
+            continue;
+        }
+        for lead in
+            ["p <", "p<", "p-value <", "p value <", "significance level of", "level of significance of", "alpha ="]
+        {
+            for (i, _) in sentence.match_indices(lead) {
+                let rest = sentence[i + lead.len()..].trim_start();
+                let number: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+                if let Ok(x) = number.trim_end_matches('.').parse::<f64>() {
+                    if x > 0.0 && x <= 0.1 {
+                        return x;
+                    }
                 }
             }
         }
@@ -387,6 +401,30 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(classify_option(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn the_level_is_the_one_the_protocol_gives_its_findings() {
+        let task = |methods: &str| {
+            let mut t = Task::from_yaml_str(crate::task::tests::GOOD, "t.yaml").unwrap();
+            t.protocol.methods = methods.to_string();
+            t
+        };
+        assert_eq!(alpha_of(&task("Analysis: logistic regression.")), 0.05);
+        assert_eq!(
+            alpha_of(&task(
+                "Analysis: logistic regression. A two-sided P < 0.01 was considered statistically significant."
+            )),
+            0.01
+        );
+        assert_eq!(alpha_of(&task("We used a significance level of 0.1 throughout.")), 0.1);
+        assert_eq!(
+            alpha_of(&task(
+                "Variables significant at P < 0.1 in the univariable analysis were entered into the model."
+            )),
+            0.05,
+            "a selection threshold is not the findings' level"
+        );
     }
 
     #[test]
