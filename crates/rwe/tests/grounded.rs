@@ -88,6 +88,9 @@ const BUILD_TYPED: &str = r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#;
 const LOGISTIC: &str =
     r#"{"file": "cohort_audit.csv", "outcome": "hospital_expire_flag", "predictors": ["lactate", "age", "female"]}"#;
 
+/// The lactate task's four effect fields, each from the regression's lactate term.
+const LACTATE_EFFECT: &str = r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#;
+
 fn run(dir: &Path, env: &mut StudyEnv, strategy: Strategy, script: &[String]) -> (AgentRun, Vec<ChatRequest>) {
     let model = scripted(script);
     let config = AgentConfig::paper(strategy);
@@ -142,9 +145,7 @@ fn answers_come_only_from_computed_results() {
         early_choice.clone(),
         act("logistic_regression", LOGISTIC),
         submit(r#"{"q_lactate": "A"}"#),
-        submit(
-            r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
-        ),
+        submit(LACTATE_EFFECT),
     ];
     let (run, requests) = run(dir.path(), &mut env, Strategy::TypedGrounded, &script);
     assert_eq!(run.termination, Termination::Completed, "{:?}", run.steps.last());
@@ -1033,9 +1034,7 @@ fn a_typed_read_choice_is_the_option_its_result_reads_as() {
         act("logistic_regression", LOGISTIC),
         submit(r#"{"q_lactate": "B"}"#),
         submit(r#"{"q_lactate": "A"}"#),
-        submit(
-            r#"{"or_lactate": {"from_result": "OR lactate"}, "or_lactate_low": {"from_result": "OR lactate"}, "or_lactate_high": {"from_result": "OR lactate"}, "p_lactate": {"from_result": "OR lactate"}}"#,
-        ),
+        submit(LACTATE_EFFECT),
     ];
     let (read, requests) = run(dir.path(), &mut env, Strategy::TypedRead, &script);
     assert_eq!(read.termination, Termination::Completed, "{:?}", read.steps.last());
