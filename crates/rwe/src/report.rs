@@ -406,7 +406,13 @@ fn results(o: &mut String, b: &Bundle, gold: &Gold) {
             for (letter, text) in &choice.options {
                 let mut marks = Vec::new();
                 if given.is_some_and(|g| matches!(&g.value, AnswerValue::Choice(c) if c == letter)) {
-                    marks.push(format!("the agent's answer (step {})", given.map_or(0, |g| g.step)));
+                    // A choice Evident read from the results (`typed-read`)
+                    // was submitted by the agent but not chosen by it.
+                    let who = match given.and_then(|g| g.basis.as_ref()) {
+                        Some(crate::provenance::AnswerBasis::Read { .. }) => "submitted by the agent, read by Evident",
+                        _ => "the agent's answer",
+                    };
+                    marks.push(format!("{who} (step {})", given.map_or(0, |g| g.step)));
                     if let Some(basis) = given.and_then(|g| g.basis.as_ref()) {
                         marks.push(basis.note());
                     }
