@@ -126,6 +126,11 @@ pub(crate) struct ShownValues {
     pub labels: Vec<(String, String)>,
     pub subject_named: bool,
     pub subject_dates: Vec<String>,
+    /// Whether every item that names the subject most fully is a
+    /// structured record's line (a prescription, a condition), so that its
+    /// own dates are the record's dates of it, not those of notes that
+    /// mention it.
+    pub subject_records_only: bool,
     pub subject_intervals: Vec<String>,
     pub order: EvidenceOrder,
 }
@@ -162,6 +167,7 @@ impl ShownValues {
         named.retain(|t| subject_words_in(&words, t) == most);
         // Each naming item's own date, the later dates its line states,
         // and whether it is a structured record's line.
+        self.subject_records_only = named.iter().all(|t| cites_record(t));
         let naming: Vec<(String, Vec<String>, bool, bool)> = named
             .into_iter()
             .filter_map(own_date)
@@ -311,6 +317,10 @@ fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
 /// answer grammar stays small.
 const MAX_INTERVALS: usize = 200;
 
+/// The most entries a list answer holds (the bank's questions ask for at
+/// most 12).
+const MAX_LIST_ENTRIES: usize = 12;
+
 /// The answer step's schema: a one-line answer, and a reasoning of one to
 /// three cited passages whose `[n]` can only be a number in `numbers` (no
 /// citation at all when nothing was shown). Patterns carry their own
@@ -373,9 +383,20 @@ pub(crate) fn answer_schema(
         }
         Some(AnswerType::Date) if shown.subject_named => format!("^(?:{})$", alternatives(&shown.dates)),
         Some(AnswerType::Date) => format!("^(?:{}|{UNKNOWN})$", alternatives(&shown.dates)),
+        // Where only structured records name the subject, the list is every
+        // one of their dates, oldest first: the embedded model gave one of
+        // a prescription's two dates (`feb67a40-G21`, held out).
+        Some(AnswerType::DateList)
+            if shown.subject_records_only
+                && !shown.subject_dates.is_empty()
+                && shown.subject_dates.len() <= MAX_LIST_ENTRIES =>
+        {
+            let each: Vec<String> = shown.subject_dates.iter().map(|d| alternatives([d])).collect();
+            format!("^{}$", each.join(" \\| "))
+        }
         Some(AnswerType::DateList) if !shown.dates.is_empty() => {
             let dates = if shown.subject_dates.is_empty() { &shown.dates } else { &shown.subject_dates };
-            let list = format!("(?:{0})(?: \\| (?:{0})){{0,11}}", alternatives(dates));
+            let list = format!("(?:{0})(?: \\| (?:{0})){{0,{1}}}", alternatives(dates), MAX_LIST_ENTRIES - 1);
             if shown.subject_named {
                 format!("^{list}$")
             } else {
@@ -825,6 +846,36 @@ mod tests {
         let other_list = "Which prescription dates of Penicillin V Potassium 500 MG Oral Tablet are documented?";
         assert!(accepts(other_list, AnswerType::DateList, "Not documented"));
         assert!(accepts(other_list, AnswerType::DateList, "2020-12-30"));
+    }
+
+    #[test]
+    fn a_date_list_from_structured_records_only_is_all_of_their_dates() {
+        // `feb67a40-G21` (held out): two prescriptions, the model gave one.
+        let prompt = "Context items:\n\
+            [1] (medication_list, 1996-02-04) Medications – 1996-02-04 21:51: Acetaminophen 325 MG Oral Tablet (stopped) [RxNorm 313782] [MedicationRequest/b]\n\
+            [2] (medication_list, 1991-07-30) Medications – 1991-07-30 21:51: Acetaminophen 325 MG Oral Tablet (stopped) [RxNorm 313782] [MedicationRequest/a]\n\
+            [3] (encounter, 1996-02-04) Encounters – 1996-02-04 21:51: Encounter for check up (procedure)\n";
+        let list =
+            "Which prescription dates of Acetaminophen 325 MG Oral Tablet are documented (at most 12, YYYY-MM-DD)?";
+        let shown = shown_values(prompt).with_subject(list, prompt);
+        assert!(shown.subject_records_only);
+        let schema = schema_of(&[1, 2, 3], list, Some(AnswerType::DateList), &shown, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let accepts =
+            |answer: &str| validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok();
+        assert!(accepts("1991-07-30 | 1996-02-04"));
+        assert!(!accepts("1996-02-04"), "one of the two");
+        assert!(!accepts("1996-02-04 | 1991-07-30"), "oldest first");
+        assert!(!accepts("Not documented"));
+        // A note that names it too: the model chooses among the dates, as before.
+        let with_note = format!(
+            "{prompt}[4] (progress_note, 1995-05-01) Note – Takes acetaminophen 325 mg oral tablet as needed.\n"
+        );
+        let shown = shown_values(&with_note).with_subject(list, &with_note);
+        assert!(!shown.subject_records_only);
+        let schema = schema_of(&[1, 2, 3, 4], list, Some(AnswerType::DateList), &shown, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        assert!(validator.check(&json!({"answer": "1996-02-04", "reasoning": "From [1]."}).to_string()).is_ok());
     }
 
     #[test]
