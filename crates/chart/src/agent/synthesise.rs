@@ -133,6 +133,10 @@ pub(crate) struct ShownValues {
     pub subject_records_only: bool,
     pub subject_intervals: Vec<String>,
     pub order: EvidenceOrder,
+    /// Every figure (a maximal run of digits with inner `.`, `:`, `-` or
+    /// `/`: a date, a time, a value, a code) that the items show; with the
+    /// question's and the as-of date's, the only ones a reasoning may state.
+    pub figures: Vec<String>,
 }
 
 impl ShownValues {
@@ -250,10 +254,54 @@ fn numbered_lines(prompt: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// The figures of a text: maximal runs of ASCII digits joined by single
+/// `.`, `:`, `-` or `/` ("1996-02-04", "21:51", "0.69", "2", the "2" of
+/// "CHA2DS2-VASc").
+pub(crate) fn figures_in(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() {
+            if chars[i].is_ascii_digit() {
+                i += 1;
+            } else if ".:-/".contains(chars[i]) && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        let figure: String = chars[start..i].iter().collect();
+        // A decimal's trailing zeros may be left off ("4.0" is stated "4").
+        let trimmed = match figure.split_once('.') {
+            Some((_, decimals)) if !decimals.contains(['.', ':', '-', '/']) => {
+                Some(figure.trim_end_matches('0').trim_end_matches('.').to_string())
+            }
+            _ => None,
+        };
+        for f in std::iter::once(figure).chain(trimmed) {
+            if !out.contains(&f) {
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
 pub(crate) fn shown_values(prompt: &str) -> ShownValues {
     let mut shown = ShownValues::default();
     for (_, text) in numbered_lines(prompt) {
         shown.items += 1;
+        for figure in figures_in(text) {
+            if !shown.figures.contains(&figure) {
+                shown.figures.push(figure);
+            }
+        }
         for date in dates_in(text) {
             if !shown.dates.contains(&date) {
                 shown.dates.push(date);
@@ -449,11 +497,24 @@ pub(crate) fn answer_schema(
         }
         Some(AnswerType::DateList | AnswerType::IntervalList) | None => format!("^{TEXT}{{1,80}}$"),
     };
+    // The reasoning states no figure that neither the items nor the
+    // question show: the embedded model copied the style skill's example
+    // dates ("2021-01-04–2021-06-30") into a reasoning about 1996
+    // (`feb67a40-G21`, held out).
+    let mut figures = shown.figures.clone();
+    figures.extend(figures_in(question).into_iter().filter(|f| !shown.figures.contains(f)));
+    let said = if figures.is_empty() {
+        r"[^\[\]\n\r0-9]".to_string()
+    } else {
+        // Longest first, so that a date is not read as its year alone.
+        figures.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        format!(r"(?:[^\[\]\n\r0-9]|{})", alternatives(&figures))
+    };
     let reasoning = if numbers.is_empty() {
-        format!("^{TEXT}{{1,300}}$")
+        format!("^{said}{{1,300}}$")
     } else {
         let alternatives = numbers.iter().map(usize::to_string).collect::<Vec<_>>().join("|");
-        format!("^{TEXT}{{1,160}}(?:\\[(?:{alternatives})\\]{TEXT}{{0,160}}){{1,3}}$")
+        format!("^{said}{{1,160}}(?:\\[(?:{alternatives})\\]{said}{{0,160}}){{1,3}}$")
     };
     json!({"type": "object", "properties": {
         "answer": {"type": "string", "pattern": answer},
@@ -510,7 +571,8 @@ fn synthesise_constrained(
     order: EvidenceOrder,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
-    let shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
+    let mut shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
+    shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
     let schema = if ctx.config.reasoning_first { reasoning_first(schema) } else { schema };
@@ -876,6 +938,26 @@ mod tests {
         let schema = schema_of(&[1, 2, 3, 4], list, Some(AnswerType::DateList), &shown, &[]);
         let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
         assert!(validator.check(&json!({"answer": "1996-02-04", "reasoning": "From [1]."}).to_string()).is_ok());
+    }
+
+    #[test]
+    fn a_reasoning_states_only_figures_the_items_or_the_question_show() {
+        assert_eq!(
+            figures_in("CHA2DS2-VASc 3 on 2019-01-04 21:51, eGFR 81.9 mL/min/1.73 m2."),
+            ["2", "3", "2019-01-04", "21:51", "81.9", "1.73"]
+        );
+        let prompt = "Context items:\n\
+            [1] (medication_list, 1996-02-04) Medications – 1996-02-04 21:51: Acetaminophen 325 MG Oral Tablet (stopped)\n";
+        let question = "Has the patient received Acetaminophen in the last 12 months?";
+        let shown = shown_values(prompt).with_subject(question, prompt);
+        let schema = schema_of(&[1], question, Some(AnswerType::YesNo), &shown, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let says =
+            |reasoning: &str| validator.check(&json!({"answer": "No", "reasoning": reasoning}).to_string()).is_ok();
+        assert!(says("Acetaminophen 325 MG was prescribed on 1996-02-04 [1]."));
+        assert!(says("No prescription in the last 12 months [1]."), "the question's figure");
+        assert!(!says("The most recent administration is 2021-01-04–2021-06-30 [1]."), "the style skill's example");
+        assert!(!says("Acetaminophen 500 MG was prescribed on 1996-02-04 [1]."), "a dose no item shows");
     }
 
     #[test]
