@@ -109,7 +109,7 @@ fn an_r2_iss_question_runs_through_the_tools_and_cites_the_stored_labs() {
                "reason": "planned"})
         .to_string(),
         json!({"action": "finish", "reason": "computed"}).to_string(),
-        json!({"answer": "IV", "reasoning": "Beta-2-microglobulin 6.2 mg/L, albumin 30 g/L, high LDH, del(17p) and 1q gain give 4 points [1]."})
+        json!({"answer": "IV", "reasoning": "Beta-2-microglobulin 6.2 mg/L, albumin 3.0 g/dL, high LDH, del(17p) and 1q gain give 4 points [1]."})
         .to_string(),
     ]);
     let q = Question {

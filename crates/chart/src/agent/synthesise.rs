@@ -500,21 +500,42 @@ pub(crate) fn answer_schema(
     // The reasoning states no figure that neither the items nor the
     // question show: the embedded model copied the style skill's example
     // dates ("2021-01-04–2021-06-30") into a reasoning about 1996
-    // (`feb67a40-G21`, held out).
+    // (`feb67a40-G21`, held out). Where items or the question show figures,
+    // a figure is whole: never next to another figure, nor joined to one
+    // by a single `.`, `:`, `-` or `/` ("2" and "1" shown do not make
+    // "2.1" or "21"; "Beta-2" stays). The figures' alternation is repeated
+    // a fixed few times (at most 8 figures between citations), not once
+    // per character (160 copies of it made the regular expression too
+    // large to compile).
     let mut figures = shown.figures.clone();
-    figures.extend(figures_in(question).into_iter().filter(|f| !shown.figures.contains(f)));
-    let said = if figures.is_empty() {
-        r"[^\[\]\n\r0-9]".to_string()
-    } else {
-        // Longest first, so that a date is not read as its year alone.
-        figures.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        format!(r"(?:[^\[\]\n\r0-9]|{})", alternatives(&figures))
-    };
-    let reasoning = if numbers.is_empty() {
-        format!("^{said}{{1,300}}$")
-    } else {
+    figures.extend(figures_in(question));
+    // Longest first, so that a date is not read as its year alone.
+    figures.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    figures.dedup();
+    const PLAIN: &str = r"[^\[\]\n\r0-9]";
+    const JOINER_FREE: &str = r"[^\[\]\n\r0-9.:/\-]";
+    let citation = || {
         let alternatives = numbers.iter().map(usize::to_string).collect::<Vec<_>>().join("|");
-        format!("^{said}{{1,160}}(?:\\[(?:{alternatives})\\]{said}{{0,160}}){{1,3}}$")
+        format!("\\[(?:{alternatives})\\]")
+    };
+    let reasoning = if figures.is_empty() {
+        if numbers.is_empty() {
+            format!("^{PLAIN}{{1,300}}$")
+        } else {
+            format!("^{PLAIN}{{1,160}}(?:{}{PLAIN}{{0,160}}){{1,3}}$", citation())
+        }
+    } else {
+        let figure = format!("(?:{})", alternatives(&figures));
+        // Between two figures: one character that joins nothing, or more.
+        let gap = format!("(?:{JOINER_FREE}|{PLAIN}{{2,60}})");
+        let figures_on = format!("{figure}(?:{gap}{figure}){{0,7}}{PLAIN}{{0,160}}");
+        let text = format!("{PLAIN}{{0,160}}(?:{figures_on})?");
+        if numbers.is_empty() {
+            // At least one character.
+            format!("^(?:{PLAIN}{text}|{figures_on})$")
+        } else {
+            format!("^{text}(?:{}{text}){{1,3}}$", citation())
+        }
     };
     json!({"type": "object", "properties": {
         "answer": {"type": "string", "pattern": answer},
@@ -947,9 +968,10 @@ mod tests {
             ["2", "3", "2019-01-04", "21:51", "81.9", "1.73"]
         );
         let prompt = "Context items:\n\
-            [1] (medication_list, 1996-02-04) Medications – 1996-02-04 21:51: Acetaminophen 325 MG Oral Tablet (stopped)\n";
+            [1] (medication_list, 1996-02-04) Medications – 1996-02-04 21:51: Acetaminophen 325 MG Oral Tablet (stopped) [MedicationRequest/3f2e]\n";
         let question = "Has the patient received Acetaminophen in the last 12 months?";
         let shown = shown_values(prompt).with_subject(question, prompt);
+        assert!(["3", "2"].iter().all(|f| shown.figures.contains(&f.to_string())), "{:?}", shown.figures);
         let schema = schema_of(&[1], question, Some(AnswerType::YesNo), &shown, &[]);
         let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
         let says =
@@ -958,6 +980,40 @@ mod tests {
         assert!(says("No prescription in the last 12 months [1]."), "the question's figure");
         assert!(!says("The most recent administration is 2021-01-04–2021-06-30 [1]."), "the style skill's example");
         assert!(!says("Acetaminophen 500 MG was prescribed on 1996-02-04 [1]."), "a dose no item shows");
+        assert!(!says("Prescribed 3.2 times [1]."), "3 and 2 are shown, 3.2 is not");
+        assert!(!says("Prescribed 32 times [1]."), "nor 32");
+        assert!(says("Prescribed on 1996-02-04, at 21:51 [1]."), "a figure, then a comma");
+        assert!(says("Beta-325 and 325-beta, 325 [1]."), "a hyphen beside a figure in words");
+    }
+
+    /// A context of 60 lab items (each with its own long decimal, date,
+    /// time and record id): the reasoning's figure alternation still
+    /// compiles for the validator and for the embedded model's grammar
+    /// engine, and a figure of the last item is accepted. (With the
+    /// alternation repeated once per character it did not compile.)
+    #[test]
+    fn many_shown_figures_still_compile() {
+        let mut prompt = String::from("Context items:\n");
+        for i in 1..=60 {
+            prompt.push_str(&format!(
+                "[{i}] (lab, 2020-{:02}-{:02}) Creatinine {}.{:012} mg/dL at 2020-{:02}-{:02} {:02}:{:02} [Observation/{:08x}-4b2c-9d1e-{:012x}]\n",
+                i % 12 + 1, i % 28 + 1, i, i * 7_919, i % 12 + 1, i % 28 + 1, i % 24, i % 60, i * 7_777, i * 31_337
+            ));
+        }
+        let question = "Is the creatinine of the last 365 days above 1.5 mg/dL?";
+        let shown = shown_values(&prompt).with_subject(question, &prompt);
+        assert!(shown.figures.len() > 200, "{}", shown.figures.len());
+        let numbers: Vec<usize> = (1..=60).collect();
+        let schema = schema_of(&numbers, question, Some(AnswerType::YesNo), &shown, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let reasoning = format!("Creatinine was 60.{:012} mg/dL on 2020-01-05 [60], above 1.5.", 60 * 7_919);
+        assert!(validator.check(&json!({"answer": "Yes", "reasoning": reasoning}).to_string()).is_ok());
+        assert!(validator
+            .check(&json!({"answer": "Yes", "reasoning": "Creatinine 2.1 mg/dL [60]."}).to_string())
+            .is_err());
+        let env = toktrie::ApproximateTokEnv::single_byte_env();
+        let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
+        factory.create_parser(llguidance::api::TopLevelGrammar::from_json_schema(schema)).unwrap();
     }
 
     #[test]
