@@ -487,13 +487,11 @@ impl StudyEnv {
                     ))
                 });
                 let task = self.sheet.task();
-                let basis = match (task.question(id).filter(|q| q.choice.is_some()), basis) {
-                    (Some(_), _) if self.reading(id).is_some() => {
-                        self.reading(id).map(|r| AnswerBasis::Read { option: r.option, keys: r.keys, why: r.why })
-                    }
-                    (Some(q), _) if self.is_grounded() => Some(provenance::choice_basis_for(task, q, &self.results)),
-                    (Some(_), _) => Some(provenance::choice_basis(&self.results)),
-                    (None, b) => b,
+                let basis = match (task.question(id).filter(|q| q.choice.is_some()), basis, self.reading(id)) {
+                    (Some(_), _, Some(r)) => Some(AnswerBasis::Read { option: r.option, keys: r.keys, why: r.why }),
+                    (Some(q), ..) if self.is_grounded() => Some(provenance::choice_basis_for(task, q, &self.results)),
+                    (Some(_), ..) => Some(provenance::choice_basis(&self.results)),
+                    (None, b, _) => b,
                 };
                 bases.extend(basis.map(|b| (id.clone(), b)));
                 continue;
