@@ -437,6 +437,12 @@ pub fn names_any(name: &str, words: &[String]) -> bool {
     words.iter().any(|w| word_matches(w, &tokens, name))
 }
 
+/// Whether a name holds every one of `words` as [`relevant`] matches them.
+pub fn names_all(name: &str, words: &[String]) -> bool {
+    let tokens = key_tokens(name);
+    words.iter().all(|w| word_matches(w, &tokens, name))
+}
+
 /// The words of a field's name that say what it is about ([`relevant`]).
 fn subject_words(task: &Task, id: &str) -> Vec<String> {
     let Some((question, field)) = task.field(id) else { return Vec::new() };

@@ -36,7 +36,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::provenance::{relevant, ResultNumber, ResultValue};
+use crate::provenance::{named_for, names_all, relevant, ResultNumber, ResultValue};
 use crate::task::{FieldKind, Question, Task};
 
 /// How a result or an option reads: no significant association, or a
@@ -313,12 +313,21 @@ pub fn read_choice(task: &Task, question: &Question, results: &[ResultNumber]) -
     let choice = question.choice.as_ref()?;
     let alpha = alpha_of(task);
     let options: Vec<String> = choice.options.values().cloned().collect();
+    // Where the question has a ratio, a result is read only when its key
+    // names all of the ratio's words: a Cox model of the continuous `rdw`
+    // is not the protocol's `high_rdw` comparison, though `relevant`
+    // offers it when no better one exists (the RDW task, typed-read run 1).
+    let has_ratio = question.fields.iter().any(|f| matches!(f, FieldKind::Ratio { .. }));
     let mut keys: Vec<String> = Vec::new();
     for f in &question.fields {
         if !matches!(f, FieldKind::Ratio { .. } | FieldKind::Pvalue { .. }) {
             continue;
         }
+        let words = named_for(task, f.name());
         for key in relevant(task, f.name(), f, results) {
+            if has_ratio && !names_all(key, &words) {
+                continue;
+            }
             if !keys.iter().any(|k| k == key) {
                 keys.push(key.to_string());
             }

@@ -81,6 +81,10 @@ fn every_development_choice_reads_as_rs_answer_from_rs_numbers() {
     assert_eq!((gold.choices["q_km"].as_str(), gold.choices["q_cox"].as_str()), ("C", "C"));
     // A significant log-rank test has no direction: the model chooses.
     assert_eq!(read(&task, "q_km", &[test("log-rank p", 0.01)]), None);
+    // A Cox model of the continuous RDW is not the protocol's comparison
+    // of high RDW (typed-read run 1 read it as A; R: C): not read.
+    let continuous = [effect("HR rdw", "hazard_ratio", 1.366, 1.104, 1.691, 0.0041)];
+    assert_eq!(read(&task, "q_cox", &continuous), None);
 
     // Statin: the matched odds ratio.
     let (task, gold) = dev("statin-psm-mortality");
