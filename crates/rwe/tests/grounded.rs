@@ -834,6 +834,44 @@ fn rebuilding_the_same_cohort_is_idle() {
     );
 }
 
+/// Run 2 of typed-read's RDW task answered three fields from a cohort with
+/// the `high_rdw` group, then built it again without the group, and its Cox
+/// model took the continuous RDW: once an answer is recorded, a cohort that
+/// drops a column or changes the stays is refused and nothing is written;
+/// the same cohort, or one that adds a column, is built.
+#[test]
+fn once_an_answer_is_recorded_the_cohort_is_fixed() {
+    let (run_dir, mut env) = grounded_env("rdw-one-year-survival");
+    let file = run_dir.path().join("workspace/cohort_audit.csv");
+    let with_group = r#"{"labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
+    let without_group = r#"{"labs": [{"itemid": 51277}], "death_within_days": 365}"#;
+    // Before any answer the cohort may change freely.
+    let obs = env.execute(1, &Action::BuildCohort { params: params(without_group) });
+    assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
+    let obs = env.execute(2, &Action::BuildCohort { params: params(with_group) });
+    assert!(obs.text.contains("high_rdw is 1 where rdw > 15.5"), "{}", obs.text);
+    let answers = params(r#"{"n_high_rdw": {"from_result": "high_rdw"}}"#);
+    let obs = env.execute(3, &Action::SubmitAnswers { answers: answers.into_iter().collect() });
+    assert!(obs.text.contains("n_high_rdw: accepted (27"), "{}", obs.text);
+    let before = std::fs::read(&file).unwrap();
+    let obs = env.execute(4, &Action::BuildCohort { params: params(without_group) });
+    assert!(
+        obs.text.starts_with("The action failed: the cohort is fixed: n_high_rdw was answered from cohort_audit.csv (99 stays) and each question is answered once, so the other answers must come from the same cohort; this one would drop the column high_rdw; nothing was written."),
+        "{}",
+        obs.text
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    // Fewer stays: only adults of 60 and over.
+    let older = r#"{"min_age": 60, "labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
+    let obs = env.execute(5, &Action::BuildCohort { params: params(older) });
+    assert!(obs.text.contains("this one would hold ") && obs.text.contains(" stays, not the same 99"), "{}", obs.text);
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    // The same cohort again is built (and writes the same file).
+    let obs = env.execute(6, &Action::BuildCohort { params: params(with_group) });
+    assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
 /// A model whose context holds `max_chars` characters of messages: a
 /// longer prompt is a context overflow, as llama.cpp reports it.
 struct SmallContext {

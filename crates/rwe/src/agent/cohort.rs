@@ -670,6 +670,17 @@ impl CohortSpec {
 
 /// What `build_cohort` did: the observation text.
 pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &CohortSpec) -> Result<String, String> {
+    build_cohort_checked(db, workspace, spec, |_, _| Ok(()))
+}
+
+/// [`build_cohort`], with `check` given the cohort file's header and rows
+/// before anything is written: an error from it writes nothing.
+pub fn build_cohort_checked(
+    db: &mut ReadOnlyConnection,
+    workspace: &Path,
+    spec: &CohortSpec,
+    check: impl FnOnce(&[String], &[Vec<String>]) -> Result<(), String>,
+) -> Result<String, String> {
     let postgres = db.agent_url().is_postgres();
     // Each laboratory item must exist, so a misread itemid fails here with
     // what to do instead of silently excluding every stay.
@@ -770,18 +781,26 @@ pub fn build_cohort(db: &mut ReadOnlyConnection, workspace: &Path, spec: &Cohort
         header.push(death.clone());
         header.push(follow.clone());
     }
-    let mut csv_text = Vec::new();
-    {
-        let mut w = csv::Writer::from_writer(&mut csv_text);
-        w.write_record(&header).map_err(|e| e.to_string())?;
-        for row in &cohort.rows {
+    let records: Vec<Vec<String>> = cohort
+        .rows
+        .iter()
+        .map(|row| {
             let mut record: Vec<String> = row.iter().map(cell).collect();
             if let Some(n) = spec.death_within_days {
                 let died = row[days].as_f64().filter(|d| *d <= n as f64);
                 record.push(if died.is_some() { "1" } else { "0" }.to_string());
                 record.push(died.map(|d| d.max(0.0)).unwrap_or(n as f64).to_string());
             }
-            w.write_record(&record).map_err(|e| e.to_string())?;
+            record
+        })
+        .collect();
+    check(&header, &records)?;
+    let mut csv_text = Vec::new();
+    {
+        let mut w = csv::Writer::from_writer(&mut csv_text);
+        w.write_record(&header).map_err(|e| e.to_string())?;
+        for record in &records {
+            w.write_record(record).map_err(|e| e.to_string())?;
         }
         w.flush().map_err(|e| e.to_string())?;
     }

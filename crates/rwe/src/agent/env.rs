@@ -429,7 +429,17 @@ impl StudyEnv {
                 }
                 let spec = super::cohort::CohortSpec::from_params(&params)?;
                 let root = self.workspace.root().to_path_buf();
-                let text = super::cohort::build_cohort(db, &root, &spec)?;
+                // Each question is answered once, so once an answer is
+                // recorded the bundle's answers must all come from one
+                // cohort. Run 2 of typed-read's RDW task rebuilt its cohort
+                // without the `high_rdw` group after three answers, and the
+                // Cox model then took the continuous RDW.
+                let answered: Vec<String> = self.sheet.answers().keys().cloned().collect();
+                let kept = if answered.is_empty() { None } else { read_cohort_file(&root.join(AUDIT_FILE)) };
+                let text = super::cohort::build_cohort_checked(db, &root, &spec, |header, records| match &kept {
+                    Some(kept) => kept.admits(&answered, header, records),
+                    None => Ok(()),
+                })?;
                 if let Some((rows, _)) = audit_summary(&root.join(AUDIT_FILE)) {
                     self.new_results.push(("stays".into(), ResultValue::Count { n: rows as u64 }));
                 }
@@ -1054,6 +1064,57 @@ fn csv_columns(path: &Path, file: &str) -> Option<CsvColumns> {
         }
     }
     Some(table)
+}
+
+/// The cohort file answers were recorded from: its header and stays.
+struct KeptCohort {
+    header: Vec<String>,
+    stays: Vec<String>,
+}
+
+/// The cohort file's header and its `stay_id` column (or, without one, its
+/// rows whole), if it reads.
+fn read_cohort_file(path: &Path) -> Option<KeptCohort> {
+    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path).ok()?;
+    let header: Vec<String> = reader.headers().ok()?.iter().map(str::to_string).collect();
+    let stay = header.iter().position(|h| h == "stay_id");
+    let stays = reader
+        .records()
+        .filter_map(Result::ok)
+        .map(|r| match stay {
+            Some(i) => r.get(i).unwrap_or_default().to_string(),
+            None => r.iter().collect::<Vec<_>>().join(","),
+        })
+        .collect();
+    Some(KeptCohort { header, stays })
+}
+
+impl KeptCohort {
+    /// A cohort built again after `answered` were recorded may add columns
+    /// but must keep every column and hold the same stays.
+    fn admits(&self, answered: &[String], header: &[String], records: &[Vec<String>]) -> Result<(), String> {
+        let dropped: Vec<&str> = self.header.iter().filter(|h| !header.contains(h)).map(String::as_str).collect();
+        let stays: Vec<String> = match header.iter().position(|h| h == "stay_id") {
+            Some(i) if self.header.iter().any(|h| h == "stay_id") => {
+                records.iter().map(|r| r.get(i).cloned().unwrap_or_default()).collect()
+            }
+            _ => records.iter().map(|r| r.join(",")).collect(),
+        };
+        let change = if !dropped.is_empty() {
+            format!("drop the column{} {}", if dropped.len() == 1 { "" } else { "s" }, dropped.join(", "))
+        } else if stays != self.stays {
+            format!("hold {} stays, not the same {}", stays.len(), self.stays.len())
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "the cohort is fixed: {} {} answered from {AUDIT_FILE} ({} stays) and each question is answered once, so the other answers must come from the same cohort; this one would {change}; nothing was written. Compute on {AUDIT_FILE} as it is (columns: {})",
+            answered.join(", "),
+            if answered.len() == 1 { "was" } else { "were" },
+            self.stays.len(),
+            self.header.join(", ")
+        ))
+    }
 }
 
 /// The rows and the header of a CSV file, if it reads.
