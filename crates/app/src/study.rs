@@ -13,7 +13,9 @@ use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore};
 pub use evident_rwe::agent::{Strategy, Termination};
 use evident_rwe::audit::{judge_cohort, judge_database_facts, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
-use evident_rwe::bundle::{prompts_sha256, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo};
+use evident_rwe::bundle::{
+    prompts_sha256, read_cohort_sql, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo,
+};
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
 use evident_rwe::database::r_database;
@@ -44,6 +46,10 @@ pub struct StudyRequest {
     /// Run the LLM cohort judge after the rule checks.
     pub judge: bool,
     pub use_cache: bool,
+    /// The sampling seed (`None`: the model's own; the embedded model's is
+    /// fixed, so a run at the paper's temperature 0.6 repeats until the
+    /// seed changes).
+    pub seed: Option<u64>,
 }
 
 /// What a study run produced.
@@ -120,6 +126,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     if let Some(steps) = request.max_steps {
         config.max_steps = steps;
     }
+    config.seed = request.seed;
     // The embedded model's window: memory compression at a fraction of it
     // when that is below the paper's 32,768 tokens (Evident's setting).
     if request.model.endpoint.is_none() {
@@ -176,6 +183,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         model: evident_llm::ChatModel::model_id(&model).to_string(),
         database: database_info(&url)?,
         cohort_audit: audit.as_ref(),
+        cohort_sql: read_cohort_sql(env.workspace().root()),
         attrition: &attrition,
         baseline: &baseline,
         answers: env.sheet.answers(),
@@ -265,6 +273,13 @@ pub struct EvalReport {
     pub summary: RunsSummary,
 }
 
+/// The sampling seed of evaluation run `r`: run 1 the model's own, run
+/// r > 1 seed r, so that repeated runs of a fixed-seed model differ and
+/// their standard error measures something.
+pub fn run_seed(r: u32) -> Option<u64> {
+    (r > 1).then_some(r as u64)
+}
+
 /// Runs every task `runs` times and computes ACC, RAR, SMR, SR, SR after
 /// screening, CR and steps (macro within tasks, then across tasks; mean
 /// and standard error over runs).
@@ -295,6 +310,7 @@ pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> 
                 max_steps: request.max_steps,
                 judge: request.judge,
                 use_cache: request.use_cache,
+                seed: run_seed(r),
             };
             reports.push(run(session, &study)?);
         }
@@ -449,4 +465,14 @@ pub fn check_judge(session: &Session, request: &JudgeCheckRequest) -> Result<Jud
     })?;
     session.finish_model_run(&run_id)?;
     Ok(check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluation_runs_after_the_first_sample_with_their_own_seed() {
+        assert_eq!((1..=3).map(run_seed).collect::<Vec<_>>(), [None, Some(2), Some(3)]);
+    }
 }

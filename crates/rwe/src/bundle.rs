@@ -1,7 +1,8 @@
 //! The evidence bundle of one study run, `bundle.json`, written atomically
 //! (a temporary file renamed into place): the task and its protocol, the
 //! database (URL without password, and a SHA-256 of the SQLite files), the
-//! cohort audit, the attrition table and the cohort's baseline table,
+//! cohort audit, the cohort's definition as SQL, the attrition table and
+//! the cohort's baseline table,
 //! every answer with the step that produced it, the scores,
 //! the full trace of steps, usage, and hashes of the task file and the code
 //! (crate version and prompt files).
@@ -41,6 +42,11 @@ pub struct Bundle<'a> {
     pub model: String,
     pub database: DatabaseInfo,
     pub cohort_audit: Option<&'a CohortAudit>,
+    /// The cohort's definition as SQL (`cohort.sql`, written by
+    /// `build_cohort` or by the `run_sql` that saved the cohort file);
+    /// `None` where the workspace holds none (an R-built cohort: its code
+    /// is in the trace).
+    pub cohort_sql: Option<String>,
     /// The agent's attrition table (`attrition.csv`), or why there is none.
     pub attrition: &'a AttritionReport,
     /// The exported cohort's variables, summarised.
@@ -48,6 +54,14 @@ pub struct Bundle<'a> {
     pub answers: &'a BTreeMap<String, RecordedAnswer>,
     pub score: &'a TaskScore,
     pub run: &'a AgentRun,
+}
+
+/// The cohort's definition, `cohort.sql` in a run's workspace, if there is
+/// a non-empty one.
+pub fn read_cohort_sql(workspace: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(workspace.join(crate::agent::cohort::COHORT_SQL_FILE)).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
 }
 
 /// SHA-256 of a file's bytes, hex.

@@ -178,6 +178,7 @@ pub fn render_report(bundle: &Bundle, gold: &Gold) -> String {
     );
     let _ = writeln!(o, "<h3>Research methods</h3>\n<pre>{}</pre>", escape(&task.protocol.methods));
     attrition(&mut o, bundle.attrition);
+    cohort_definition(&mut o, bundle.cohort_sql.as_deref());
     baseline(&mut o, bundle.baseline);
     audit(&mut o, bundle);
     results(&mut o, bundle, gold);
@@ -260,6 +261,18 @@ fn attrition(o: &mut String, a: &AttritionReport) {
             );
         }
         _ => {}
+    }
+}
+
+fn cohort_definition(o: &mut String, sql: Option<&str>) {
+    o.push_str("<h3>Cohort definition (SQL)</h3>\n");
+    match sql {
+        Some(sql) => {
+            let _ = writeln!(o, "<pre>{}</pre>", escape(sql));
+        }
+        None => o.push_str(
+            "<p class=\"muted\">No cohort.sql in the workspace: the SQL or R that built the cohort is in the step trace.</p>\n",
+        ),
     }
 }
 

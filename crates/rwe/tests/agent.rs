@@ -91,6 +91,7 @@ fn a_scripted_run_answers_everything_and_scores() {
     // The request carried the paper's temperature and the Figure 17 system prompt.
     let first = &model.requests()[0];
     assert_eq!(first.temperature, 0.6);
+    assert_eq!(first.seed, None, "the model's own seed unless a run sets one");
     assert!(first.messages[0].content.contains("**ALWAYS RESPOND IN THIS FORMAT EXACTLY**"));
     assert!(first.messages[1].content.contains("- q_lactate (choice): In the multivariable logistic regression"));
     assert!(!first.messages[1].content.contains("or_lactate ("), "gated fields are hidden at the start");
@@ -125,6 +126,13 @@ fn a_killed_run_resumes_without_repeating_a_step() {
     let seen = &second.requests()[0].messages;
     assert_eq!(seen.len(), 2 + 2 * 2);
     assert_eq!(seen[4].content, script[1]);
+    // A run's seed reaches every request (an evaluation's run r > 1 sets r,
+    // `evident_app::study::run_seed`).
+    let seeded = AgentConfig { seed: Some(3), ..config.clone() };
+    let fresh = tempfile::tempdir().unwrap();
+    let model = scripted(&script);
+    run_agent(&model, &memory, &mut env(fresh.path()), &prompts, &seeded, &StepStore::new(fresh.path()), &[]).unwrap();
+    assert!(model.requests().iter().all(|r| r.seed == Some(3)));
     // A third start finds the run ended and calls no model.
     let third = scripted::<&str>(&[]);
     let again = run_agent(&third, &memory, &mut env(dir.path()), &prompts, &config, &store, &[]).unwrap();

@@ -870,6 +870,17 @@ fn once_an_answer_is_recorded_the_cohort_is_fixed() {
     let obs = env.execute(6, &Action::BuildCohort { params: params(with_group) });
     assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
     assert_eq!(std::fs::read(&file).unwrap(), before);
+    // Nor may SQL saved as the cohort file replace it.
+    let sql = "SELECT subject_id, hadm_id, stay_id FROM mimiciv_icu.icustays LIMIT 10";
+    let obs = env.execute(7, &Action::RunSql { sql: sql.into(), save_as: Some("cohort_audit.csv".into()) });
+    assert!(
+        obs.text
+            .starts_with("The action failed: cohort_audit.csv not saved: the cohort is fixed: n_high_rdw was answered")
+            && obs.text.contains("this one would drop the columns intime, age"),
+        "{}",
+        obs.text
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before);
 }
 
 /// A model whose context holds `max_chars` characters of messages: a

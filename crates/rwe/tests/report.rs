@@ -135,6 +135,7 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
         model: "scripted".into(),
         database: DatabaseInfo { url: url.redacted(), sha256: None },
         cohort_audit: Some(&audit),
+        cohort_sql: evident_rwe::bundle::read_cohort_sql(&ws_root),
         attrition: &attrition,
         baseline: &baseline,
         answers: env.sheet.answers(),
@@ -153,6 +154,13 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
         "{html}"
     );
     assert!(html.contains("The last step leaves 99 units, the rows of the exported cohort."));
+    // The cohort's definition: the query that saved the cohort file.
+    let sql = bundle.cohort_sql.as_deref().expect("run_sql's save_as keeps its query as cohort.sql");
+    assert!(sql.ends_with(';') && sql.contains("51277"), "{sql}");
+    assert!(
+        html.contains(&format!("<h3>Cohort definition (SQL)</h3>\n<pre>{}</pre>", evident_rwe::report::escape(sql))),
+        "{html}"
+    );
     // Baseline table of the exported cohort.
     assert!(
         html.contains(

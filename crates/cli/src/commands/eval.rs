@@ -222,6 +222,7 @@ struct RweArgs {
     #[arg(long, default_value = "r", value_parser = ["r", "typed", "typed-grounded", "typed-read"])]
     strategy: String,
     /// Runs per task (RWE-bench: 3); the table shows mean and standard error over runs.
+    /// Run 1 samples with the model's own seed, run r > 1 with seed r.
     #[arg(long, default_value_t = 1)]
     runs: u32,
     /// Where each run's folders go (run-N/TASK).

@@ -51,6 +51,10 @@ pub struct Args {
     /// Do not serve answers from the model cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// The sampling seed (default: the model's own; the embedded model's is
+    /// fixed, so a run at the paper's temperature 0.6 repeats until it changes).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -85,6 +89,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             max_steps: args.max_steps,
             judge: !args.no_judge,
             use_cache: !args.no_cache,
+            seed: args.seed,
         };
         reports.push(evident_app::study::run(&ctx.session, &request)?);
     }

@@ -967,13 +967,21 @@ impl StudyEnv {
         if let (Some(path), Some(name)) = (target, save_as) {
             // The cohort audit file is replaced only by a result that passes
             // the audit's rule checks; a failing one leaves it as it was.
-            let normal: PathBuf = Path::new(name).components().filter(|c| !matches!(c, Component::CurDir)).collect();
-            if normal == Path::new(AUDIT_FILE) {
+            if normal_is_audit(name) {
                 let table = AuditTable {
                     columns: result.columns.clone(),
                     rows: result.rows.iter().map(|r| r.iter().map(|v| cell(v).trim().to_string()).collect()).collect(),
                     lines: (2..).take(result.rows.len()).collect(),
                 };
+                // Once an answer is recorded the cohort is fixed, as for
+                // `build_cohort`.
+                let answered: Vec<String> = self.sheet.answers().keys().cloned().collect();
+                if !answered.is_empty() {
+                    if let Some(kept) = read_cohort_file(&path) {
+                        kept.admits(&answered, &table.columns, &table.rows)
+                            .map_err(|e| format!("{AUDIT_FILE} not saved: {e}"))?;
+                    }
+                }
                 let report = rule_checks(&table, db).map_err(|e| format!("{AUDIT_FILE} not saved: {e}"))?;
                 if result.truncated || !report.passed() {
                     let mut failed: Vec<String> = report
@@ -1004,6 +1012,13 @@ impl StudyEnv {
             drop(w);
             std::fs::rename(&partial, &path).map_err(|e| format!("{name}: {e}"))?;
             text.push_str(&format!("Saved all {} rows to {name}.", result.rows.len()));
+            // The query that made the cohort file is the cohort's
+            // definition, kept beside it for the bundle.
+            if normal_is_audit(name) {
+                let definition = self.workspace.root().join(super::cohort::COHORT_SQL_FILE);
+                std::fs::write(&definition, format!("{};\n", sql.trim().trim_end_matches(';')))
+                    .map_err(|e| format!("{}: {e}", super::cohort::COHORT_SQL_FILE))?;
+            }
         }
         Ok(text)
     }
@@ -1064,6 +1079,12 @@ fn csv_columns(path: &Path, file: &str) -> Option<CsvColumns> {
         }
     }
     Some(table)
+}
+
+/// Whether a workspace path names the cohort audit file.
+fn normal_is_audit(name: &str) -> bool {
+    let normal: PathBuf = Path::new(name).components().filter(|c| !matches!(c, Component::CurDir)).collect();
+    normal == Path::new(AUDIT_FILE)
 }
 
 /// The cohort file answers were recorded from: its header and stays.
