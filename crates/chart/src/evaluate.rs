@@ -24,13 +24,30 @@ pub const COMPARISONS: usize = 6;
 /// Bootstrap resamples for every interval and paired difference.
 pub const RESAMPLES: usize = 10_000;
 
+/// The paper's error categories of an answer that diverges from the
+/// reference, in its order; stored as the letter, and any other letter is
+/// refused when answers are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCategory {
+    /// Annotation error: the answer is right, the reference wrong or incomplete.
+    A,
+    /// Acceptable or ambiguous: both are clinically defensible.
+    B,
+    /// Partially correct: the right concept, incomplete or imprecise details.
+    C,
+    /// Clinically insignificant error.
+    D,
+    /// Clinically significant error.
+    E,
+    /// Pipeline failure.
+    F,
+}
+
 /// The paper's review of one answer, filled later by a reviewer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Review {
-    /// Error taxonomy A-F: A clinically significant error, B clinically
-    /// insignificant error, C partially correct, D acceptable or ambiguous,
-    /// E annotation error, F pipeline failure.
-    pub error_category: Option<String>,
+    /// The paper's error taxonomy (its supplement's six categories).
+    pub error_category: Option<ErrorCategory>,
     pub clinically_significant: Option<bool>,
     /// 1 unsupported, 2 partially supported, 3 fully supported.
     pub citation_sufficiency: Option<u8>,

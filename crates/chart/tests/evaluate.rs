@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use evident_chart::bank::{AnswerType, BankQuestion, GoldEvidence};
-use evident_chart::evaluate::{summarise, AnswerRecord, Review};
+use evident_chart::evaluate::{summarise, AnswerRecord, ErrorCategory, Review};
 use evident_chart::{ask, prompts, AgentConfig, ChartAnswer, Method, Question, RecordView, SkillLibrary};
 use evident_llm::StructuredModel;
 use serde_json::json;
@@ -73,6 +73,13 @@ fn an_agent_answer_is_scored_and_counted() {
     ));
     let back: AnswerRecord = serde_json::from_str(&line).unwrap();
     assert_eq!(back, r);
+    // A reviewer's category is the paper's letter (E: clinically
+    // significant); a letter outside A-F is refused.
+    let reviewed = line.replace("\"error_category\":null", "\"error_category\":\"E\"");
+    let back: AnswerRecord = serde_json::from_str(&reviewed).unwrap();
+    assert_eq!(back.review.error_category, Some(ErrorCategory::E));
+    let wrong = line.replace("\"error_category\":null", "\"error_category\":\"G\"");
+    assert!(serde_json::from_str::<AnswerRecord>(&wrong).is_err());
     // The same answer against a gold "No" scores 0.
     assert_eq!(AnswerRecord::new(&question("q2", "No"), "agent", 1, &answer, "run-1").score, 0.0);
 }
