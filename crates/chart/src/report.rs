@@ -56,7 +56,7 @@ pub struct IndexEntry {
     /// The score against the gold answer (1 correct, 0 incorrect, between
     /// for a list's F1); `None` without a gold answer.
     pub score: Option<f64>,
-    /// The answer page, relative to the index page.
+    /// The answer page, relative to the index page; empty where there is none.
     pub href: String,
 }
 
@@ -530,11 +530,12 @@ pub fn index_page(title: &str, entries: &[IndexEntry]) -> String {
             Some(a) => esc(a),
             None => pill(&e.status, &e.status.replace('_', " ")),
         };
+        // An answer stored without a page (an earlier build's) is listed unlinked.
+        let id =
+            if e.href.is_empty() { esc(&e.id) } else { format!("<a href=\"{}\">{}</a>", esc(&e.href), esc(&e.id)) };
         let _ = write!(
             h,
-            "<tr><td><a href=\"{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{answer}</td><td>{}</td><td>{}</td></tr>",
-            esc(&e.href),
-            esc(&e.id),
+            "<tr><td>{id}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{answer}</td><td>{}</td><td>{}</td></tr>",
             esc(&e.patient),
             esc(&[e.level.as_deref(), e.category.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(", ")),
             esc(&e.method),

@@ -58,6 +58,20 @@ fn a_tiny_bank_is_answered_scored_and_resumed() {
     assert_eq!(results["questions"], 2);
     assert_eq!(results["methods"][0]["answers"], 2);
     assert_eq!(results["methods"][0]["builds"].as_object().unwrap().len(), 1, "one build: {results}");
+    // An index of both answers, each linked to its own page and JSON.
+    let index = std::fs::read_to_string(sb.path().join("out/index.html")).unwrap();
+    for line in answers.lines() {
+        let a: serde_json::Value = serde_json::from_str(line).unwrap();
+        let dir = format!("pages/{}-baseline-r1", a["question_id"].as_str().unwrap());
+        assert!(index.contains(&format!("<a href=\"{dir}/answer.html\">")), "{index}");
+        let page = std::fs::read_to_string(sb.path().join("out").join(&dir).join("answer.html")).unwrap();
+        assert!(page.contains("<!DOCTYPE html>"), "{page}");
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(sb.path().join("out").join(&dir).join("answer.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["answer"], a["answer"], "{json}");
+    }
     // Again: nothing new, nothing duplicated.
     let again = sb.run(&["--json"].iter().chain(args.iter()).copied().collect::<Vec<_>>()).ok().json();
     assert_eq!(again["new_answers"], 0);

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use evident_chart::bank::{self, BankQuestion, GenerationReport, PatientFacts, PatientRecord, Template};
 use evident_chart::evaluate::{self, AnswerRecord, Results};
+use evident_chart::report::IndexEntry;
 use evident_chart::Method;
 use evident_llm::LlmError;
 use serde::Serialize;
@@ -238,6 +239,8 @@ pub struct ChartEvaluation {
     pub stored_answers: usize,
     pub answers_file: PathBuf,
     pub results_file: PathBuf,
+    /// `index.html`: every scored answer, linked to its page.
+    pub index_file: PathBuf,
     pub results: Results,
     #[serde(skip)]
     pub table: String,
@@ -248,11 +251,12 @@ impl fmt::Display for ChartEvaluation {
         write!(f, "{}", self.table)?;
         writeln!(
             f,
-            "\n{} answers stored ({} new) in {}; results in {}",
+            "\n{} answers stored ({} new) in {}; results in {}; pages from {}",
             self.stored_answers,
             self.new_answers,
             self.answers_file.display(),
-            self.results_file.display()
+            self.results_file.display(),
+            self.index_file.display()
         )
     }
 }
@@ -442,7 +446,7 @@ pub fn evaluate_chart(
             use_cache: request.use_cache && run == 1,
             temperature: request.agent_temperature,
             seed: run_seed(run),
-            out_dir: None,
+            out_dir: Some(request.out.join(page_dir(&q.id, method, run))),
         };
         let answered = match crate::chart::ask(session, &ask) {
             Ok(a) => a,
@@ -500,7 +504,56 @@ pub fn evaluate_chart(
     let results_file = request.out.join("results.json");
     write_atomically(&results_file, &serde_json::to_vec_pretty(&results)?)?;
     write_atomically(&request.out.join("summary.md"), table.as_bytes())?;
-    Ok(ChartEvaluation { new_answers, stored_answers: scored.len(), answers_file, results_file, results, table })
+    // The index of every scored answer, each linked to its page (the
+    // answer, its reasoning, the cited passages highlighted, the
+    // retrieved-but-not-cited documents and the trace).
+    let entries: Vec<IndexEntry> = scored
+        .iter()
+        .filter_map(|r| {
+            let q = by_id.get(r.question_id.as_str())?;
+            let page = page_dir(&r.question_id, &r.method, r.run).join("answer.html");
+            let href = if request.out.join(&page).is_file() {
+                page.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+            } else {
+                String::new()
+            };
+            Some(IndexEntry {
+                id: if request.runs > 1 { format!("{} (run {})", r.question_id, r.run) } else { r.question_id.clone() },
+                patient: r.patient.clone(),
+                method: r.method.clone(),
+                level: Some(format!("Level {}", q.level)),
+                category: Some(q.category.clone()),
+                question: q.question.clone(),
+                answer: r.answer.clone(),
+                status: r.status.clone(),
+                gold: Some(q.gold_answer.clone()),
+                score: Some(r.score),
+                href,
+            })
+        })
+        .collect();
+    let index = request.out.join("index.html");
+    write_atomically(&index, evident_chart::report::index_page("Chart evaluation", &entries).as_bytes())?;
+    Ok(ChartEvaluation {
+        new_answers,
+        stored_answers: scored.len(),
+        answers_file,
+        results_file,
+        index_file: index,
+        results,
+        table,
+    })
+}
+
+/// The folder of one answer's page and JSON under an evaluation's output:
+/// `pages/QUESTION-METHOD-rRUN`, the question id reduced to letters,
+/// digits, `.`, `_` and `-`.
+fn page_dir(question: &str, method: &str, run: u32) -> PathBuf {
+    let safe: String = question
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    Path::new("pages").join(format!("{safe}-{method}-r{run}"))
 }
 
 /// This build's id: the first 12 hex digits of the SHA-256 of the running
