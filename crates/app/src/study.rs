@@ -28,6 +28,7 @@ use evident_rwe::{score_task, AnswerSheet, Gold, Task, TaskScore};
 use serde::Serialize;
 
 use crate::error::AppError;
+use crate::evaluation::chart::run_seed;
 use crate::{ModelChoice, Result, Session};
 
 /// Run one study task.
@@ -271,13 +272,6 @@ pub struct EvalReport {
     pub strategy: Strategy,
     pub runs: Vec<Vec<StudyReport>>,
     pub summary: RunsSummary,
-}
-
-/// The sampling seed of evaluation run `r`: run 1 the model's own, run
-/// r > 1 seed r, so that repeated runs of a fixed-seed model differ and
-/// their standard error measures something.
-pub fn run_seed(r: u32) -> Option<u64> {
-    (r > 1).then_some(r as u64)
 }
 
 /// Runs every task `runs` times and computes ACC, RAR, SMR, SR, SR after
