@@ -127,7 +127,7 @@ fn a_killed_run_resumes_without_repeating_a_step() {
     assert_eq!(seen.len(), 2 + 2 * 2);
     assert_eq!(seen[4].content, script[1]);
     // A run's seed reaches every request (an evaluation's run r > 1 sets r,
-    // `evident_app::study::run_seed`).
+    // `evident_app::evaluation::chart::run_seed`).
     let seeded = AgentConfig { seed: Some(3), ..config.clone() };
     let fresh = tempfile::tempdir().unwrap();
     let model = scripted(&script);
