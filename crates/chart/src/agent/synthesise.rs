@@ -132,6 +132,9 @@ pub(crate) struct ShownValues {
     /// mention it.
     pub subject_records_only: bool,
     pub subject_intervals: Vec<String>,
+    /// Whether a shown structured record's line answers a yes/no question
+    /// "Yes" by itself ([`recorded_yes`]).
+    pub subject_recorded: bool,
     pub order: EvidenceOrder,
     /// Every figure (a maximal run of digits with inner `.`, `:`, `-` or
     /// `/`: a date, a time, a value, a code) that the items show; with the
@@ -151,6 +154,7 @@ impl ShownValues {
     /// another item naming the subject (the note that stopped a therapy), or to "ongoing"
     /// when its line states no later date.
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
+        self.subject_recorded = recorded_yes(question, prompt);
         let words = subject_words(question);
         if words.is_empty() {
             return self;
@@ -212,6 +216,93 @@ impl ShownValues {
         self.subject_intervals.sort();
         self
     }
+}
+
+/// The verbs a yes/no question asks about its subject with ("diagnosed
+/// with hypertension", "taking metformin"), which a record's line does not
+/// repeat.
+const YES_NO_VERBS: &[&str] = &["diagnosed", "taking", "prescribed", "given", "administered", "treated", "currently"];
+
+/// Words that say a record's line has ended.
+const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
+
+/// Evident's record rule for a yes/no question, not the paper's: whether
+/// a shown structured record's entry (a prescription, a condition, a
+/// procedure; [`record_entries`]) holds every word of the question's
+/// subject ([`subject_words`] without dates and the verbs the question
+/// asks with), is dated (its header's date) on or before the question's
+/// date when the question names one, and, unless the question asks in
+/// the perfect without a date ("Has the patient been diagnosed with
+/// hypertension?", "Did the patient ever receive ..."), is still current
+/// then: the newest such entry (on or before that date) states no end
+/// ("stopped", "resolved", "inactive", "completed") and no later date, or
+/// only an end after the question's date. Such an entry answers the question "Yes" (the embedded model
+/// answered "No" beside it, citing it: `b2eeab29-G01`, `3ce34794-G07`).
+fn recorded_yes(question: &str, prompt: &str) -> bool {
+    let words: Vec<String> = subject_words(question)
+        .into_iter()
+        .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
+        .collect();
+    if words.is_empty() {
+        return false;
+    }
+    let asked_on = dates_in(question).into_iter().next();
+    let lowered = question.to_lowercase();
+    let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let perfect = asked_on.is_none()
+        && (matches!(question_words.first(), Some(&("has" | "have" | "had" | "did" | "was" | "were")))
+            || question_words.contains(&"ever"));
+    // Each shown entry that names the whole subject: its own date, and
+    // whether it is current on the question's date.
+    let mut naming: Vec<(String, bool)> = Vec::new();
+    for (_, text) in numbered_lines(prompt) {
+        let Some((header, line)) = text.trim_start().strip_prefix('(').and_then(|t| t.split_once(')')) else {
+            continue;
+        };
+        let Some(own) = dates_in(header).into_iter().next() else { continue };
+        if asked_on.as_ref().is_some_and(|on| own > *on) {
+            continue;
+        }
+        for entry in record_entries(line).into_iter().filter(|e| subject_words_in(&words, e) == words.len()) {
+            let lower = entry.to_lowercase();
+            let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
+            let ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d > own).collect();
+            let current = match &asked_on {
+                // Ended, if at all, after the question's date.
+                Some(on) if !ends.is_empty() => ends.iter().all(|end| end > on),
+                _ => !says_ended && ends.is_empty(),
+            };
+            naming.push((own.clone(), current));
+        }
+    }
+    if perfect {
+        return !naming.is_empty();
+    }
+    // The newest entry states the status then (a renewed prescription's
+    // older request may be active, the newer one stopped): each of that
+    // day's must be current.
+    let Some(newest) = naming.iter().map(|(own, _)| own.clone()).max() else { return false };
+    naming.iter().filter(|(own, _)| *own == newest).all(|(_, current)| *current)
+}
+
+/// The structured records' entries of an item's line, each up to and with
+/// its record citation ("... Digoxin 0.125 MG Oral Tablet (active) [RxNorm
+/// 197604] [MedicationRequest/d1]"): one for a record's own line, several
+/// for a section of a medication list, so that a subject's words are
+/// found within one entry, not across two. Text after the last citation
+/// is no entry.
+fn record_entries(line: &str) -> Vec<&str> {
+    let mut entries = Vec::new();
+    let (mut start, mut from) = (0, 0);
+    while let Some(open) = line[from..].find('[').map(|i| from + i) {
+        let Some(close) = line[open..].find(']').map(|i| open + i) else { break };
+        if cites_record(&line[open..=close]) {
+            entries.push(&line[start..=close]);
+            start = close + 1;
+        }
+        from = close + 1;
+    }
+    entries
 }
 
 /// Whether a line cites a structured record ("[Condition/780124dc-...]",
@@ -393,7 +484,8 @@ const MAX_LIST_ENTRIES: usize = 12;
 /// value of a shown calculator the question names when there is one
 /// (nothing else: the score is computed), else one a shown calculator
 /// computed; a category among the options the question lists; else any
-/// short line.
+/// short line. A yes/no answer is "Yes" alone where a shown record's
+/// entry answers it ([`recorded_yes`]; Evident's rule).
 pub(crate) fn answer_schema(
     numbers: &[usize],
     question: &str,
@@ -404,9 +496,24 @@ pub(crate) fn answer_schema(
 ) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
+    // Where a shown record's line answers a yes/no question ([`recorded_yes`]),
+    // "Yes" is the answer, when it is a choice at all.
+    fn held<'a>(recorded: bool, choices: Vec<&'a str>) -> Vec<&'a str> {
+        if recorded && choices.contains(&"Yes") {
+            vec!["Yes"]
+        } else {
+            choices
+        }
+    }
+    let recorded = |choices| held(shown.subject_recorded, choices);
     let answer = match answer_type {
-        Some(AnswerType::YesNo) if !style_answers.is_empty() => format!("^(?:{})$", alternatives(style_answers)),
-        Some(AnswerType::YesNo) => format!("^(?:Yes|No|Never|{UNKNOWN})$"),
+        Some(AnswerType::YesNo) if !style_answers.is_empty() => {
+            format!("^(?:{})$", alternatives(recorded(style_answers.iter().map(String::as_str).collect())))
+        }
+        Some(AnswerType::YesNo) => {
+            let choices = recorded(vec!["Yes", "No", "Never", "Not documented", "Unclear"]);
+            format!("^(?:{})$", alternatives(choices))
+        }
         Some(AnswerType::YesNoUnclear) => {
             let options = ["Yes", "No", "Unclear"];
             let styled: Vec<&str> = options
@@ -422,7 +529,8 @@ pub(crate) fn answer_schema(
                 .copied()
                 .filter(|o| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o))
                 .collect();
-            format!("^(?:{})$", alternatives(if checked.is_empty() { styled } else { &checked }))
+            let choices = if checked.is_empty() { recorded(styled.to_vec()) } else { checked };
+            format!("^(?:{})$", alternatives(choices))
         }
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
@@ -959,6 +1067,61 @@ mod tests {
         let schema = schema_of(&[1, 2, 3, 4], list, Some(AnswerType::DateList), &shown, &[]);
         let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
         assert!(validator.check(&json!({"answer": "1996-02-04", "reasoning": "From [1]."}).to_string()).is_ok());
+    }
+
+    #[test]
+    fn a_record_entry_that_answers_a_yes_no_question_makes_yes_the_answer() {
+        let choices = |question: &str, t: AnswerType, prompt: &str| {
+            let shown = shown_values(prompt).with_subject(question, prompt);
+            let validator =
+                evident_llm::SchemaValidator::new(&schema_of(&[1], question, Some(t), &shown, &[])).unwrap();
+            ["Yes", "No", "Never", "Not documented", "Unclear"]
+                .into_iter()
+                .filter(|a| validator.check(&json!({"answer": a, "reasoning": "From [1]."}).to_string()).is_ok())
+                .collect::<Vec<_>>()
+        };
+        // `b2eeab29-G01`: the prescription's own line, active, dated before the question's date.
+        let digoxin = "Context items:\n\
+            [1] (record MedicationRequest, 2016-02-07) - 2016-02-07 10:00: Digoxin 0.125 MG Oral Tablet (active) [RxNorm 197604] [MedicationRequest/d1]\n";
+        let on = |date: &str| format!("Is the patient receiving Digoxin 0.125 MG Oral Tablet on {date}?");
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, digoxin), ["Yes"]);
+        assert_eq!(choices(&on("2015-01-01"), AnswerType::YesNo, digoxin).len(), 5, "prescribed after that date");
+        let stopped = digoxin.replace("(active)", "(stopped)");
+        assert_eq!(
+            choices(&on("2021-03-28"), AnswerType::YesNo, &stopped).len(),
+            5,
+            "stopped, no date: the model reads"
+        );
+        let other_dose = digoxin.replace("0.125", "0.25");
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, &other_dose).len(), 5, "another dose");
+        let ended = digoxin.replace("(active)", "(stopped, stopped 2020-01-01)");
+        assert_eq!(choices(&on("2019-06-01"), AnswerType::YesNo, &ended), ["Yes"], "stopped after the date");
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, &ended).len(), 5, "stopped before it");
+        // The newest request on or before the date states the status then.
+        let renewed = format!(
+            "{digoxin}[2] (record MedicationRequest, 2019-05-01) - 2019-05-01 10:00: Digoxin 0.125 MG Oral Tablet (stopped) [MedicationRequest/d2]\n"
+        );
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, &renewed).len(), 5, "renewed, then stopped");
+        assert_eq!(choices(&on("2018-01-01"), AnswerType::YesNo, &renewed), ["Yes"], "before the renewal");
+        // A medication list's section: the subject's words within one entry, not across two.
+        let section = "Context items:\n\
+            [1] (medication_list, 2016-02-07, Medications) - 2016-02-07 10:00: Digoxin 0.25 MG Injection (active) [MedicationRequest/a] - 2016-02-07 10:00: Aspirin 0.125 MG Oral Tablet (active) [MedicationRequest/b]\n";
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, section).len(), 5);
+        let both = section.replace("Aspirin", "Digoxin");
+        assert_eq!(choices(&on("2021-03-28"), AnswerType::YesNo, &both), ["Yes"]);
+        // `3ce34794-G07`: the perfect asks whether it ever was, resolved or not.
+        let hypertension = "Context items:\n\
+            [1] (problem_list, 1959-10-05) Conditions - 1959-10-05 08:00: Hypertension (active) [Condition/c1]\n";
+        let diagnosed = "Has the patient been diagnosed with hypertension?";
+        assert_eq!(choices(diagnosed, AnswerType::YesNoUnclear, hypertension), ["Yes"]);
+        let resolved = hypertension.replace("(active)", "(resolved, resolved 1990-01-01)");
+        assert_eq!(choices(diagnosed, AnswerType::YesNoUnclear, &resolved), ["Yes"]);
+        // A note is read by the model, and so is a line that does not name the whole subject.
+        let note = "Context items:\n[1] (progress_note, 1959-10-05) History of hypertension.\n";
+        assert_eq!(choices(diagnosed, AnswerType::YesNoUnclear, note), ["Yes", "No", "Unclear"]);
+        let kidney = "Has the patient been diagnosed with chronic kidney disease?";
+        let sinusitis = hypertension.replace("Hypertension", "Chronic sinusitis");
+        assert_eq!(choices(kidney, AnswerType::YesNoUnclear, &sinusitis), ["Yes", "No", "Unclear"]);
     }
 
     #[test]
