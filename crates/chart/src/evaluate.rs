@@ -359,6 +359,48 @@ pub struct MethodSummary {
     pub builds: BTreeMap<String, usize>,
 }
 
+/// A method's execution characteristics in one complexity level or over
+/// all levels, over its answers (every run): a row of the paper's
+/// Supplementary Table 8 (medians and IQRs; the paper reports skills,
+/// tool calls and documents for its agent only, wall time for every
+/// method).
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    pub method: String,
+    /// "Level 1", "Level 2", "Level 3" or "Overall".
+    pub stratum: String,
+    pub answers: usize,
+    pub skills_selected: Quartiles,
+    pub tool_calls: Quartiles,
+    pub documents_retrieved: Quartiles,
+    pub documents_cited: Quartiles,
+    /// Share of the answers that cite three documents or more (the
+    /// paper's "of which ≥3 documents (%)").
+    pub three_or_more_cited: f64,
+    pub wall_s: Quartiles,
+}
+
+impl Execution {
+    fn of(method: &str, stratum: String, answers: &[&AnswerRecord]) -> Execution {
+        let q = |f: &dyn Fn(&AnswerRecord) -> f64| quartiles(answers.iter().map(|r| f(r)));
+        Execution {
+            method: method.to_string(),
+            stratum,
+            answers: answers.len(),
+            skills_selected: q(&|r| r.skills_selected as f64),
+            tool_calls: q(&|r| r.tool_calls as f64),
+            documents_retrieved: q(&|r| r.documents_retrieved as f64),
+            documents_cited: q(&|r| r.documents_cited as f64),
+            three_or_more_cited: if answers.is_empty() {
+                f64::NAN
+            } else {
+                answers.iter().filter(|r| r.documents_cited >= 3).count() as f64 / answers.len() as f64
+            },
+            wall_s: q(&|r| r.wall_ms as f64 / 1000.0),
+        }
+    }
+}
+
 /// One method's concordance in a stratum.
 #[derive(Debug, Clone, Serialize)]
 pub struct StratumMethod {
@@ -438,6 +480,8 @@ pub struct Results {
     pub length_bins: LengthBins,
     pub methods: Vec<MethodSummary>,
     pub strata: Vec<Stratum>,
+    /// Per method, each level's execution characteristics, then overall.
+    pub execution: Vec<Execution>,
     pub per_question: Vec<QuestionResult>,
 }
 
@@ -621,6 +665,21 @@ pub fn summarise(
             }
         })
         .collect();
+    let levels: BTreeMap<&str, u8> = questions.iter().map(|q| (q.id.as_str(), q.level)).collect();
+    let mut execution = Vec::new();
+    for m in methods {
+        let rs: Vec<&AnswerRecord> = records.iter().filter(|r| &r.method == m).collect();
+        for level in 1..=3u8 {
+            let at: Vec<&AnswerRecord> =
+                rs.iter().copied().filter(|r| levels.get(r.question_id.as_str()) == Some(&level)).collect();
+            if !at.is_empty() {
+                execution.push(Execution::of(m, format!("Level {level}"), &at));
+            }
+        }
+        if !rs.is_empty() {
+            execution.push(Execution::of(m, "Overall".into(), &rs));
+        }
+    }
     Results {
         questions: questions.len(),
         patients: questions.iter().map(|q| &q.patient).collect::<BTreeSet<_>>().len(),
@@ -630,6 +689,7 @@ pub fn summarise(
         length_bins: bins,
         methods: method_summaries,
         strata,
+        execution,
         per_question,
     }
 }
@@ -723,6 +783,29 @@ pub fn render(results: &Results) -> String {
             })
             .collect();
         let _ = writeln!(s, "| {}: {} | {} |", st.kind, st.name, cells.join(" | "));
+    }
+    if !results.execution.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nExecution by complexity level (the paper's Supplementary Table 8; median (IQR) over answers):\n"
+        );
+        let _ = writeln!(s, "| Method | Stratum | Answers | Skills | Tool calls | Docs retrieved | Docs cited | Of which ≥3 docs % | Wall s |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+        for e in &results.execution {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                e.method,
+                e.stratum,
+                e.answers,
+                quart(&e.skills_selected),
+                quart(&e.tool_calls),
+                quart(&e.documents_retrieved),
+                quart(&e.documents_cited),
+                pct(e.three_or_more_cited),
+                quart(&e.wall_s),
+            );
+        }
     }
     let comparisons: Vec<(&Stratum, &Comparison)> =
         results.strata.iter().flat_map(|st| st.comparisons.iter().map(move |c| (st, c))).collect();
@@ -889,6 +972,42 @@ mod tests {
         assert!(table.contains("| agent | 8 | 2 | 93.8"), "{table}");
         assert!(table.contains("agent vs baseline"));
         assert!(!table.contains("builds"), "one build (unrecorded) says nothing: {table}");
+    }
+
+    #[test]
+    fn execution_is_counted_per_level_with_the_share_citing_three_documents() {
+        // Level 1: q0 (cites 1 document), q1 (cites 3); level 3: q2 (cites 4), two runs.
+        let questions: Vec<BankQuestion> = [1u8, 1, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &level)| q(&format!("q{i}"), "p0", level, AnswerType::YesNo, "Yes", true))
+            .collect();
+        let cited = [1usize, 3, 4];
+        let records: Vec<AnswerRecord> = questions
+            .iter()
+            .enumerate()
+            .flat_map(|(i, qu)| {
+                (1..=if i == 2 { 2 } else { 1 }).map(move |run| AnswerRecord {
+                    documents_cited: cited[i],
+                    wall_ms: 1000 * (i as u64 + 1),
+                    ..record(&qu.id, &qu.patient, "agent", run, 1.0)
+                })
+            })
+            .collect();
+        let chars = BTreeMap::from([("p0".to_string(), 1000)]);
+        let r = summarise(&questions, &records, &["agent".to_string()], &chars, 100, 1);
+        let rows: Vec<(&str, usize, f64)> =
+            r.execution.iter().map(|e| (e.stratum.as_str(), e.answers, e.three_or_more_cited)).collect();
+        assert_eq!(
+            rows,
+            [("Level 1", 2, 0.5), ("Level 3", 2, 1.0), ("Overall", 4, 0.75)],
+            "no Level 2 row: none asked"
+        );
+        let level1 = &r.execution[0];
+        assert_eq!((level1.documents_cited.median, level1.wall_s.median), (2.0, 1.5));
+        let table = render(&r);
+        assert!(table.contains("| agent | Level 1 | 2 | 3.0 (3.0–3.0) | 2.0 (2.0–2.0) | 5.0 (5.0–5.0) | 2.0 (1.5–2.5) | 50.0 | 1.5 (1.2–1.8) |"), "{table}");
+        assert!(table.contains("| agent | Overall | 4 |"), "{table}");
     }
 
     #[test]
