@@ -498,7 +498,7 @@ pub(crate) fn answer_schema(
     const UNKNOWN: &str = "Not documented|Unclear";
     // Where a shown record's line answers a yes/no question ([`recorded_yes`]),
     // "Yes" is the answer, when it is a choice at all.
-    fn held<'a>(recorded: bool, choices: Vec<&'a str>) -> Vec<&'a str> {
+    fn held(recorded: bool, choices: Vec<&str>) -> Vec<&str> {
         if recorded && choices.contains(&"Yes") {
             vec!["Yes"]
         } else {
