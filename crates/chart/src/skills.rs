@@ -455,6 +455,19 @@ impl SkillLibrary {
         (!expanded.is_empty()).then_some((expanded_query, expanded))
     }
 
+    /// The expansions the library's parsing skills list for one word
+    /// ("anaemia" -> "anemia", "ckd" -> "chronic kidney disease"), each as
+    /// its words.
+    pub fn expansions_of(&self, word: &str) -> Vec<Vec<String>> {
+        let word = word.to_lowercase();
+        self.skills
+            .values()
+            .filter(|s| s.category == SkillCategory::Parsing)
+            .filter_map(|s| s.expansions.get(&word))
+            .map(|e| e.split_whitespace().map(String::from).collect())
+            .collect()
+    }
+
     /// The order the policy engine ranks evidence in: that of a selected
     /// workflow skill which sets one and which the question's own words
     /// trigger (`earliest` wins over `most_recent`); else most recent.
@@ -606,6 +619,9 @@ mod tests {
         // Nothing new to add: the words are there already, or none is known.
         assert_eq!(lib.expand_query("bmi body mass index"), None);
         assert_eq!(lib.expand_query("colonoscopy"), None);
+        assert_eq!(lib.expansions_of("Anaemia"), [["anemia"]]);
+        assert_eq!(lib.expansions_of("ckd"), [["chronic", "kidney", "disease"]]);
+        assert!(lib.expansions_of("colonoscopy").is_empty());
         let (query, _) = lib.expand_query("HbA1c and A1c").unwrap();
         assert_eq!(query, "HbA1c and A1c hemoglobin", "words the query holds are not added again");
         // A drug class gains its substances: records name the substance.

@@ -154,7 +154,7 @@ impl ShownValues {
     /// another item naming the subject (the note that stopped a therapy), or to "ongoing"
     /// when its line states no later date.
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
-        self.subject_recorded = recorded_yes(question, prompt);
+        self.subject_recorded = recorded_yes(question, prompt, &|_| vec![]);
         let words = subject_words(question);
         if words.is_empty() {
             return self;
@@ -238,7 +238,11 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// ("stopped", "resolved", "inactive", "completed") and no later date, or
 /// only an end after the question's date. Such an entry answers the question "Yes" (the embedded model
 /// answered "No" beside it, citing it: `b2eeab29-G01`, `3ce34794-G07`).
-fn recorded_yes(question: &str, prompt: &str) -> bool {
+///
+/// A subject word is held by an entry that holds it or every word of one of
+/// its `spellings` (the parsing skills' expansions: "anaemia" in the
+/// question, "Anemia (disorder)" in the record).
+pub(crate) fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Vec<Vec<String>>) -> bool {
     let words: Vec<String> = subject_words(question)
         .into_iter()
         .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
@@ -246,6 +250,13 @@ fn recorded_yes(question: &str, prompt: &str) -> bool {
     if words.is_empty() {
         return false;
     }
+    let spelled: Vec<Vec<Vec<String>>> = words.iter().map(|w| spellings(w)).collect();
+    let holds_all = |entry: &str| {
+        words.iter().zip(&spelled).all(|(word, others)| {
+            subject_words_in(std::slice::from_ref(word), entry) == 1
+                || others.iter().any(|other| subject_words_in(other, entry) == other.len())
+        })
+    };
     let asked_on = dates_in(question).into_iter().next();
     let lowered = question.to_lowercase();
     let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
@@ -263,7 +274,7 @@ fn recorded_yes(question: &str, prompt: &str) -> bool {
         if asked_on.as_ref().is_some_and(|on| own > *on) {
             continue;
         }
-        for entry in record_entries(line).into_iter().filter(|e| subject_words_in(&words, e) == words.len()) {
+        for entry in record_entries(line).into_iter().filter(|e| holds_all(e)) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
             let ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d > own).collect();
@@ -701,6 +712,9 @@ fn synthesise_constrained(
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     let mut shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
+    if ctx.config.use_skills && ctx.config.expand_queries {
+        shown.subject_recorded = recorded_yes(ctx.question, &user, &|w| ctx.skills.expansions_of(w));
+    }
     shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
@@ -1119,6 +1133,13 @@ mod tests {
         // A note is read by the model, and so is a line that does not name the whole subject.
         let note = "Context items:\n[1] (progress_note, 1959-10-05) History of hypertension.\n";
         assert_eq!(choices(diagnosed, AnswerType::YesNoUnclear, note), ["Yes", "No", "Unclear"]);
+        // A spelling the parsing skills list holds the word (`806be451-G06`).
+        let anemia = hypertension.replace("Hypertension", "Anemia (disorder)");
+        let anaemia = "Has the patient been diagnosed with anaemia?";
+        assert_eq!(choices(anaemia, AnswerType::YesNoUnclear, &anemia), ["Yes", "No", "Unclear"], "no spellings");
+        let spellings = |w: &str| if w == "anaemia" { vec![vec!["anemia".to_string()]] } else { vec![] };
+        assert!(recorded_yes(anaemia, &anemia, &spellings));
+        assert!(!recorded_yes(anaemia, &hypertension, &spellings));
         let kidney = "Has the patient been diagnosed with chronic kidney disease?";
         let sinusitis = hypertension.replace("Hypertension", "Chronic sinusitis");
         assert_eq!(choices(kidney, AnswerType::YesNoUnclear, &sinusitis), ["Yes", "No", "Unclear"]);
