@@ -61,7 +61,9 @@ pub struct StudyReport {
     pub termination: Termination,
     pub steps: usize,
     pub resumed_steps: usize,
-    pub cohort_qualified: bool,
+    /// The audit's verdict: `None` when the cohort passed the rule checks
+    /// but the judge did not run (`--no-judge`), so it was not screened.
+    pub cohort_qualified: Option<bool>,
     pub audit: Option<CohortAudit>,
     pub score: TaskScore,
     pub prompt_tokens: u64,
@@ -171,7 +173,8 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         None
     };
     session.finish_model_run(&run_id)?;
-    let qualified = audit.as_ref().is_some_and(CohortAudit::qualified);
+    // No audit file: nothing to screen, so the cohort is not qualified.
+    let qualified = audit.as_ref().map_or(Some(false), CohortAudit::qualified);
     let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, qualified);
     let attrition = AttritionReport::read(env.workspace().root(), audit_table.as_ref().map(|t| t.rows.len()));
     let baseline = audit_table.as_ref().map(baseline_table).unwrap_or_default();
@@ -231,7 +234,12 @@ impl fmt::Display for StudyReport {
                 if let Some(j) = &a.judge {
                     writeln!(f, "  judge: {} of {} judged rows excluded", j.excluded, j.judged)?;
                 }
-                writeln!(f, "cohort: {}", if self.cohort_qualified { "qualified" } else { "not qualified" })?;
+                let cohort = match self.cohort_qualified {
+                    Some(true) => "qualified",
+                    Some(false) => "not qualified",
+                    None => "not screened (the rules passed; the judge did not run)",
+                };
+                writeln!(f, "cohort: {cohort}")?;
             }
         }
         let pct = |x: Option<f64>| x.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into());
@@ -464,6 +472,28 @@ pub fn check_judge(session: &Session, request: &JudgeCheckRequest) -> Result<Jud
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `--no-judge` run never screened its cohorts: the summary row shows
+    /// SR after screening as "-" (as any unmeasured cell), not as 0.0.
+    #[test]
+    fn sr_screened_without_the_judge_prints_as_not_measured() {
+        let run = |sr_screened| evident_rwe::RunMetrics {
+            tasks: 1,
+            acc: Some(1.0),
+            rar: None,
+            smr: Some(0.0),
+            sr: 0.0,
+            sr_screened,
+            cr: 1.0,
+            steps: 4.0,
+        };
+        let table = |runs: &[evident_rwe::RunMetrics]| {
+            EvalReport { strategy: Strategy::Typed, runs: Vec::new(), summary: aggregate_runs(runs) }.to_string()
+        };
+        let summary_row = |text: String| text.lines().last().unwrap().to_string();
+        assert_eq!(summary_row(table(&[run(None)])), "| typed | 100.0 | - | 0.0 | 0.0 | - | 100.0 | 4.0 |");
+        assert_eq!(summary_row(table(&[run(Some(0.0))])), "| typed | 100.0 | - | 0.0 | 0.0 | 0.0 | 100.0 | 4.0 |");
+    }
 
     #[test]
     fn evaluation_runs_after_the_first_sample_with_their_own_seed() {

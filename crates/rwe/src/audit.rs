@@ -408,8 +408,14 @@ pub struct CohortAudit {
 
 impl CohortAudit {
     /// Qualified: every rule passed and the judge excluded at most 80 %.
-    pub fn qualified(&self) -> bool {
-        self.rules.passed() && self.judge.as_ref().is_some_and(JudgeReport::passed)
+    /// `Some(false)` when a rule failed (the judge is then not run);
+    /// `None` when the rules passed but the judge did not run
+    /// (`--no-judge`): the screening was never made, so it is unknown.
+    pub fn qualified(&self) -> Option<bool> {
+        if !self.rules.passed() {
+            return Some(false);
+        }
+        self.judge.as_ref().map(JudgeReport::passed)
     }
 }
 

@@ -11,7 +11,10 @@
 //!   share of a task's p-value fields with SM = 1.
 //! - SR: a task succeeds when every choice is correct and every ratio (with
 //!   its CI) and every p-value aligns; descriptive fields are not scored.
-//!   SR after cohort screening (Fig. 4b) also needs a qualified cohort.
+//!   SR after cohort screening (Fig. 4b) also needs a qualified cohort; it
+//!   is not measured (`None`) when a cohort passed the rule checks but the
+//!   judge did not run (`--no-judge`), and a run's rate is not measured
+//!   when any of its tasks is not.
 //! - CR: every visible question is answered when the run ends.
 //! - Steps: the agent's steps in the task.
 //!
@@ -39,8 +42,9 @@ pub struct TaskScore {
     /// `None` when the task has no p-value field.
     pub smr: Option<f64>,
     pub success: bool,
-    /// Success with a cohort that passed the audit (rule checks and judge).
-    pub success_screened: bool,
+    /// Success with a cohort that passed the audit (rule checks and judge);
+    /// `None` when the cohort was not screened (rules passed, judge not run).
+    pub success_screened: Option<bool>,
     pub complete: bool,
     pub steps: u32,
 }
@@ -63,13 +67,14 @@ fn share(hits: usize, n: usize) -> Option<f64> {
 }
 
 /// Scores one task run from its final answers. `cohort_qualified` is the
-/// cohort audit's verdict (false when no audit was made).
+/// cohort audit's verdict (`Some(false)` when no audit file was exported or
+/// a rule failed; `None` when the rules passed and the judge did not run).
 pub fn score_task(
     task: &Task,
     gold: &Gold,
     answers: &BTreeMap<String, RecordedAnswer>,
     steps: u32,
-    cohort_qualified: bool,
+    cohort_qualified: Option<bool>,
 ) -> TaskScore {
     let sheet = AnswerSheet::restore(task.clone(), gold.clone(), answers.clone());
     let (mut choices, mut choices_right) = (0, 0);
@@ -106,7 +111,7 @@ pub fn score_task(
         rar: share(ratios_aligned, ratios),
         smr: share(pvalues_matched, pvalues),
         success,
-        success_screened: success && cohort_qualified,
+        success_screened: cohort_qualified.map(|q| success && q),
         complete: sheet.is_complete(),
         steps,
     }
@@ -120,7 +125,8 @@ pub struct RunMetrics {
     pub rar: Option<f64>,
     pub smr: Option<f64>,
     pub sr: f64,
-    pub sr_screened: f64,
+    /// `None` when any task's cohort was not screened.
+    pub sr_screened: Option<f64>,
     pub cr: f64,
     pub steps: f64,
 }
@@ -142,7 +148,10 @@ pub fn run_metrics(scores: &[TaskScore]) -> RunMetrics {
         rar: macro_mean(scores.iter().map(|s| s.rar)),
         smr: macro_mean(scores.iter().map(|s| s.smr)),
         sr: rate(scores, |s| s.success),
-        sr_screened: rate(scores, |s| s.success_screened),
+        sr_screened: scores
+            .iter()
+            .all(|s| s.success_screened.is_some())
+            .then(|| rate(scores, |s| s.success_screened == Some(true))),
         cr: rate(scores, |s| s.complete),
         steps: scores.iter().map(|s| f64::from(s.steps)).sum::<f64>() / scores.len().max(1) as f64,
     }
@@ -188,7 +197,7 @@ pub fn aggregate_runs(runs: &[RunMetrics]) -> RunsSummary {
         rar: over(&|r| r.rar),
         smr: over(&|r| r.smr),
         sr: over(&|r| Some(r.sr)),
-        sr_screened: over(&|r| Some(r.sr_screened)),
+        sr_screened: over(&|r| r.sr_screened),
         cr: over(&|r| Some(r.cr)),
         steps: over(&|r| Some(r.steps)),
     }
@@ -285,7 +294,7 @@ questions:
             ("or_high", N(2.1)),
             ("p_lactate", N(0.2)),
         ]);
-        let s1 = score_task(&t1, &g1, &a1, 12, true);
+        let s1 = score_task(&t1, &g1, &a1, 12, Some(true));
         assert_eq!((s1.acc, s1.rar, s1.smr, s1.success, s1.complete), (Some(1.0), Some(0.0), Some(0.0), false, false));
         let (t2, g2) = t2();
         let a2 = answers(&[
@@ -296,13 +305,13 @@ questions:
             ("p_hr", N(0.001)),
             ("q_km", C("A".into())),
         ]);
-        let s2 = score_task(&t2, &g2, &a2, 30, true);
+        let s2 = score_task(&t2, &g2, &a2, 30, Some(true));
         assert_eq!((s2.acc, s2.rar, s2.smr, s2.success, s2.complete), (Some(0.5), Some(1.0), Some(0.5), false, true));
         let run = run_metrics(&[s1, s2]);
         assert_eq!(run.acc, Some(0.75));
         assert_eq!(run.rar, Some(0.5));
         assert_eq!(run.smr, Some(0.25));
-        assert_eq!((run.sr, run.cr, run.steps), (0.0, 0.5, 21.0));
+        assert_eq!((run.sr, run.sr_screened, run.cr, run.steps), (0.0, Some(0.0), 0.5, 21.0));
     }
 
     /// Success ignores descriptive fields but needs every choice, ratio and
@@ -319,14 +328,14 @@ questions:
             ("q_km", C("C".into())),
             ("p_km", N(0.06)),
         ]);
-        let ok = score_task(&t2, &g2, &all, 20, true);
-        assert!(ok.success && ok.success_screened && ok.complete);
-        let unqualified = score_task(&t2, &g2, &all, 20, false);
-        assert!(unqualified.success && !unqualified.success_screened);
+        let ok = score_task(&t2, &g2, &all, 20, Some(true));
+        assert!(ok.success && ok.success_screened == Some(true) && ok.complete);
+        let unqualified = score_task(&t2, &g2, &all, 20, Some(false));
+        assert!(unqualified.success && unqualified.success_screened == Some(false));
         // A missing CI endpoint is a miss for RA, so no success.
         let mut no_ci = all.clone();
         no_ci.remove("hr_high");
-        let s = score_task(&t2, &g2, &no_ci, 20, true);
+        let s = score_task(&t2, &g2, &no_ci, 20, Some(true));
         assert_eq!((s.rar, s.success, s.complete), (Some(0.0), false, false));
         // T1 with every statistical field right but no baseline answers:
         // successful (descriptive fields are not scored) yet incomplete.
@@ -338,7 +347,7 @@ questions:
             ("or_high", N(2.2)),
             ("p_lactate", N(0.003)),
         ]);
-        let s = score_task(&t1, &g1, &a, 5, true);
+        let s = score_task(&t1, &g1, &a, 5, Some(true));
         assert!(s.success && !s.complete);
     }
 
@@ -349,11 +358,33 @@ questions:
         let (t2, g2) = t2();
         let with = |p: f64| {
             let a = answers(&[("q_hr", C("B".into())), ("p_hr", N(p))]);
-            score_task(&t2, &g2, &a, 1, true).smr
+            score_task(&t2, &g2, &a, 1, Some(true)).smr
         };
         assert_eq!(with(0.001), Some(0.5));
         assert_eq!(with(0.05), Some(0.5));
         assert_eq!(with(0.3), Some(0.0));
+    }
+
+    /// Without the judge (`--no-judge`) a cohort that passed the rules was
+    /// never screened: SR after screening is not measured, for the task and
+    /// for the run (even beside tasks that were screened), and stays out of
+    /// the summary over runs; plain SR is unaffected.
+    #[test]
+    fn screening_without_the_judge_is_not_measured() {
+        let (t2, g2) = t2();
+        let a = answers(&[("q_hr", C("B".into())), ("q_km", C("C".into()))]);
+        let unjudged = score_task(&t2, &g2, &a, 3, None);
+        assert_eq!(unjudged.success_screened, None);
+        let judged = score_task(&t2, &g2, &a, 3, Some(false));
+        assert_eq!(judged.success_screened, Some(false));
+        assert_eq!(run_metrics(std::slice::from_ref(&unjudged)).sr_screened, None);
+        let mixed = run_metrics(&[unjudged, judged.clone()]);
+        assert_eq!((mixed.sr, mixed.sr_screened), (0.0, None));
+        let screened = run_metrics(&[judged]);
+        assert_eq!(screened.sr_screened, Some(0.0));
+        let summary = aggregate_runs(&[mixed.clone(), mixed]);
+        assert_eq!(summary.sr_screened, None);
+        assert_eq!(summary.sr.map(|m| m.mean), Some(0.0));
     }
 
     #[test]
@@ -364,7 +395,7 @@ questions:
             rar,
             smr: None,
             sr,
-            sr_screened: sr,
+            sr_screened: Some(sr),
             cr: 1.0,
             steps: 10.0,
         };

@@ -364,8 +364,12 @@ fn audit(o: &mut String, b: &Bundle) {
         );
         judged_cases(o, &d.cases);
     }
-    let _ =
-        writeln!(o, "<p>Cohort: <strong>{}</strong>.</p>", if a.qualified() { "qualified" } else { "not qualified" });
+    let cohort = match a.qualified() {
+        Some(true) => "qualified",
+        Some(false) => "not qualified",
+        None => "not screened (the rules passed; the judge did not run)",
+    };
+    let _ = writeln!(o, "<p>Cohort: <strong>{cohort}</strong>.</p>");
 }
 
 fn judged_cases(o: &mut String, cases: &[crate::audit::CaseJudgement]) {
@@ -406,7 +410,7 @@ fn results(o: &mut String, b: &Bundle, gold: &Gold) {
         pct(s.rar),
         pct(s.smr),
         s.success,
-        s.success_screened,
+        s.success_screened.map_or("–".to_string(), |v| v.to_string()),
         s.complete
     );
     let sheet = AnswerSheet::restore(b.task.clone(), gold.clone(), b.answers.clone());

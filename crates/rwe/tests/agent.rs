@@ -99,7 +99,7 @@ fn a_scripted_run_answers_everything_and_scores() {
         first.messages.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");
     insta::assert_snapshot!("rwe_agent_first_request", rendered);
     let (task, gold) = task_and_gold();
-    let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, true);
+    let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, Some(true));
     assert!(score.success && score.complete, "{score:?}");
 }
 

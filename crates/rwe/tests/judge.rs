@@ -9,7 +9,8 @@ use std::path::Path;
 
 use evident_llm::Role;
 use evident_rwe::audit::{
-    judge_cohort, judge_request, rule_checks, rwe_prompts, AuditTable, CohortAudit, IdColumn, KnownIdentifiers,
+    judge_cohort, judge_request, rule_checks, rwe_prompts, AuditTable, CohortAudit, IdColumn, JudgeReport,
+    KnownIdentifiers, RuleReport,
 };
 use evident_rwe::Task;
 use support::scripted;
@@ -99,11 +100,17 @@ fn only_a_cohort_passing_rules_and_judge_is_qualified() {
     assert!(rules.passed(), "{:?}", rules.checks);
     let model = scripted(&[KEEP, KEEP, EXCLUDE]);
     let judge = judge_cohort(&model, &rwe_prompts(None), &definition(), &table, 1).unwrap();
-    assert!(CohortAudit { rules: rules.clone(), judge: Some(judge.clone()), database_judge: None }.qualified());
-    assert!(!CohortAudit { rules: rules.clone(), judge: None, database_judge: None }.qualified());
+    let audit = |rules: &RuleReport, judge: Option<&JudgeReport>| CohortAudit {
+        rules: rules.clone(),
+        judge: judge.cloned(),
+        database_judge: None,
+    };
+    assert_eq!(audit(&rules, Some(&judge)).qualified(), Some(true));
+    assert_eq!(audit(&rules, None).qualified(), None, "rules passed but not judged: not screened");
     ids.0.get_mut(&IdColumn::StayId).unwrap().remove(&30000001);
     let failing = rule_checks(&table, &mut ids).unwrap();
-    assert!(!CohortAudit { rules: failing, judge: Some(judge), database_judge: None }.qualified());
+    assert_eq!(audit(&failing, Some(&judge)).qualified(), Some(false));
+    assert_eq!(audit(&failing, None).qualified(), Some(false), "a failed rule decides without the judge");
 }
 
 /// The CohortEval check on the demo: the lactate task's reference cohort

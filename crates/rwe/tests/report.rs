@@ -125,7 +125,7 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
     let attrition = AttritionReport::read(&ws_root, Some(table.rows.len()));
     assert_eq!(attrition.agrees_with_audit(), Some(true), "{attrition:?}");
     let baseline = baseline_table(&table);
-    let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, false);
+    let score = score_task(&task, &gold, env.sheet.answers(), run.steps.len() as u32, audit.qualified());
     let bundle = Bundle {
         evident_version: "test",
         task: &task,
@@ -170,6 +170,10 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
     );
     // Rule checks.
     assert!(html.contains("<tr><td>subject_id_exists</td><td><span class=\"pass\">passed</span></td>"), "{html}");
+    // Not judged: the cohort was not screened, and success after screening
+    // is shown as not measured rather than as false.
+    assert!(html.contains("Cohort: <strong>not screened (the rules passed; the judge did not run)</strong>"), "{html}");
+    assert!(html.contains("success with a qualified cohort – ·"), "{html}");
     // Answers with their steps beside the reference; q_cox was answered
     // wrongly, so its fields were never revealed.
     // Each answer with its basis: the choice came after the log-rank test
