@@ -18,7 +18,7 @@ use evident_rwe::bundle::{
 };
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
-use evident_rwe::database::r_database;
+use evident_rwe::database::{postgres_content_sha256, r_database};
 use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
 use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
 use evident_rwe::report::{baseline_table, render_report, write_report, AttritionReport};
@@ -92,15 +92,24 @@ fn load_task(path: &Path) -> Result<(LoadedTask, Gold)> {
     Ok((loaded, gold))
 }
 
+/// The bundle's record of the database: its URL and a hash of its content
+/// (the SQLite files; PostgreSQL's tables, read through a run role of its
+/// own whose statements may take an hour, as the full MIMIC-IV needs).
 fn database_info(url: &DatabaseUrl) -> Result<DatabaseInfo> {
     let sha256 = match url.sqlite_path() {
         Some(main) => {
             let schemas = evident_rwe::evident_db::sqlite::attached_schemas(main).map_err(db_error)?;
             let mut files: Vec<&Path> = vec![main];
             files.extend(schemas.iter().map(|(_, p)| p.as_path()));
-            Some(sha256_files(&files).map_err(|cause| AppError::File { path: main.to_path_buf(), cause })?)
+            sha256_files(&files).map_err(|cause| AppError::File { path: main.to_path_buf(), cause })?
         }
-        None => None,
+        None => {
+            let limits = QueryLimits { timeout: std::time::Duration::from_secs(3600), ..QueryLimits::default() };
+            let mut conn = ReadOnlyConnection::connect(url, limits).map_err(db_error)?;
+            let sha256 = postgres_content_sha256(&mut conn).map_err(db_error)?;
+            conn.close().map_err(db_error)?;
+            sha256
+        }
     };
     Ok(DatabaseInfo { url: url.redacted(), sha256 })
 }

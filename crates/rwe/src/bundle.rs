@@ -1,6 +1,8 @@
 //! The evidence bundle of one study run, `bundle.json`, written atomically
 //! (a temporary file renamed into place): the task and its protocol, the
-//! database (URL without password, and a SHA-256 of the SQLite files), the
+//! database (URL without password, and a SHA-256 of its content: of the
+//! SQLite files, or of PostgreSQL's tables by
+//! [`crate::database::postgres_content_sha256`]), the
 //! cohort audit, the cohort's definition as SQL, the attrition table and
 //! the cohort's baseline table,
 //! every answer with the step that produced it, the scores,
@@ -26,9 +28,12 @@ use crate::task::Task;
 pub struct DatabaseInfo {
     /// The URL with any password replaced.
     pub url: String,
-    /// SHA-256 over the SQLite files in order (main file, then each
-    /// schema file); `None` for PostgreSQL.
-    pub sha256: Option<String>,
+    /// For SQLite, SHA-256 over the files in order (main file, then each
+    /// schema file); for PostgreSQL, SHA-256 over every readable table's
+    /// name, row count and order-independent digest of its rows
+    /// ([`crate::database::postgres_content_sha256`]). Either identifies
+    /// one load; the two backends' hashes of the same data differ.
+    pub sha256: String,
 }
 
 /// The whole bundle.

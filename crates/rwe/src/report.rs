@@ -196,7 +196,7 @@ fn identity(o: &mut String, b: &Bundle) {
         ("strategy", b.strategy.as_str().to_string()),
         ("model", b.model.clone()),
         ("database", b.database.url.clone()),
-        ("database SHA-256", b.database.sha256.clone().unwrap_or_else(|| "– (PostgreSQL)".into())),
+        ("database SHA-256", b.database.sha256.clone()),
         ("task file SHA-256", b.task_sha256.clone()),
         ("prompts SHA-256", b.prompts_sha256.clone()),
         ("Evident", b.evident_version.to_string()),

@@ -1,11 +1,12 @@
 //! Sandboxed R against PostgreSQL: the demo loaded into a throwaway
 //! database on the server scripts/setup starts; R, with no network, reaches
 //! it through the server's Unix socket as the run's read-only role, reads
-//! the same cohort as from SQLite, and cannot write.
+//! the same cohort as from SQLite, and cannot write; the content hash the
+//! evidence bundle records for a PostgreSQL database.
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-use evident_rwe::database::r_database;
+use evident_rwe::database::{postgres_content_sha256, r_database};
 use evident_rwe::sandbox::{RDatabase, SandboxConfig, Workspace};
 
 #[test]
@@ -87,4 +88,39 @@ fn a_killed_runs_role_is_dropped_when_the_next_run_starts_and_a_live_runs_is_kep
     }
     assert!(!exists(&first_role), "close drops the run's role");
     admin.batch_execute(&format!("DROP ROLE IF EXISTS {stale}; DROP ROLE IF EXISTS {live};")).unwrap();
+}
+
+/// The bundle's PostgreSQL content hash: two loads of the demo into two
+/// databases hash the same; changing one value of one row changes it, and
+/// changing it back restores it (the hash reads the content, not where or
+/// in what order the rows are stored). A new empty table changes it too.
+#[test]
+fn the_postgres_content_hash_is_the_same_for_the_same_load_and_changes_with_a_row() {
+    let demo = evident_testdata::shared_data().join("mimic-iv-demo");
+    let hash = |pg: &TempPgDatabase| {
+        let mut conn = ReadOnlyConnection::connect(&pg.url, QueryLimits::default()).unwrap();
+        let hash = postgres_content_sha256(&mut conn).unwrap();
+        conn.close().unwrap();
+        hash
+    };
+    let (a, b) = (TempPgDatabase::new(), TempPgDatabase::new());
+    std::thread::scope(|scope| {
+        for pg in [&a, &b] {
+            scope.spawn(|| load_mimic(&demo, &pg.url, &mut |_| {}).unwrap());
+        }
+    });
+    let loaded = hash(&a);
+    assert_eq!(loaded.len(), 64);
+    assert!(loaded.bytes().all(|c| c.is_ascii_hexdigit()), "{loaded}");
+    assert_eq!(hash(&b), loaded, "two loads of the same folder");
+    let mut client = b.client();
+    let one_row = "UPDATE mimiciv_hosp.patients SET anchor_age = anchor_age + 1 \
+                   WHERE subject_id = (SELECT min(subject_id) FROM mimiciv_hosp.patients)";
+    client.batch_execute(one_row).unwrap();
+    let changed = hash(&b);
+    assert_ne!(changed, loaded, "one changed value");
+    client.batch_execute(&one_row.replace("+ 1", "- 1")).unwrap();
+    assert_eq!(hash(&b), loaded, "the value changed back (the row now stored elsewhere)");
+    client.batch_execute("CREATE TABLE mimiciv_derived.extra (x integer)").unwrap();
+    assert_ne!(hash(&b), loaded, "a new empty table");
 }

@@ -133,7 +133,7 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
         prompts_sha256: "1".repeat(64),
         strategy: Strategy::Typed,
         model: "scripted".into(),
-        database: DatabaseInfo { url: url.redacted(), sha256: None },
+        database: DatabaseInfo { url: url.redacted(), sha256: "2".repeat(64) },
         cohort_audit: Some(&audit),
         cohort_sql: evident_rwe::bundle::read_cohort_sql(&ws_root),
         attrition: &attrition,
