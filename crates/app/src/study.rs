@@ -20,6 +20,7 @@ use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SP
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
 use evident_rwe::database::{postgres_content_sha256, r_database};
 use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
+use evident_rwe::leak::refuse_leaks;
 use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
 use evident_rwe::report::{baseline_table, render_report, write_report, AttritionReport};
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
@@ -89,6 +90,9 @@ fn load_task(path: &Path) -> Result<(LoadedTask, Gold)> {
     let file = if path.is_dir() { path.join("task.yaml") } else { path.to_path_buf() };
     let loaded = Task::load(&file).map_err(|e| AppError::Input(e.to_string()))?;
     let gold = Gold::load(&loaded.dir().join("gold.json"), &loaded.task).map_err(|e| AppError::Input(e.to_string()))?;
+    // A task whose text states a gold value measures nothing: refused.
+    refuse_leaks(&loaded.task, &gold, &loaded.path.display().to_string())
+        .map_err(|e| AppError::Input(e.to_string()))?;
     Ok((loaded, gold))
 }
 

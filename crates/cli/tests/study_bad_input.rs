@@ -1,7 +1,8 @@
 //! `evident study` refuses bad input with exit 2, naming the place and
 //! what to do: a task without questions, a task file that does not
-//! validate, a missing gold file, and a study database that does not
-//! connect. Nothing is run and no bundle is written.
+//! validate, a task whose text states its result, a missing gold file, and
+//! a study database that does not connect. Nothing is run and no bundle is
+//! written.
 
 mod common;
 
@@ -33,6 +34,26 @@ fn a_task_that_does_not_validate_is_named() {
     let task = task_copy(&s, |y| y.replace("ci_low: or_lactate_low", "ci_low: or_lower"));
     s.run(&["study", &task, "--database", "sqlite:nowhere.db"])
         .fails_with(2, "questions[1].fields[0].ci_low: \"or_lower\" is not a field of this question");
+}
+
+/// A task whose choice option states a gold value (the odds ratio 1.36)
+/// is refused with the place, the number, the field and what to do; the
+/// same number listed under leak_check_allow passes the task check (the
+/// run then stops at the database).
+#[test]
+fn a_task_that_states_its_result_is_refused() {
+    let s = Sandbox::new();
+    let leaky = |y: String| {
+        y.replace("C: no significant association with in-hospital death", "C: an odds ratio of about 1.36 per mmol/L")
+    };
+    let task = task_copy(&s, leaky);
+    let refused = s
+        .run(&["study", &task, "--database", "sqlite:nowhere.db"])
+        .fails_with(2, "task.yaml: questions[1].choice.options.C: states 1.36, the gold value of or_lactate");
+    assert!(refused.stderr().contains("reword it") && refused.stderr().contains("leak_check_allow"));
+    assert!(!s.path().join("evident-study").exists());
+    let task = task_copy(&s, |y| leaky(y) + "leak_check_allow:\n  - {number: 1.36, reason: a test of the exemption}\n");
+    s.run(&["study", &task, "--database", "sqlite:nowhere.db"]).fails_with(2, "nowhere.db");
 }
 
 #[test]

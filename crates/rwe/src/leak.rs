@@ -5,11 +5,13 @@
 //! Figure 13). A whole number in the text is compared only with whole-number
 //! gold values (counts), so "28-day mortality" is not taken for an odds
 //! ratio of 27.6. Numbers the task lists in `leak_check_allow` are exempt.
+//! Loading a task with its gold answers for a study refuses a leaking task
+//! ([`refuse_leaks`]).
 
 use serde::Serialize;
 
 use crate::gold::Gold;
-use crate::task::Task;
+use crate::task::{Task, TaskError};
 
 /// A number in the task text that equals a result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -89,6 +91,29 @@ pub fn find_leaks(task: &Task, gold: &Gold) -> Vec<Leak> {
     leaks
 }
 
+/// Refuses a task whose text states one of its gold values: such a task
+/// measures nothing. The error names the task file `origin`, the first
+/// place, its number and the gold field it equals, any further leaks, and
+/// what to do (reword, or list a number that is not a result under
+/// `leak_check_allow` with its reason).
+pub fn refuse_leaks(task: &Task, gold: &Gold, origin: &str) -> Result<(), TaskError> {
+    let leaks = find_leaks(task, gold);
+    let Some(first) = leaks.first() else { return Ok(()) };
+    let also: Vec<String> =
+        leaks[1..].iter().map(|l| format!("{} states {} ({})", l.place, l.number, l.field)).collect();
+    let also = if also.is_empty() { String::new() } else { format!("; also {}", also.join(", ")) };
+    Err(TaskError::Invalid {
+        path: origin.to_string(),
+        field: first.place.clone(),
+        message: format!(
+            "states {}, the gold value of {}{also}; a task whose text gives its results is not a measurement: \
+             reword it without the number, or, if the number is not a result (an age limit, a time window), \
+             list it under leak_check_allow with its reason",
+            first.number, first.field
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,9 +158,17 @@ mod tests {
                 ("questions[1].choice.options.C", "1.52", "or_lactate"),
             ]
         );
+        let refused = refuse_leaks(&task, &gold(&task), "t/task.yaml").unwrap_err().to_string();
+        assert!(
+            refused.starts_with("t/task.yaml: protocol.methods: states 74, the gold value of n_patients; also protocol.methods states 1.5 (or_lactate), questions[1].choice.options.C states 1.52 (or_lactate); "),
+            "{refused}"
+        );
+        assert!(refused.contains("reword it") && refused.contains("leak_check_allow"), "{refused}");
         // An allowed number is exempt.
         let allowed = format!("{leaky}leak_check_allow:\n  - {{number: 74, reason: the age limit}}\n");
         let task = Task::from_yaml_str(&allowed, "t").unwrap();
         assert_eq!(find_leaks(&task, &gold(&task)).len(), 2);
+        let clean = Task::from_yaml_str(GOOD, "t").unwrap();
+        assert!(refuse_leaks(&clean, &gold(&clean), "t").is_ok());
     }
 }
