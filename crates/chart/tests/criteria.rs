@@ -9,7 +9,8 @@
 //! resources and MIMIC-IV tables themselves (crates/chart/src/bank.rs), so
 //! agreement shows the two read the criteria alike, on every question of
 //! both banks. Every criterion the check cites resolves to stored text or
-//! a stored value.
+//! a stored value. The yes/no record rule of the constrained answer step
+//! is held to the same banks' yes/no questions.
 
 mod support;
 
@@ -225,4 +226,57 @@ fn the_last_lab_value_decides_and_one_in_an_unknown_unit_is_unknown() {
     assert_eq!(result, "Unclear", "the newest value is in mmol/L: {inputs}");
     let (result, _) = check("2024-06-01");
     assert_eq!(result, "Unclear", "no value in the 90 days");
+}
+
+/// The yes/no record rule of the constrained answer step
+/// (`evident_chart::recorded_yes`, Evident's) over every yes/no question
+/// of both development banks, with the patient's whole structured record
+/// up to the question's reference date shown (every prescription,
+/// condition and procedure line, under its document's kind and date, as
+/// the answer prompt shows context items): it makes "Yes" the answer only
+/// where the gold answer is Yes, and it reaches the gold-Yes questions
+/// counted here (the rest ask about a class, "at least one statin", a
+/// spelling no parsing skill lists, or a record the generator reads
+/// otherwise, and are left to the model).
+#[test]
+fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
+    let skills = evident_chart::SkillLibrary::builtin().unwrap();
+    let spellings = |w: &str| skills.expansions_of(w);
+    for (folder, file, reached) in
+        [("synthea/generated-sample-data-R4", "dev.jsonl", 5usize), ("mimic-iv-demo", "dev-mimic.jsonl", 0)]
+    {
+        let (_dir, store) = ingested_from(folder);
+        let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
+        let bank = std::fs::read_to_string(path).unwrap();
+        let (mut fired, mut wrong) = (0usize, Vec::new());
+        for q in bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()) {
+            if !q["answer_type"].as_str().unwrap().starts_with("yes_no") {
+                continue;
+            }
+            let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+            let store = store.lock().unwrap();
+            let mut prompt = String::from("Context items:\n");
+            let mut n = 0;
+            for doc in store.documents(q["patient"].as_str().unwrap()).unwrap() {
+                use evident_model::DocKind::{MedicationList, ProblemList, Procedure};
+                let Some(date) = doc.date.filter(|d| *d <= as_of) else { continue };
+                if !matches!(doc.kind, MedicationList | ProblemList | Procedure) {
+                    continue;
+                }
+                for sentence in store.sentences(&doc.id).unwrap() {
+                    n += 1;
+                    let line = sentence.text.trim();
+                    prompt.push_str(&format!("[{n}] ({}, {}) {line}\n", doc.kind, date.format("%Y-%m-%d")));
+                }
+            }
+            if evident_chart::recorded_yes(q["question"].as_str().unwrap(), &prompt, &spellings) {
+                fired += 1;
+                if q["gold_answer"] != "Yes" {
+                    wrong.push(format!("{} ({})", q["id"], q["gold_answer"]));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{file}: Yes where the gold says otherwise: {wrong:?}");
+        assert_eq!(fired, reached, "{file}: gold-Yes questions the rule reaches");
+    }
 }

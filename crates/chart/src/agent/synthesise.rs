@@ -242,7 +242,7 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// A subject word is held by an entry that holds it or every word of one of
 /// its `spellings` (the parsing skills' expansions: "anaemia" in the
 /// question, "Anemia (disorder)" in the record).
-pub(crate) fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Vec<Vec<String>>) -> bool {
+pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Vec<Vec<String>>) -> bool {
     let words: Vec<String> = subject_words(question)
         .into_iter()
         .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
