@@ -3,11 +3,13 @@
 //! first agent step is stored; the same command run again resumes: it
 //! replays the stored step without repeating it, and writes the bundle
 //! (the step, the database hash, the task) and the report page. The typed
-//! strategy builds a cohort whose audit passes the rule checks.
+//! strategy builds a cohort whose audit passes the rule checks, on SQLite
+//! and on PostgreSQL (where the run's read-only role is dropped after it).
 
 mod common;
 
 use common::{repo_root, shared_data, Sandbox};
+use evident_db::testing::TempPgDatabase;
 
 #[test]
 fn a_killed_study_resumes_without_repeating_its_step_and_writes_bundle_and_report() {
@@ -126,13 +128,41 @@ fn the_typed_strategy_builds_a_cohort_that_passes_the_rule_checks_on_the_embedde
     let s = Sandbox::new();
     let demo = shared_data().join("mimic-iv-demo");
     s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
+    typed_study_passes_the_rule_checks(&s, "sqlite:demo.db");
+}
+
+/// The same study on PostgreSQL: the demo loaded into a throwaway database
+/// on the test server, the same strategy, model and step budget. The
+/// cohort passes the rule checks, the bundle records the database's content
+/// hash and no password, the report is written, and the run's read-only
+/// role (and the one that hashed the database) is dropped when it ends.
+#[test]
+fn the_typed_strategy_completes_a_study_on_postgresql_and_drops_its_role() {
+    let pg = TempPgDatabase::new();
+    let s = Sandbox::new();
+    let url = pg.url.expose();
+    let demo = shared_data().join("mimic-iv-demo");
+    s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", &url]).ok();
+    let bundle = typed_study_passes_the_rule_checks(&s, &url);
+    assert_eq!(bundle["database"]["url"], pg.url.redacted());
+    assert!(!bundle.to_string().contains(":evident@"), "the bundle holds the password");
+    let roles: i64 =
+        pg.client().query_one("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'evident_ro_%'", &[]).unwrap().get(0);
+    assert_eq!(roles, 0, "the study's read-only role outlived it");
+}
+
+/// Runs the age-baseline task with the typed strategy for three steps on
+/// `database` and checks the bundle: a cohort audit whose rule checks all
+/// passed, built by build_cohort with its SQL kept, a database hash, and
+/// the report page beside it. Returns the bundle.
+fn typed_study_passes_the_rule_checks(s: &Sandbox, database: &str) -> serde_json::Value {
     let task = repo_root().join("crates/rwe/tasks/age-baseline-mortality");
     let args = [
         "--json",
         "study",
         task.to_str().unwrap(),
         "--database",
-        "sqlite:demo.db",
+        database,
         "--strategy",
         "typed",
         "--max-steps",
@@ -153,4 +183,8 @@ fn the_typed_strategy_builds_a_cohort_that_passes_the_rule_checks_on_the_embedde
     assert!(audit["rules"]["rows"].as_u64().unwrap() > 0);
     assert!(steps.contains(&"build_cohort"), "{steps:?}");
     assert!(s.path().join("run/workspace/cohort.sql").is_file());
+    assert_eq!(bundle["database"]["sha256"].as_str().unwrap().len(), 64);
+    let page = std::fs::read_to_string(s.path().join("run/report.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<h2>Step trace</h2>"), "{page}");
+    bundle
 }
