@@ -159,10 +159,6 @@ impl ShownValues {
         if words.is_empty() {
             return self;
         }
-        let own_date = |text: &str| {
-            let (header, line) = text.trim_start().strip_prefix('(')?.split_once(')')?;
-            Some((dates_in(header).into_iter().next()?, line.to_string()))
-        };
         let mut named: Vec<&str> =
             numbered_lines(prompt).map(|(_, text)| text).filter(|text| names_subject(&words, text)).collect();
         self.subject_named = !named.is_empty();
@@ -180,10 +176,10 @@ impl ShownValues {
             .into_iter()
             .filter_map(own_date)
             .map(|(own, line)| {
-                let stated = dates_in(&line).into_iter().filter(|d| *d > own).collect();
+                let stated = dates_in(line).into_iter().filter(|d| *d > own).collect();
                 let lower = line.to_lowercase();
-                let says_ended = ["stopped", "resolved", "inactive", "completed"].iter().any(|w| lower.contains(w));
-                (own, stated, cites_record(&line), says_ended)
+                let says_ended = ENDED.iter().any(|w| lower.contains(w));
+                (own, stated, cites_record(line), says_ended)
             })
             .collect();
         // A start whose line states an end (a resolution, a stop) is not
@@ -267,10 +263,7 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
     // whether it is current on the question's date.
     let mut naming: Vec<(String, bool)> = Vec::new();
     for (_, text) in numbered_lines(prompt) {
-        let Some((header, line)) = text.trim_start().strip_prefix('(').and_then(|t| t.split_once(')')) else {
-            continue;
-        };
-        let Some(own) = dates_in(header).into_iter().next() else { continue };
+        let Some((own, line)) = own_date(text) else { continue };
         if asked_on.as_ref().is_some_and(|on| own > *on) {
             continue;
         }
@@ -294,6 +287,13 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
     // day's must be current.
     let Some(newest) = naming.iter().map(|(own, _)| own.clone()).max() else { return false };
     naming.iter().filter(|(own, _)| *own == newest).all(|(_, current)| *current)
+}
+
+/// A numbered item's own date, the first date of its header
+/// ("(problem_list, 2017-08-26) ..."), and the rest of its line.
+fn own_date(text: &str) -> Option<(String, &str)> {
+    let (header, line) = text.trim_start().strip_prefix('(')?.split_once(')')?;
+    Some((dates_in(header).into_iter().next()?, line))
 }
 
 /// The structured records' entries of an item's line, each up to and with
