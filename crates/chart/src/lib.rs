@@ -4,7 +4,7 @@
 //!
 //! - [`skills`]: the skill library as data (validated on load).
 //! - [`calculators`]: ISS, R-ISS, R2-ISS, HCT-CI, Charlson, CHA2DS2-VASc,
-//!   eGFR (CKD-EPI 2021), BMI.
+//!   eGFR (CKD-EPI 2021), BMI, HbA1c glycaemic range.
 //! - [`criteria`]: eligibility criteria sets as data, evaluated on the
 //!   record as deterministic checks (three-valued: Yes / No / Unclear).
 //! - [`tools`]: report retrieval (BM25 with kind and date filters), lab

@@ -782,12 +782,15 @@ fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
     let iss = "What is the ISS stage at diagnosis?";
     assert_eq!(calculators(iss, Some(AnswerType::Score)), Some(vec!["iss".to_string()]));
     assert_eq!(calculators(iss, Some(AnswerType::Category)), Some(vec!["iss".to_string()]), "named");
-    assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(8));
+    assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(9));
     // A question for dates or intervals gets none, though it names one.
     let obesity = "In which documented intervals was Body mass index 30+ - obesity (finding) active?";
     assert_eq!(calculators(obesity, Some(AnswerType::IntervalList)), None);
     assert_eq!(calculators("When was the BMI first above 30?", Some(AnswerType::Date)), None);
     assert_eq!(calculators("What is the BMI category?", Some(AnswerType::Category)), Some(vec!["bmi".to_string()]));
+    let range = "Which glycaemic range (normal below 5.7%, prediabetes 5.7-6.4%, diabetes 6.5% or more) does the last HbA1c fall in?";
+    assert_eq!(calculators(range, Some(AnswerType::Category)), Some(vec!["glycaemic-range".to_string()]));
+    assert_eq!(calculators("What was the last HbA1c?", Some(AnswerType::Category)), None, "a value, not its range");
 }
 
 #[test]

@@ -136,6 +136,23 @@ fn bmi_worked_example() {
     check(Calculator::Bmi, json!({"weight_kg": 110, "height_m": 1.70}), "category", json!("obese"));
 }
 
+/// The ADA's A1C criteria: prediabetes from 5.7%, diabetes from 6.5%;
+/// each bound belongs to the range above it.
+#[test]
+fn glycaemic_range_of_an_hba1c_at_each_bound() {
+    for (hba1c, range) in [
+        (4.8, "normal"),
+        (5.69, "normal"),
+        (5.7, "prediabetes"),
+        (6.4, "prediabetes"),
+        (6.5, "diabetes"),
+        (9.1, "diabetes"),
+    ] {
+        check(Calculator::GlycaemicRange, json!({ "hba1c_percent": hba1c }), "category", json!(range));
+    }
+    check(Calculator::GlycaemicRange, json!({"hba1c_percent": 6.04}), "reported", json!(6.0));
+}
+
 #[track_caller]
 fn check_refused(c: Calculator, input: Value, field: &str) {
     let e = calculate(c, &input).unwrap_err();
@@ -151,6 +168,8 @@ fn invalid_inputs_are_refused_naming_the_field() {
     check_refused(Calculator::HctCi, json!({"diabetes": true}), "diabetes");
     check_refused(Calculator::HctCi, json!({"arrhythmia": "yes"}), "arrhythmia");
     check_refused(Calculator::Bmi, json!({"weight_kg": 70, "height_m": 175}), "height_m");
+    // An IFCC value (mmol/mol) given as per cent.
+    check_refused(Calculator::GlycaemicRange, json!({"hba1c_percent": 48}), "hba1c_percent");
     check_refused(
         Calculator::EgfrCkdEpi2021,
         json!({"creatinine_mg_dl": 1.0, "age_years": 12, "female": true}),
@@ -184,7 +203,9 @@ fn the_shipped_calculator_tables_validate() {
     assert_eq!(t.charlson.items.len(), 19);
     assert_eq!(t.cha2ds2_vasc.items.len(), 6);
     assert_eq!(t.cha2ds2_vasc.conditions.len(), 5);
-    assert_eq!(t.measurements.inputs.len(), 5);
+    assert_eq!(t.measurements.inputs.len(), 6);
+    let ranges: Vec<(&str, f64)> = t.glycaemic_range.groups.iter().map(|g| (g.name.as_str(), g.from)).collect();
+    assert_eq!(ranges, [("normal", 0.0), ("prediabetes", 5.7), ("diabetes", 6.5)]);
     // Every numeric input of every calculator but age has a measurement.
     let numeric: std::collections::BTreeSet<String> = Calculator::ALL
         .iter()
@@ -214,6 +235,7 @@ fn a_broken_table_is_refused_naming_each_place() {
     v["cha2ds2_vasc"]["conditions"][2]["not"][0] = json!("Prediabetes");
     v["cha2ds2_vasc"]["conditions"][3]["input"] = json!("female");
     v["r2_iss"]["groups"][3]["up_to"] = json!(4);
+    v["glycaemic_range"]["groups"][2]["from"] = json!(5.0);
     v["measurements"]["inputs"][3]["not"][0] = json!("losing");
     v["measurements"]["inputs"][3]["units"][0]["factor"] = json!(0);
     v["measurements"]["inputs"].as_array_mut().unwrap().remove(4);
@@ -230,13 +252,14 @@ fn a_broken_table_is_refused_naming_each_place() {
         "cha2ds2_vasc.conditions[2].not[0]: \"Prediabetes\" must be a non-empty lower-case phrase",
         "cha2ds2_vasc.conditions[3].input: \"female\" is not a condition CHA2DS2-VASc weighs",
         "r2_iss.groups: the last group ends at 4 but a patient can score 5",
+        "glycaemic_range.groups[2].from: 5 does not follow 5.7; order groups by rising value",
         "measurements.inputs[3].not[0]: \"losing\" holds none of the names",
         "measurements.inputs[3].units[0].factor: 0 must be a positive number",
         "measurements.inputs: the numeric input \"height_m\" has no measurement",
     ] {
         assert!(text.contains(place), "missing {place:?} in:\n{text}");
     }
-    assert_eq!(problems.len(), 12, "{text}");
+    assert_eq!(problems.len(), 13, "{text}");
 
     // A misspelt field is a JSON error that names it.
     let mut v: Value = serde_json::from_str(TABLES).unwrap();
@@ -263,6 +286,8 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
     assert!(close(read("creatinine_mg_dl", creatinine), 88.4 * 0.011312));
     // The second of two measurements in one sentence.
     assert!(close(read("albumin_g_dl", "Serum creatinine 1.2 mg/dL, albumin 3.9 g/dL."), 3.9));
+    assert!(close(read("hba1c_percent", "HbA1c 7.2% in March."), 7.2));
+    assert!(close(read("hba1c_percent", "Hemoglobin A1c was 6.1 %."), 6.1));
     for (input, sentence) in [
         ("weight_kg", "Weight loss of 5 kg since spring."),
         ("weight_kg", "Birth weight 3.2 kg."),
@@ -272,6 +297,7 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
         ("albumin_g_dl", "Albumin not measured; 3.9 g/dL last year."),
         ("creatinine_mg_dl", "Creatinine clearance 60 mL/min."),
         ("creatinine_mg_dl", "No creatinine on file."),
+        ("hba1c_percent", "HbA1c 48 mmol/mol."),
     ] {
         assert_eq!(read(input, sentence), None, "{input} from {sentence:?}");
     }

@@ -280,3 +280,42 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
         assert_eq!(fired, reached, "{file}: gold-Yes questions the rule reaches");
     }
 }
+
+/// The glycaemic-range calculator on every HbA1c range question of both
+/// development banks (template G27: the range of the last HbA1c at most
+/// 365 days before a date), run on its patient's record at its date: the
+/// calculator reads the HbA1c from the store, never from the call, and
+/// its range is the gold answer on every question; the value it read is
+/// cited.
+#[test]
+fn the_glycaemic_range_calculator_gives_every_hba1c_range_question_its_gold_answer() {
+    for (folder, file, asked) in
+        [("synthea/generated-sample-data-R4", "dev.jsonl", 7usize), ("mimic-iv-demo", "dev-mimic.jsonl", 28)]
+    {
+        let (_dir, store) = ingested_from(folder);
+        let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
+        let bank = std::fs::read_to_string(path).unwrap();
+        let questions: Vec<Value> = bank
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|q| q["template"] == "G27")
+            .collect();
+        assert_eq!(questions.len(), asked, "{file}");
+        for q in &questions {
+            let question = q["question"].as_str().unwrap();
+            let range = evident_chart::calculators::Calculator::GlycaemicRange;
+            assert!(evident_chart::question_names(question, range), "{question}");
+            let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+            let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
+            // A typed value is never used.
+            let call = json!({"calculator": "glycaemic-range", "inputs": {"hba1c_percent": 12.0}});
+            let out = view.run(ToolName::Calculate, &call).unwrap();
+            let [Evidence::Calculation { output, used, .. }] = out.evidence.as_slice() else {
+                panic!("{}: nothing computed: {out:?}", q["id"])
+            };
+            let category = output["category"].as_str().unwrap();
+            assert!(category.eq_ignore_ascii_case(q["gold_answer"].as_str().unwrap()), "{}: {output}", q["id"]);
+            assert_eq!(used.len(), 1, "{}: {used:?}", q["id"]);
+        }
+    }
+}

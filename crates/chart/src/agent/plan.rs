@@ -184,6 +184,16 @@ pub fn question_names(question: &str, calculator: Calculator) -> bool {
         Calculator::Cha2ds2Vasc => &["cha2ds2-vasc"],
         Calculator::EgfrCkdEpi2021 => &["egfr", "ckd-epi"],
         Calculator::Bmi => &["bmi", "body mass index"],
+        Calculator::GlycaemicRange => &[
+            "glycaemic range",
+            "glycemic range",
+            "glycaemic category",
+            "glycemic category",
+            "hba1c range",
+            "hba1c category",
+            "a1c range",
+            "a1c category",
+        ],
     };
     let text = question.to_lowercase();
     let bytes = text.as_bytes();

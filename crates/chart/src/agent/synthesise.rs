@@ -448,6 +448,17 @@ pub(crate) fn question_options(question: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether a question's option is `label`: the whole option, or its first
+/// words before what it states about itself ("prediabetes 5.7-6.4%" is
+/// "prediabetes"; "diabetes" is not "prediabetes 5.7-6.4%"). Case is
+/// ignored.
+fn option_named(option: &str, label: &str) -> bool {
+    option.len() >= label.len()
+        && option.is_char_boundary(label.len())
+        && option[..label.len()].eq_ignore_ascii_case(label)
+        && option[label.len()..].chars().next().is_none_or(|c| c == ' ')
+}
+
 /// Values as one regular-expression alternation, each matched literally.
 fn alternatives<S: AsRef<str>>(values: impl IntoIterator<Item = S>) -> String {
     let literal = |v: &str| {
@@ -592,12 +603,14 @@ pub(crate) fn answer_schema(
         Some(AnswerType::Category) => match question_options(question) {
             options if options.is_empty() => format!("^{TEXT}{{1,40}}$"),
             options => {
-                let calculated: Vec<&String> = options
+                // An option may state its range after its name ("prediabetes
+                // 5.7-6.4%"): the name is the answer then.
+                let calculated: Vec<&str> = options
                     .iter()
-                    .filter(|o| {
-                        shown.labels.iter().any(|(name, label)| {
-                            label.eq_ignore_ascii_case(o)
-                                && Calculator::from_name(name).is_some_and(|c| question_names(question, c))
+                    .filter_map(|o| {
+                        shown.labels.iter().find_map(|(name, label)| {
+                            let named = Calculator::from_name(name).is_some_and(|c| question_names(question, c));
+                            (named && option_named(o, label)).then(|| &o[..label.len()])
                         })
                     })
                     .collect();
@@ -967,6 +980,25 @@ mod tests {
         assert!(!computed_category(bmi, "Not documented") && !computed_category(bmi, "overweight"));
         let unnamed = "What is the weight class (underweight, normal, overweight, obese)?";
         assert!(computed_category(unnamed, "Not documented"), "the question does not name the BMI calculator");
+        // An option that states its range after its name: the computed
+        // range's name alone is the answer ("diabetes" is not
+        // "prediabetes 5.7-6.4%").
+        let range = shown_values(
+            "Context items:\n\
+            [1] (calculation, 2020-12-17) glycaemic-range calculator: inputs {\"hba1c_percent\":5.93}; result {\"value\":5.93,\"unit\":\"%\",\"reported\":5.9,\"category\":\"prediabetes\",\"calculator\":\"glycaemic-range\"}\n",
+        );
+        assert_eq!(range.labels, [("glycaemic-range".to_string(), "prediabetes".to_string())]);
+        let ranged = |answer: &str| {
+            let schema = schema_of(&[1], hba1c, Some(AnswerType::Category), &range, &[]);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            validator.check(&json!({"answer": answer, "reasoning": "From [1]."}).to_string()).is_ok()
+        };
+        assert!(ranged("prediabetes"));
+        for other in ["prediabetes 5.7-6.4%", "diabetes", "normal", "Not documented"] {
+            assert!(!ranged(other), "{other}");
+        }
+        assert!(option_named("Prediabetes 5.7-6.4%", "prediabetes") && option_named("normal", "normal"));
+        assert!(!option_named("prediabetes 5.7-6.4%", "diabetes") && !option_named("normally", "normal"));
         let nothing = shown_values("Context items:\n(none: nothing was found in the record)\n");
         assert_eq!(nothing, ShownValues::default());
         let no_dates = ShownValues { items: 1, ..ShownValues::default() };

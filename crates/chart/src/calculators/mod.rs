@@ -23,7 +23,9 @@
 //! comorbidity index (Charlson et al., J Chronic Dis 1987, with the
 //! optional age points of Charlson 1994), CHA2DS2-VASc (Lip et al., Chest
 //! 2010), eGFR by CKD-EPI 2021 without race (Inker et al., N Engl J Med
-//! 2021) and BMI.
+//! 2021), BMI, and the glycaemic range of an HbA1c (normal, prediabetes,
+//! diabetes; American Diabetes Association, Standards of Care in
+//! Diabetes-2024).
 //!
 //! Every input is checked (missing, wrong type, out of a physiological
 //! range, unknown field) before anything is computed; an invalid input is
@@ -61,10 +63,12 @@ pub enum Calculator {
     EgfrCkdEpi2021,
     #[serde(rename = "bmi")]
     Bmi,
+    #[serde(rename = "glycaemic-range")]
+    GlycaemicRange,
 }
 
 impl Calculator {
-    pub const ALL: [Calculator; 8] = [
+    pub const ALL: [Calculator; 9] = [
         Calculator::Iss,
         Calculator::RIss,
         Calculator::R2Iss,
@@ -73,6 +77,7 @@ impl Calculator {
         Calculator::Cha2ds2Vasc,
         Calculator::EgfrCkdEpi2021,
         Calculator::Bmi,
+        Calculator::GlycaemicRange,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,6 +90,7 @@ impl Calculator {
             Calculator::Cha2ds2Vasc => "cha2ds2-vasc",
             Calculator::EgfrCkdEpi2021 => "egfr-ckd-epi-2021",
             Calculator::Bmi => "bmi",
+            Calculator::GlycaemicRange => "glycaemic-range",
         }
     }
 
@@ -147,6 +153,9 @@ impl Calculator {
             Calculator::Bmi => json!({"type": "object", "properties": {
                 "weight_kg": num("kg"), "height_m": num("m")},
                 "required": ["weight_kg", "height_m"], "additionalProperties": false}),
+            Calculator::GlycaemicRange => json!({"type": "object", "properties": {
+                "hba1c_percent": num("HbA1c, % (NGSP)")},
+                "required": ["hba1c_percent"], "additionalProperties": false}),
         }
     }
 }
@@ -180,6 +189,7 @@ pub fn calculate(calculator: Calculator, input: &Value) -> Result<Value, CalcErr
         Calculator::Cha2ds2Vasc => to_value(cha2ds2_vasc(&parse(calculator, input)?)?),
         Calculator::EgfrCkdEpi2021 => to_value(egfr_ckd_epi_2021(&parse(calculator, input)?)?),
         Calculator::Bmi => to_value(bmi(&parse(calculator, input)?)?),
+        Calculator::GlycaemicRange => to_value(glycaemic_range(&parse(calculator, input)?)?),
     };
     let mut out = out;
     out["calculator"] = json!(calculator.name());
@@ -519,6 +529,28 @@ pub fn bmi(input: &BmiInput) -> Result<ValueOutput, CalcError> {
         value,
         unit: "kg/m2".into(),
         reported: (value * 10.0).round() / 10.0,
+        category: Some(category.into()),
+    })
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GlycaemicRangeInput {
+    pub hba1c_percent: f64,
+}
+
+/// The glycaemic range an HbA1c (% NGSP) falls in, by the groups of
+/// `data/calculator_tables.json` (the ADA's: normal below 5.7%,
+/// prediabetes 5.7-6.4%, diabetes 6.5% or more).
+pub fn glycaemic_range(input: &GlycaemicRangeInput) -> Result<ValueOutput, CalcError> {
+    // Below 3% or above 20% is no HbA1c in per cent (an IFCC mmol/mol value
+    // written as per cent is 20 or more).
+    check_range(Calculator::GlycaemicRange, "hba1c_percent", input.hba1c_percent, 3.0, 20.0)?;
+    let category = CalculatorTables::builtin().glycaemic_range.group_of(input.hba1c_percent);
+    Ok(ValueOutput {
+        value: input.hba1c_percent,
+        unit: "%".into(),
+        reported: (input.hba1c_percent * 10.0).round() / 10.0,
         category: Some(category.into()),
     })
 }

@@ -39,8 +39,8 @@ const R2_ISS_INPUTS: [&str; 4] = ["del_17p", "ldh_high", "t_4_14", "gain_1q"];
 /// gives); each needs a measurement. Listed here rather than read from the
 /// input schemas, which HCT-CI's and Charlson's build from these tables. A
 /// test checks the list against the schemas.
-pub const NUMERIC_INPUTS: [&str; 5] =
-    ["beta2_microglobulin_mg_l", "albumin_g_dl", "creatinine_mg_dl", "weight_kg", "height_m"];
+pub const NUMERIC_INPUTS: [&str; 6] =
+    ["beta2_microglobulin_mg_l", "albumin_g_dl", "creatinine_mg_dl", "weight_kg", "height_m", "hba1c_percent"];
 
 /// A present-or-absent item and the points it adds.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -140,6 +140,23 @@ pub struct R2IssTable {
     pub iss_points: Vec<StagePoints>,
     pub items: Vec<Item>,
     pub groups: Vec<StageGroup>,
+}
+
+/// Ranges of a measured value, each from its lower bound on (the last
+/// group whose `from` the value reaches): HbA1c's glycaemic ranges.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangesTable {
+    pub source: String,
+    pub groups: Vec<RiskGroup>,
+}
+
+impl RangesTable {
+    /// The group `value` falls in.
+    pub fn group_of(&self, value: f64) -> &str {
+        let group = self.groups.iter().rev().find(|g| value >= g.from).unwrap_or(&self.groups[0]);
+        &group.name
+    }
 }
 
 /// A unit a measurement may be written in, and the factor that turns a
@@ -264,6 +281,7 @@ pub struct CalculatorTables {
     pub charlson: CharlsonTable,
     pub cha2ds2_vasc: Cha2ds2VascTable,
     pub r2_iss: R2IssTable,
+    pub glycaemic_range: RangesTable,
     pub measurements: MeasurementsTable,
 }
 
@@ -300,9 +318,14 @@ impl CalculatorTables {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         let (h, c, v, r) = (&self.hct_ci, &self.charlson, &self.cha2ds2_vasc, &self.r2_iss);
-        for (table, source) in
-            [("hct_ci", &h.source), ("charlson", &c.source), ("cha2ds2_vasc", &v.source), ("r2_iss", &r.source)]
-        {
+        let g = &self.glycaemic_range;
+        for (table, source) in [
+            ("hct_ci", &h.source),
+            ("charlson", &c.source),
+            ("cha2ds2_vasc", &v.source),
+            ("r2_iss", &r.source),
+            ("glycaemic_range", &g.source),
+        ] {
             if source.trim().is_empty() {
                 p.push(format!("{table}.source is empty; name the publication the table follows"));
             }
@@ -314,24 +337,8 @@ impl CalculatorTables {
         check_inputs(&mut p, "cha2ds2_vasc", &v.items, &CHA2DS2_VASC_INPUTS);
         check_inputs(&mut p, "r2_iss", &r.items, &R2_ISS_INPUTS);
 
-        if h.risk_groups.first().map(|g| g.from) != Some(0.0) {
-            p.push("hct_ci.risk_groups: the first group must start from 0, so every score has a group".into());
-        }
-        for (i, pair) in h.risk_groups.windows(2).enumerate() {
-            if pair[1].from <= pair[0].from {
-                p.push(format!(
-                    "hct_ci.risk_groups[{}].from: {} does not follow {}; order groups by rising score",
-                    i + 1,
-                    pair[1].from,
-                    pair[0].from
-                ));
-            }
-        }
-        for (i, g) in h.risk_groups.iter().enumerate() {
-            if g.name.trim().is_empty() {
-                p.push(format!("hct_ci.risk_groups[{i}].name is empty"));
-            }
-        }
+        check_groups(&mut p, "hct_ci.risk_groups", &h.risk_groups, "score");
+        check_groups(&mut p, "glycaemic_range.groups", &g.groups, "value");
 
         let charlson_names: BTreeSet<&str> = c.items.iter().map(|i| i.name.as_str()).collect();
         for (i, s) in c.supersedes.iter().enumerate() {
@@ -470,6 +477,29 @@ fn check_measurements(p: &mut Vec<String>, m: &MeasurementsTable) {
         p.push(format!(
             "measurements.inputs: the numeric input {missing:?} has no measurement; add its names and units, or the model would type it"
         ));
+    }
+}
+
+/// Groups from a lower bound on: the first from 0 (so every value has a
+/// group), bounds rising, names given.
+fn check_groups(p: &mut Vec<String>, place: &str, groups: &[RiskGroup], what: &str) {
+    if groups.first().map(|g| g.from) != Some(0.0) {
+        p.push(format!("{place}: the first group must start from 0, so every {what} has a group"));
+    }
+    for (i, pair) in groups.windows(2).enumerate() {
+        if pair[1].from <= pair[0].from {
+            p.push(format!(
+                "{place}[{}].from: {} does not follow {}; order groups by rising {what}",
+                i + 1,
+                pair[1].from,
+                pair[0].from
+            ));
+        }
+    }
+    for (i, g) in groups.iter().enumerate() {
+        if g.name.trim().is_empty() {
+            p.push(format!("{place}[{i}].name is empty"));
+        }
     }
 }
 

@@ -22,6 +22,7 @@ fn lab_concept(input: &str) -> Option<&'static str> {
         "beta2_microglobulin_mg_l" => Some("Beta-2-microglobulin"),
         "albumin_g_dl" => Some("Albumin"),
         "creatinine_mg_dl" => Some("Creatinine"),
+        "hba1c_percent" => Some("Hemoglobin A1c"),
         _ => None,
     }
 }
