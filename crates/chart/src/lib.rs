@@ -5,6 +5,8 @@
 //! - [`skills`]: the skill library as data (validated on load).
 //! - [`calculators`]: ISS, R-ISS, R2-ISS, HCT-CI, Charlson, CHA2DS2-VASc,
 //!   eGFR (CKD-EPI 2021), BMI, HbA1c glycaemic range.
+//! - [`conditions`]: phrases that name another condition than the word
+//!   they end in ("pulmonary hypertension"), as data.
 //! - [`criteria`]: eligibility criteria sets as data, evaluated on the
 //!   record as deterministic checks (three-valued: Yes / No / Unclear).
 //! - [`tools`]: report retrieval (BM25 with kind and date filters), lab
@@ -31,6 +33,7 @@ mod agent;
 pub mod answer;
 pub mod bank;
 pub mod calculators;
+pub mod conditions;
 pub mod criteria;
 pub mod evaluate;
 pub mod policy;

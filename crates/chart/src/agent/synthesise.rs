@@ -226,7 +226,8 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// a shown structured record's entry (a prescription, a condition, a
 /// procedure; [`record_entries`]) holds every word of the question's
 /// subject ([`subject_words`] without dates and the verbs the question
-/// asks with), is dated (its header's date) on or before the question's
+/// asks with; a phrase that names another condition than a subject word,
+/// "pulmonary hypertension", does not hold it: [`crate::conditions`]), is dated (its header's date) on or before the question's
 /// date when the question names one, and, unless the question asks in
 /// the perfect without a date ("Has the patient been diagnosed with
 /// hypertension?", "Did the patient ever receive ..."), is still current
@@ -267,13 +268,19 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
         if asked_on.as_ref().is_some_and(|on| own > *on) {
             continue;
         }
-        for entry in record_entries(line).into_iter().filter(|e| holds_all(e)) {
+        let distinct = crate::conditions::DistinctConditions::builtin();
+        for entry in record_entries(line).into_iter().filter(|e| holds_all(&distinct.masked(&words, question, e))) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
-            let ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d > own).collect();
+            // Its dates after its own start stamp: a later end, or one on
+            // the same day (a MIMIC-IV prescription "until" that day).
+            let mut ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d >= own).collect();
+            if let Some(stamp) = ends.iter().position(|d| *d == own) {
+                ends.remove(stamp);
+            }
             let current = match &asked_on {
-                // Ended, if at all, after the question's date.
-                Some(on) if !ends.is_empty() => ends.iter().all(|end| end > on),
+                // Ended, if at all, on the question's date or after it.
+                Some(on) if !ends.is_empty() => ends.iter().all(|end| end >= on),
                 _ => !says_ended && ends.is_empty(),
             };
             naming.push((own.clone(), current));
@@ -316,17 +323,24 @@ fn record_entries(line: &str) -> Vec<&str> {
     entries
 }
 
-/// Whether a line cites a structured record ("[Condition/780124dc-...]",
-/// "[MedicationRequest/m1]"): a timeline line made of a FHIR or MIMIC-IV
-/// record.
+/// The MIMIC-IV tables whose rows `evident ingest` writes as timeline
+/// lines, each citing its row as `[table/id]` (crates/ingest/src/mimic.rs).
+const MIMIC_RECORD_TABLES: [&str; 6] =
+    ["patients", "admissions", "labevents", "prescriptions", "diagnoses_icd", "procedures_icd"];
+
+/// Whether a line cites a structured record: a FHIR resource
+/// ("[Condition/780124dc-...]", "[MedicationRequest/m1]": a capitalised
+/// resource type) or a MIMIC-IV row ("[prescriptions/90650714]": one of
+/// the tables ingestion writes; a lower-case unit in brackets, "[mg/dL]",
+/// is not one).
 fn cites_record(line: &str) -> bool {
     line.split('[').skip(1).any(|rest| {
         let Some((kind, id)) = rest.split_once(']').and_then(|(inside, _)| inside.split_once('/')) else {
             return false;
         };
-        kind.starts_with(|c: char| c.is_ascii_uppercase())
-            && kind.chars().all(|c| c.is_ascii_alphanumeric())
-            && !id.is_empty()
+        let fhir =
+            kind.starts_with(|c: char| c.is_ascii_uppercase()) && kind.chars().all(|c| c.is_ascii_alphanumeric());
+        (fhir || MIMIC_RECORD_TABLES.contains(&kind)) && !id.is_empty()
     })
 }
 
@@ -1050,6 +1064,11 @@ mod tests {
         assert_eq!(shown.subject_intervals, ["1981-09-20–2006-12-10"]);
         assert!(cites_record("- 2019-01-01 09:00: Simvastatin 20 MG (active) [MedicationRequest/m1]"));
         assert!(!cites_record("Dara-Kd [1] stopped [a/b] on 2022-09-05"));
+        assert!(cites_record(
+            "- 2180-05-07 01:00: Spironolactone 50 mg PO/NG (until 2180-05-07 09:00) [prescriptions/90650714]"
+        ));
+        assert!(cites_record("- 2157-11-20: Hypertension (ICD-9 4019) [diagnoses_icd/22595853/3]"));
+        assert!(!cites_record("Creatinine 1.1 [mg/dL]") && !cites_record("[prescriptions/]"));
     }
 
     #[test]
@@ -1172,6 +1191,25 @@ mod tests {
         let spellings = |w: &str| if w == "anaemia" { vec![vec!["anemia".to_string()]] } else { vec![] };
         assert!(recorded_yes(anaemia, &anemia, &spellings));
         assert!(!recorded_yes(anaemia, hypertension, &spellings));
+        // Pulmonary hypertension is not hypertension (`10015272-G07`, MIMIC-IV).
+        let pulmonary = "Context items:\n\
+            [1] (problem_list, 2137-06-01) - 2137-06-01: Other secondary pulmonary hypertension (ICD-10 I272) [diagnoses_icd/27993466/9]\n";
+        assert!(!recorded_yes(diagnosed, pulmonary, &spellings));
+        assert!(recorded_yes("Has the patient been diagnosed with pulmonary hypertension?", pulmonary, &spellings));
+        // A prescription that ended on its own day, before the question's
+        // date, is not current (`10007928-G01`).
+        let pantoprazole = "Context items:\n\
+            [1] (medication_list, 2129-04-06) - 2129-04-06 01:00: Pantoprazole 80 mg IV (until 2129-04-06 16:00) [prescriptions/27558242]\n";
+        assert!(!recorded_yes(
+            "Is the patient receiving Pantoprazole 80 mg IV on 2129-04-11?",
+            pantoprazole,
+            &spellings
+        ));
+        assert!(recorded_yes(
+            "Is the patient receiving Pantoprazole 80 mg IV on 2129-04-06?",
+            pantoprazole,
+            &spellings
+        ));
         let kidney = "Has the patient been diagnosed with chronic kidney disease?";
         let sinusitis = hypertension.replace("Hypertension", "Chronic sinusitis");
         assert_eq!(choices(kidney, AnswerType::YesNoUnclear, &sinusitis), ["Yes", "No", "Unclear"]);
@@ -1283,5 +1321,86 @@ mod tests {
         // Without the earliest order, any date an item shows.
         assert!(accepts(EvidenceOrder::MostRecent, "2019-01-18"));
         assert!(!accepts(EvidenceOrder::MostRecent, "Not documented"));
+    }
+}
+
+/// The date-list rule on both development banks, without a model: for
+/// every prescription-dates question (template G21) with every line of
+/// the patient's medication list that names the drug shown up to its
+/// date, the dates the answer step
+/// allows are the gold dates; on MIMIC-IV (lines citing
+/// `[prescriptions/..]`) in all but 4 of 55, where the question's route
+/// "PO" is also a word of "PO/NG" lines, and there the gold dates are
+/// among them (no gold date is ever left out).
+#[cfg(test)]
+mod date_list_on_the_banks {
+    use super::*;
+
+    #[test]
+    fn the_date_list_rule_gives_the_gold_prescription_dates() {
+        for (folder, file, questions, exact) in
+            [("synthea/generated-sample-data-R4", "dev.jsonl", 13, 13), ("mimic-iv-demo", "dev-mimic.jsonl", 55, 51)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let mut store = evident_store::Store::open(&dir.path().join("evident.db")).unwrap();
+            let data = evident_testdata::shared_data().join(folder);
+            let units = evident_ingest::plan(&[data], evident_ingest::Format::Auto).unwrap();
+            evident_ingest::ingest(&mut store, &units, false, &evident_ingest::NoProgress).unwrap();
+            let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
+            let bank = std::fs::read_to_string(path).unwrap();
+            let (mut asked, mut same) = (0, 0);
+            for q in bank.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
+                if q["template"] != "G21" {
+                    continue;
+                }
+                asked += 1;
+                let day = chrono::NaiveDate::parse_from_str(q["reference_date"].as_str().unwrap(), "%Y-%m-%d");
+                let as_of = day.unwrap().and_hms_opt(23, 59, 59).unwrap();
+                let question = q["question"].as_str().unwrap();
+                let of = question.split_once(" of ").unwrap().1;
+                let drug = of.split_whitespace().next().unwrap().to_lowercase();
+                let mut prompt = String::from("Context items:\n");
+                let mut n = 0;
+                for doc in store.documents(q["patient"].as_str().unwrap()).unwrap() {
+                    let Some(date) = doc.date.filter(|d| *d <= as_of) else { continue };
+                    if doc.kind != evident_model::DocKind::MedicationList {
+                        continue;
+                    }
+                    // What a search for the drug finds: every line naming
+                    // its first word (all of them, the whole list would
+                    // make the reasoning's pattern too large to compile).
+                    for sentence in store.sentences(&doc.id).unwrap() {
+                        let line = sentence.text.trim();
+                        if !line.to_lowercase().contains(&drug) {
+                            continue;
+                        }
+                        n += 1;
+                        prompt.push_str(&format!("[{n}] ({}, {}) {line}\n", doc.kind, date.format("%Y-%m-%d")));
+                    }
+                }
+                let shown = shown_values(&prompt).with_subject(question, &prompt);
+                let numbers = shown_numbers(&prompt);
+                let schema =
+                    answer_schema(&numbers, question, Some(AnswerType::DateList), &shown, &[], CriteriaSets::builtin());
+                let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+                let gold = q["gold_answer"].as_str().unwrap();
+                let allowed = shown.subject_dates.join(" | ");
+                let answer = |a: &str| json!({"answer": a, "reasoning": "Listed [1]."}).to_string();
+                assert!(shown.subject_records_only, "{}: {prompt}", q["id"]);
+                assert!(validator.check(&answer(&allowed)).is_ok(), "{}: {allowed}", q["id"]);
+                if allowed == gold {
+                    same += 1;
+                } else {
+                    assert!(validator.check(&answer(gold)).is_err(), "{}: one answer only", q["id"]);
+                    let dates: Vec<&str> = allowed.split(" | ").collect();
+                    assert!(
+                        gold.split(" | ").all(|d| dates.contains(&d)),
+                        "{}: gold {gold}, allowed {allowed}",
+                        q["id"]
+                    );
+                }
+            }
+            assert_eq!((asked, same), (questions, exact), "{file}");
+        }
     }
 }
