@@ -22,7 +22,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// What [`ReadOnlyConnection::query_with_timeout`] takes for no time limit.
+const NO_LIMIT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::types::ValueRef;
@@ -85,16 +88,44 @@ impl ReadOnlyConnection {
     /// Runs one read-only statement.
     pub fn query(&mut self, sql: &str) -> Result<QueryResult, DbError> {
         let limits = self.limits.clone();
+        self.query_under(sql, &limits, false)
+    }
+
+    /// Runs one read-only statement of Evident's own (not an agent's)
+    /// under `timeout` instead of the connection's time limit, `None` for
+    /// no limit: the evidence bundle's content hash, whose statements on a
+    /// big database run for longer than an agent's may and should stop at
+    /// the caller's deadline. PostgreSQL sets `statement_timeout` for the
+    /// statement's transaction only (`SET LOCAL`), so the role's own limit
+    /// is unchanged for every other statement.
+    pub fn query_with_timeout(&mut self, sql: &str, timeout: Option<Duration>) -> Result<QueryResult, DbError> {
+        // A year stands for no limit on SQLite, whose deadline is a time.
+        let limits = QueryLimits { timeout: timeout.unwrap_or(NO_LIMIT), ..self.limits.clone() };
+        self.query_under(sql, &limits, true)
+    }
+
+    fn query_under(&mut self, sql: &str, limits: &QueryLimits, set_timeout: bool) -> Result<QueryResult, DbError> {
         match &mut self.backend {
             Backend::Sqlite { conn, deadline_ms, epoch, .. } => {
                 let deadline = epoch.elapsed() + limits.timeout;
                 deadline_ms.store(deadline.as_millis() as u64, Ordering::SeqCst);
-                let result = sqlite_query(conn, sql, &limits);
+                let result = sqlite_query(conn, sql, limits);
                 deadline_ms.store(u64::MAX, Ordering::SeqCst);
                 result
             }
             Backend::Postgres { client, .. } => {
-                postgres_query(client.as_mut().expect("open until close"), sql, &limits)
+                // statement_timeout: milliseconds, 0 for none, at most i32::MAX.
+                let timeout_ms = if limits.timeout >= NO_LIMIT {
+                    0
+                } else {
+                    limits.timeout.as_millis().clamp(1, i32::MAX as u128) as i64
+                };
+                postgres_query(
+                    client.as_mut().expect("open until close"),
+                    sql,
+                    limits,
+                    set_timeout.then_some(timeout_ms),
+                )
             }
         }
     }
@@ -402,8 +433,18 @@ fn postgres_error(e: postgres::Error, limits: &QueryLimits) -> DbError {
     }
 }
 
-fn postgres_query(client: &mut postgres::Client, sql: &str, limits: &QueryLimits) -> Result<QueryResult, DbError> {
+/// `statement_timeout_ms`: set for this statement's transaction only
+/// (Evident's own statements, [`ReadOnlyConnection::query_with_timeout`]).
+fn postgres_query(
+    client: &mut postgres::Client,
+    sql: &str,
+    limits: &QueryLimits,
+    statement_timeout_ms: Option<i64>,
+) -> Result<QueryResult, DbError> {
     let mut tx = client.build_transaction().read_only(true).start().map_err(|e| postgres_error(e, limits))?;
+    if let Some(ms) = statement_timeout_ms {
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}")).map_err(|e| postgres_error(e, limits))?;
+    }
     let statement = tx.prepare(sql).map_err(|e| postgres_error(e, limits))?;
     let columns: Vec<String> = statement.columns().iter().map(|c| c.name().to_string()).collect();
     let mut rows = Vec::new();

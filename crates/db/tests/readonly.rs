@@ -205,3 +205,19 @@ fn files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// Evident's own long statements (the bundle's content hash) run under a
+/// time limit of their own, set for their transaction only: the role's
+/// limit still holds for the next statement.
+#[test]
+fn a_statement_of_evidents_own_runs_under_its_own_time_limit_and_only_it() {
+    let pg = TempPgDatabase::new();
+    let mut conn = ReadOnlyConnection::connect(&pg.url, limits(300)).unwrap();
+    let sleep = "SELECT pg_sleep(0.6)::text";
+    assert!(matches!(conn.query(sleep), Err(DbError::Timeout { limit_ms: 300 })));
+    conn.query_with_timeout(sleep, Some(Duration::from_secs(5))).unwrap();
+    conn.query_with_timeout(sleep, None).unwrap();
+    assert!(matches!(conn.query_with_timeout(sleep, Some(Duration::from_millis(100))), Err(DbError::Timeout { .. })));
+    assert!(matches!(conn.query(sleep), Err(DbError::Timeout { limit_ms: 300 })), "the longer limit stayed");
+    conn.close().unwrap();
+}
