@@ -3,11 +3,13 @@
 //! for BM25 with porter stemming) and sentences, lab observations,
 //! evaluation labels, section embeddings, model calls, match runs, the
 //! knowledge base's reference documents in tables of their own, and the
-//! review service's accounts, overrides, sign-offs and audit trail. Writes go
+//! review service's accounts, overrides, sign-offs and audit trail, and the
+//! cached content hashes of study databases. Writes go
 //! through a [`Writer`], one transaction, so an ingest either lands whole
 //! or not at all.
 
 mod calls;
+mod database_hashes;
 mod exemplars;
 mod jobs;
 mod knowledge;
@@ -23,6 +25,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 pub use calls::{ModelCallRecord, ModelRunSummary, NewModelCall, PipelineFailureRecord};
+pub use database_hashes::DatabaseHashRecord;
 pub use exemplars::{ExemplarRecord, NewExemplar, EXEMPLAR_SOURCES};
 pub use jobs::{JobRecord, NewJob, JOB_KINDS, JOB_STATES};
 pub use knowledge::{KnowledgeDocument, KnowledgeHit};

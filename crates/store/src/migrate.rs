@@ -27,6 +27,7 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../migrations/0005_review.sql")),
     (6, include_str!("../migrations/0006_jobs.sql")),
     (7, include_str!("../migrations/0007_exemplars.sql")),
+    (8, include_str!("../migrations/0008_database_hashes.sql")),
 ];
 
 /// The version stores from before the renumbering claim, and the version

@@ -63,7 +63,7 @@ fn a_version_4_patient_store_opens_at_the_latest_schema_with_everything_in_it() 
     let (_dir, path) = copy_of("store-v4.db");
     let store = Store::open(&path).unwrap();
     assert_eq!(store.schema_version().unwrap(), Store::latest_schema_version());
-    assert_eq!(Store::latest_schema_version(), 7);
+    assert_eq!(Store::latest_schema_version(), 8);
 
     let patients = store.patients().unwrap();
     assert_eq!(patients.len(), 1);
