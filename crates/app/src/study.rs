@@ -13,12 +13,12 @@ use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore};
 pub use evident_rwe::agent::{Strategy, Termination};
 use evident_rwe::audit::{judge_cohort, judge_database_facts, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
-use evident_rwe::bundle::{
-    prompts_sha256, read_cohort_sql, sha256_file, sha256_files, write_bundle, Bundle, DatabaseInfo,
-};
+use evident_rwe::bundle::{prompts_sha256, read_cohort_sql, sha256_file, write_bundle, Bundle, DatabaseInfo};
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
-use evident_rwe::database::{postgres_content_sha256, r_database};
+use evident_rwe::database::r_database;
+use evident_rwe::database_hash::{database_info, CachedDatabaseHash, DatabaseHashCache};
+pub use evident_rwe::database_hash::{DatabaseHashMode, DatabaseHashRequest};
 use evident_rwe::evident_db::{DatabaseUrl, DbError, QueryLimits, ReadOnlyConnection};
 use evident_rwe::leak::refuse_leaks;
 use evident_rwe::metrics::{aggregate_runs, run_metrics, RunsSummary};
@@ -30,6 +30,7 @@ use serde::Serialize;
 
 use crate::error::AppError;
 use crate::evaluation::chart::run_seed;
+use crate::session::lock;
 use crate::{ModelChoice, Result, Session};
 
 /// Run one study task.
@@ -52,6 +53,10 @@ pub struct StudyRequest {
     /// fixed, so a run at the paper's temperature 0.6 repeats until the
     /// seed changes).
     pub seed: Option<u64>,
+    /// Which hash of the database the bundle carries, and how long a
+    /// content hash may run (default: the content hash cached per database
+    /// state in the store, at most 10 minutes to compute).
+    pub database_hash: DatabaseHashRequest,
 }
 
 /// What a study run produced.
@@ -96,26 +101,54 @@ fn load_task(path: &Path) -> Result<(LoadedTask, Gold)> {
     Ok((loaded, gold))
 }
 
-/// The bundle's record of the database: its URL and a hash of its content
-/// (the SQLite files; PostgreSQL's tables, read through a run role of its
-/// own whose statements may take an hour, as the full MIMIC-IV needs).
-fn database_info(url: &DatabaseUrl) -> Result<DatabaseInfo> {
-    let sha256 = match url.sqlite_path() {
-        Some(main) => {
-            let schemas = evident_rwe::evident_db::sqlite::attached_schemas(main).map_err(db_error)?;
-            let mut files: Vec<&Path> = vec![main];
-            files.extend(schemas.iter().map(|(_, p)| p.as_path()));
-            sha256_files(&files).map_err(|cause| AppError::File { path: main.to_path_buf(), cause })?
-        }
-        None => {
-            let limits = QueryLimits { timeout: std::time::Duration::from_secs(3600), ..QueryLimits::default() };
-            let mut conn = ReadOnlyConnection::connect(url, limits).map_err(db_error)?;
-            let sha256 = postgres_content_sha256(&mut conn).map_err(db_error)?;
-            conn.close().map_err(db_error)?;
-            sha256
-        }
-    };
-    Ok(DatabaseInfo { url: url.redacted(), sha256 })
+/// Evident's store as the cache of database content hashes
+/// (`database_hashes`, migration 8).
+struct StoreHashCache<'a>(&'a Session);
+
+impl DatabaseHashCache for StoreHashCache<'_> {
+    fn get(&mut self, state_key: &str) -> std::result::Result<Option<CachedDatabaseHash>, String> {
+        let store = self.0.store().map_err(|e| e.to_string())?;
+        let record = lock(&store).database_hash(state_key).map_err(|e| e.to_string())?;
+        Ok(record.map(|r| CachedDatabaseHash {
+            state_key: r.state_key,
+            database: r.database,
+            method: r.method,
+            sha256: r.sha256,
+            timeout_ms: r.timeout_ms.map(|t| t.max(0) as u64),
+            tables: r.tables.max(0) as u64,
+            elapsed_ms: r.elapsed_ms.max(0) as u64,
+            evident_version: r.evident_version,
+            computed_at: r.computed_at,
+        }))
+    }
+
+    fn put(&mut self, entry: &CachedDatabaseHash) -> std::result::Result<(), String> {
+        let store = self.0.store().map_err(|e| e.to_string())?;
+        let record = evident_store::DatabaseHashRecord {
+            state_key: entry.state_key.clone(),
+            database: entry.database.clone(),
+            method: entry.method.clone(),
+            sha256: entry.sha256.clone(),
+            timeout_ms: entry.timeout_ms.map(|t| t as i64),
+            tables: entry.tables as i64,
+            elapsed_ms: entry.elapsed_ms as i64,
+            evident_version: entry.evident_version.clone(),
+            computed_at: entry.computed_at.clone(),
+        };
+        let written = lock(&store).put_database_hash(&record).map_err(|e| e.to_string());
+        written
+    }
+}
+
+/// The hash of the study database at `db` a bundle would carry: the
+/// SQLite files', or for PostgreSQL the content hash cached in the store
+/// for the database's current state, computed (and cached) when there is
+/// none, or the catalogue's (`evident db hash`; every study run calls it
+/// when it writes its bundle). Fails only on a URL that does not parse;
+/// a hash that could not be computed is recorded as such, with why.
+pub fn database_hash(session: &Session, db: &str, request: &DatabaseHashRequest) -> Result<DatabaseInfo> {
+    let url = DatabaseUrl::parse(db).map_err(db_error)?;
+    Ok(database_info(&url, request, &mut StoreHashCache(session)))
 }
 
 /// Runs (or resumes) one task end to end and writes `bundle.json` in the run folder.
@@ -198,7 +231,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         prompts_sha256: prompts_sha256(),
         strategy: request.strategy,
         model: evident_llm::ChatModel::model_id(&model).to_string(),
-        database: database_info(&url)?,
+        database: database_info(&url, &request.database_hash, &mut StoreHashCache(session)),
         cohort_audit: audit.as_ref(),
         cohort_sql: read_cohort_sql(env.workspace().root()),
         attrition: &attrition,
@@ -285,6 +318,9 @@ pub struct EvalRequest {
     pub max_steps: Option<u32>,
     pub judge: bool,
     pub use_cache: bool,
+    /// As [`StudyRequest::database_hash`]; with the default, the database
+    /// is read once for all runs and tasks.
+    pub database_hash: DatabaseHashRequest,
 }
 
 /// The evaluation: every task score of every run, and the summary.
@@ -326,6 +362,7 @@ pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> 
                 judge: request.judge,
                 use_cache: request.use_cache,
                 seed: run_seed(r),
+                database_hash: request.database_hash,
             };
             reports.push(run(session, &study)?);
         }

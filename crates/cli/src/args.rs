@@ -1,10 +1,12 @@
 //! Argument groups more than one command takes (flattened into each
 //! command's `Args`), and how each becomes an `evident_app` request: the
-//! model to use, the embedding model's folder, and how to screen.
+//! model to use, the embedding model's folder, how to screen, and which
+//! hash of a study database the evidence bundle carries.
 
 use std::path::PathBuf;
 
 use evident_app::screening::{parse_definitions, parse_method, parse_retrieval, ExemplarOptions, ScreeningOptions};
+use evident_app::study::{DatabaseHashMode, DatabaseHashRequest};
 use evident_app::{EmbedderChoice, ModelChoice};
 use evident_match::batch::Method;
 
@@ -149,5 +151,35 @@ impl ScreenArgs {
             probabilities: false,
             thresholds: None,
         })
+    }
+}
+
+/// Which hash of the study database the evidence bundle carries. Shared by
+/// `study` and `eval rwe`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DatabaseHashArgs {
+    /// cached (every row's content hash, computed once per database state and kept in the
+    /// store: later runs on the unchanged database reuse it), full (read every row now),
+    /// catalogue (tables, columns and estimated row counts only: seconds on any database) or
+    /// none. A SQLite database is hashed by its files whatever this says, except none.
+    #[arg(long, default_value = "cached", value_parser = DatabaseHashMode::NAMES)]
+    pub database_hash: String,
+    /// Seconds a content hash may run; one that does not finish leaves the catalogue hash in
+    /// the bundle, saying so (0: no limit; `evident db hash URL` computes it once for all).
+    #[arg(long, default_value_t = 600)]
+    pub database_hash_timeout: u64,
+}
+
+impl DatabaseHashArgs {
+    pub fn request(&self) -> DatabaseHashRequest {
+        hash_request(&self.database_hash, self.database_hash_timeout)
+    }
+}
+
+/// `--database-hash` and its timeout in seconds (0: none) as a request.
+pub fn hash_request(mode: &str, timeout_seconds: u64) -> DatabaseHashRequest {
+    DatabaseHashRequest {
+        mode: DatabaseHashMode::from_name(mode).unwrap_or_default(),
+        timeout: (timeout_seconds > 0).then(|| std::time::Duration::from_secs(timeout_seconds)),
     }
 }

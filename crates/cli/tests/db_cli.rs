@@ -1,7 +1,8 @@
-//! `evident db load mimic` and `evident db query` end to end: the demo
-//! loads into SQLite and into PostgreSQL (a database made for the test on
-//! the server scripts/setup starts), rows per table are printed, queries
-//! read it back, and bad input exits 2 naming the place and leaves the
+//! `evident db load mimic`, `evident db query` and `evident db hash` end to
+//! end: the demo loads into SQLite and into PostgreSQL (a database made for
+//! the test on the server scripts/setup starts), rows per table are
+//! printed, queries read it back, the content hash `db hash` keeps in the
+//! store is reused, and bad input exits 2 naming the place and leaves the
 //! database as it was.
 
 mod common;
@@ -101,6 +102,19 @@ fn the_demo_loads_into_postgresql_and_reads_back() {
     let roles: i64 =
         pg.client().query_one("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'evident_ro_%'", &[]).unwrap().get(0);
     assert_eq!(roles, 0, "a query's read-only role outlived it");
+
+    // `db hash` reads every row once and keeps the hash in the store; a
+    // study's default (cached) then takes it from there, computed then.
+    let full = sandbox.run(&["--json", "db", "hash", &url]).ok().json();
+    assert_eq!(
+        (full["hash_method"].as_str(), full["hash_from_cache"].as_bool()),
+        (Some("postgres-content"), Some(false))
+    );
+    let cached = sandbox.run(&["--json", "db", "hash", &url, "--method", "cached", "--timeout", "1"]).ok().json();
+    assert_eq!(cached["hash_from_cache"], true, "{cached}");
+    assert_eq!((&cached["sha256"], &cached["hash_computed_at"]), (&full["sha256"], &full["hash_computed_at"]));
+    let text = sandbox.run(&["db", "hash", &url, "--method", "catalogue"]).ok().stdout();
+    assert!(text.contains("hash: catalogue only: tables, columns and estimated row counts (not the rows)"), "{text}");
 }
 
 #[test]

@@ -128,14 +128,16 @@ fn the_typed_strategy_builds_a_cohort_that_passes_the_rule_checks_on_the_embedde
     let s = Sandbox::new();
     let demo = shared_data().join("mimic-iv-demo");
     s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
-    typed_study_passes_the_rule_checks(&s, "sqlite:demo.db");
+    let bundle = typed_study_passes_the_rule_checks(&s, "sqlite:demo.db");
+    assert_eq!(bundle["database"]["hash_method"], "sqlite-files");
 }
 
 /// The same study on PostgreSQL: the demo loaded into a throwaway database
 /// on the test server, the same strategy, model and step budget. The
 /// cohort passes the rule checks, the bundle records the database's content
-/// hash and no password, the report is written, and the run's read-only
-/// role (and the one that hashed the database) is dropped when it ends.
+/// hash (kept in the store, so the next run reuses it) and no password, the
+/// report is written, and the run's read-only role (and the one that hashed
+/// the database) is dropped when it ends.
 #[test]
 fn the_typed_strategy_completes_a_study_on_postgresql_and_drops_its_role() {
     let pg = TempPgDatabase::new();
@@ -146,6 +148,15 @@ fn the_typed_strategy_completes_a_study_on_postgresql_and_drops_its_role() {
     let bundle = typed_study_passes_the_rule_checks(&s, &url);
     assert_eq!(bundle["database"]["url"], pg.url.redacted());
     assert!(!bundle.to_string().contains(":evident@"), "the bundle holds the password");
+    // The run read every row and kept the hash in the store: the next run
+    // on the unchanged database takes it from there.
+    let database = &bundle["database"];
+    assert_eq!(
+        (database["hash_method"].as_str(), database["hash_from_cache"].as_bool()),
+        (Some("postgres-content"), Some(false))
+    );
+    let again = s.run(&["--json", "db", "hash", &url, "--method", "cached"]).ok().json();
+    assert_eq!((&again["hash_from_cache"], &again["sha256"]), (&serde_json::json!(true), &database["sha256"]));
     let roles: i64 =
         pg.client().query_one("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'evident_ro_%'", &[]).unwrap().get(0);
     assert_eq!(roles, 0, "the study's read-only role outlived it");

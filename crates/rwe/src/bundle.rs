@@ -1,8 +1,9 @@
 //! The evidence bundle of one study run, `bundle.json`, written atomically
 //! (a temporary file renamed into place): the task and its protocol, the
-//! database (URL without password, and a SHA-256 of its content: of the
-//! SQLite files, or of PostgreSQL's tables by
-//! [`crate::database::postgres_content_sha256`]), the
+//! database (URL without password, and the hash the run asked for, saying
+//! which kind it is: of the SQLite files, of PostgreSQL's rows by
+//! [`crate::database::postgres_content_sha256`] (cached per database state
+//! by [`crate::database_hash`]), or of its catalogue only), the
 //! cohort audit, the cohort's definition as SQL, the attrition table and
 //! the cohort's baseline table,
 //! every answer with the step that produced it, the scores,
@@ -18,22 +19,60 @@ use sha2::{Digest, Sha256};
 
 use crate::agent::{AgentRun, Strategy, AGENT_PROMPTS};
 use crate::audit::{CohortAudit, RWE_PROMPTS};
+use crate::database_hash::{DatabaseHashMethod, DatabaseHashMode};
 use crate::metrics::TaskScore;
 use crate::report::{AttritionReport, BaselineRow};
 use crate::sheet::RecordedAnswer;
 use crate::task::Task;
 
-/// What a bundle records about the database.
+/// What a bundle records about the database: where it is and which hash
+/// of it the run carries ([`crate::database_hash::database_info`] makes it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DatabaseInfo {
     /// The URL with any password replaced.
     pub url: String,
-    /// For SQLite, SHA-256 over the files in order (main file, then each
-    /// schema file); for PostgreSQL, SHA-256 over every readable table's
-    /// name, row count and order-independent digest of its rows
-    /// ([`crate::database::postgres_content_sha256`]). Either identifies
-    /// one load; the two backends' hashes of the same data differ.
-    pub sha256: String,
+    /// The hash, hex; `None` when not computed (`hash_note` says why).
+    /// Which kind it is, is `hash_method`: for SQLite, SHA-256 over the
+    /// files in order (main file, then each schema file); for PostgreSQL,
+    /// SHA-256 over every readable table's name, row count and
+    /// order-independent digest of its rows
+    /// ([`crate::database::postgres_content_sha256`]), or over the
+    /// catalogue only. The two backends' hashes of the same data differ.
+    pub sha256: Option<String>,
+    pub hash_method: DatabaseHashMethod,
+    /// What the run asked for (`--database-hash`).
+    pub hash_requested: DatabaseHashMode,
+    /// When the hash was computed (UTC); for one from the cache, when it
+    /// was first computed, not when this run read it.
+    pub hash_computed_at: Option<String>,
+    /// How long computing it took then.
+    pub hash_elapsed_ms: Option<u64>,
+    /// True when the content hash came from Evident's cache: the
+    /// database's state key was the one it was computed under.
+    pub hash_from_cache: bool,
+    /// The state key a PostgreSQL content hash is cached under
+    /// ([`crate::database_hash::postgres_state`]).
+    pub hash_state_key: Option<String>,
+    /// Why there is no hash or not the kind asked for, and a cached hash's
+    /// limits.
+    pub hash_note: Option<String>,
+}
+
+impl std::fmt::Display for DatabaseInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "database: {}", self.url)?;
+        writeln!(f, "hash: {} (asked: {})", self.hash_method.describe(), self.hash_requested.as_str())?;
+        writeln!(f, "sha256: {}", self.sha256.as_deref().unwrap_or("-"))?;
+        if let Some(at) = &self.hash_computed_at {
+            let took = self.hash_elapsed_ms.map(|ms| format!(" in {:.1} s", ms as f64 / 1000.0)).unwrap_or_default();
+            let cached = if self.hash_from_cache { ", from Evident's cache" } else { "" };
+            writeln!(f, "computed: {at}{took}{cached}")?;
+        }
+        if let Some(key) = &self.hash_state_key {
+            writeln!(f, "state key: {key}")?;
+        }
+        write!(f, "note: {}", self.hash_note.as_deref().unwrap_or("-"))
+    }
 }
 
 /// The whole bundle.

@@ -5,6 +5,7 @@
 //! the content hash of a PostgreSQL database for the evidence bundle.
 
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 use evident_db::{DatabaseUrl, DbError, ReadOnlyConnection, Value};
 use sha2::{Digest, Sha256};
@@ -91,14 +92,68 @@ pub fn r_database(url: &DatabaseUrl) -> Result<RDatabase, DbError> {
 /// collide. The same content loaded twice hashes the same; any changed,
 /// added or removed row, table or column name changes it. It is not the
 /// SQLite files' hash, so the two backends' hashes of one load differ.
+/// Each table is read in a statement of its own (no snapshot across
+/// tables); the whole hash stops at the connection's time limit.
+///
+/// It reads every row: seconds on the demo, hours on the full MIMIC-IV.
+/// Study runs reach it through [`crate::database_hash`], which caches it
+/// per database state and stops it at a deadline.
 pub fn postgres_content_sha256(conn: &mut ReadOnlyConnection) -> Result<String, DbError> {
-    let mut tables = conn.tables()?;
+    let timeout = conn.limits().timeout;
+    postgres_content_sha256_until(conn, Instant::now() + timeout).map_err(|e| e.error)
+}
+
+/// Where [`postgres_content_sha256_until`] stopped: the table it was
+/// hashing (1-based, of how many) and the error.
+#[derive(Debug)]
+pub struct ContentHashError {
+    pub table: String,
+    pub table_number: usize,
+    pub tables: usize,
+    pub error: DbError,
+}
+
+impl ContentHashError {
+    /// True when the deadline passed (a statement was cancelled at it, or
+    /// it came before the table's turn).
+    pub fn timed_out(&self) -> bool {
+        matches!(self.error, DbError::Timeout { .. })
+    }
+}
+
+impl std::fmt::Display for ContentHashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.table.is_empty() {
+            write!(f, "listing the tables: {}", self.error)
+        } else {
+            write!(f, "hashing {} (table {} of {}): {}", self.table, self.table_number, self.tables, self.error)
+        }
+    }
+}
+
+/// [`postgres_content_sha256`] that stops at `deadline`: each table's
+/// statement runs with the time left (`SET LOCAL statement_timeout`), so
+/// the whole hash ends by the deadline, finished or not.
+pub fn postgres_content_sha256_until(
+    conn: &mut ReadOnlyConnection,
+    deadline: Instant,
+) -> Result<String, ContentHashError> {
+    let mut tables =
+        conn.tables().map_err(|error| ContentHashError { table: String::new(), table_number: 0, tables: 0, error })?;
     tables.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
     let quote = |ident: &str| format!("\"{}\"", ident.replace('"', "\"\""));
     let half = |from: u8| format!("coalesce(sum(('x' || substr(h, {from}, 16))::bit(64)::bigint::numeric), 0)::text");
     let mut hasher = Sha256::new();
-    hasher.update(b"evident postgres content v1\n");
-    for table in &tables {
+    hasher.update(POSTGRES_CONTENT_METHOD.as_bytes());
+    hasher.update(b"\n");
+    let count = tables.len();
+    for (i, table) in tables.iter().enumerate() {
+        let fail =
+            |error| ContentHashError { table: table.qualified_name(), table_number: i + 1, tables: count, error };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(fail(DbError::Timeout { limit_ms: 0 }));
+        }
         let sql = format!(
             "SELECT count(*)::text, {}, {} FROM (SELECT md5(row_to_json(t)::text) AS h FROM {}.{} t) rows",
             half(1),
@@ -106,26 +161,31 @@ pub fn postgres_content_sha256(conn: &mut ReadOnlyConnection) -> Result<String, 
             quote(&table.schema),
             quote(&table.name)
         );
-        let result = conn.query(&sql)?;
-        let row = result.rows.first().ok_or_else(|| DbError::Query {
-            message: format!("hashing {}: the aggregate returned no row", table.qualified_name()),
-        })?;
+        let result = conn.query_with_timeout(&sql, Some(left)).map_err(fail)?;
+        let row = result
+            .rows
+            .first()
+            .ok_or_else(|| fail(DbError::Query { message: "the aggregate returned no row".to_string() }))?;
         let cells: Vec<String> = row.iter().map(Value::to_text).collect();
         hasher.update(format!("{}\t{}\n", table.qualified_name(), cells.join("\t")).as_bytes());
     }
     Ok(hex::encode(hasher.finalize()))
 }
 
-struct PostgresParts {
-    host: String,
+/// The content hash's algorithm, its first line: a cached hash is reused
+/// only under the same one.
+pub const POSTGRES_CONTENT_METHOD: &str = "evident postgres content v1";
+
+pub(crate) struct PostgresParts {
+    pub(crate) host: String,
     user: String,
     password: String,
-    port: u16,
-    dbname: String,
+    pub(crate) port: u16,
+    pub(crate) dbname: String,
 }
 
 /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?...]`.
-fn postgres_parts(url: &str) -> Option<PostgresParts> {
+pub(crate) fn postgres_parts(url: &str) -> Option<PostgresParts> {
     let rest = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://"))?;
     let (auth, rest) = rest.rsplit_once('@')?;
     let (user, password) = auth.split_once(':').unwrap_or((auth, ""));

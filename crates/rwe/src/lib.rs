@@ -8,7 +8,8 @@
 //! ([`leak`]), the R sandbox ([`sandbox`]), the cohort audit ([`audit`]),
 //! the agent ([`agent`]), Evident's reader of a result against a choice's
 //! options ([`reading`]), the typed tools' outputs as data ([`analysis`]),
-//! and the evidence bundle ([`bundle`]) with its page ([`report`]).
+//! and the evidence bundle ([`bundle`]) with its page ([`report`]) and
+//! the database's hash in it ([`database_hash`]).
 
 pub mod agent;
 pub mod analysis;
@@ -16,6 +17,7 @@ pub mod audit;
 pub mod bundle;
 pub mod cohort_eval;
 pub mod database;
+pub mod database_hash;
 pub mod gold;
 pub mod leak;
 pub mod metrics;

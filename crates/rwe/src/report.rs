@@ -196,7 +196,7 @@ fn identity(o: &mut String, b: &Bundle) {
         ("strategy", b.strategy.as_str().to_string()),
         ("model", b.model.clone()),
         ("database", b.database.url.clone()),
-        ("database SHA-256", b.database.sha256.clone()),
+        ("database hash", database_hash(&b.database)),
         ("task file SHA-256", b.task_sha256.clone()),
         ("prompts SHA-256", b.prompts_sha256.clone()),
         ("Evident", b.evident_version.to_string()),
@@ -217,6 +217,25 @@ fn identity(o: &mut String, b: &Bundle) {
         let _ = writeln!(o, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(&v));
     }
     o.push_str("</table>\n");
+}
+
+/// The database hash as the identity table shows it: what kind it is,
+/// the hash, when it was computed and whether it came from the cache, and
+/// the note (why none, or the cache's limits).
+fn database_hash(d: &crate::bundle::DatabaseInfo) -> String {
+    let mut text = format!("{} (asked: {})", d.hash_method.describe(), d.hash_requested.as_str());
+    if let Some(sha256) = &d.sha256 {
+        let _ = write!(text, ": SHA-256 {sha256}");
+    }
+    if let Some(at) = &d.hash_computed_at {
+        let took = d.hash_elapsed_ms.map(|ms| format!(" in {:.1} s", ms as f64 / 1000.0)).unwrap_or_default();
+        let cached = if d.hash_from_cache { ", taken from Evident's cache" } else { "" };
+        let _ = write!(text, "; computed {at}{took}{cached}");
+    }
+    if let Some(note) = &d.hash_note {
+        let _ = write!(text, "; {note}");
+    }
+    text
 }
 
 fn attrition(o: &mut String, a: &AttritionReport) {

@@ -2,11 +2,14 @@
 //! database on the server scripts/setup starts; R, with no network, reaches
 //! it through the server's Unix socket as the run's read-only role, reads
 //! the same cohort as from SQLite, and cannot write; the content hash the
-//! evidence bundle records for a PostgreSQL database.
+//! evidence bundle records for a PostgreSQL database, and its cache.
 
 use evident_db::testing::TempPgDatabase;
 use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
 use evident_rwe::database::{postgres_content_sha256, r_database};
+use evident_rwe::database_hash::{
+    database_info, DatabaseHashMethod, DatabaseHashMode, DatabaseHashRequest, MemoryHashCache,
+};
 use evident_rwe::sandbox::{RDatabase, SandboxConfig, Workspace};
 
 #[test]
@@ -123,4 +126,117 @@ fn the_postgres_content_hash_is_the_same_for_the_same_load_and_changes_with_a_ro
     assert_eq!(hash(&b), loaded, "the value changed back (the row now stored elsewhere)");
     client.batch_execute("CREATE TABLE mimiciv_derived.extra (x integer)").unwrap();
     assert_ne!(hash(&b), loaded, "a new empty table");
+}
+
+/// The bundle's database hash through the cache, as study runs get it: the
+/// first run reads every row and caches the hash under the database's
+/// state key; a second run on the unchanged database is given no time at
+/// all to read a row and still carries the content hash, the one computed
+/// by the first run (same time, nothing written to the cache). A new row
+/// in this throwaway copy changes the key: with no time, the bundle gets
+/// the catalogue hash and says the content hash ran past its limit, which
+/// the cache remembers for that state (not tried again under no longer a
+/// limit); with time, a new content hash. `catalogue` and `none` are what
+/// the bundle says they are, and a server that does not answer leaves a
+/// bundle whose hash is not computed, with why.
+#[test]
+fn a_second_run_reuses_the_cached_content_hash_and_a_new_row_invalidates_it() {
+    let pg = TempPgDatabase::new();
+    load_mimic(&evident_testdata::shared_data().join("mimic-iv-demo"), &pg.url, &mut |_| {}).unwrap();
+    let direct = {
+        let mut conn = ReadOnlyConnection::connect(&pg.url, QueryLimits::default()).unwrap();
+        let hash = postgres_content_sha256(&mut conn).unwrap();
+        conn.close().unwrap();
+        hash
+    };
+    let mut cache = MemoryHashCache::default();
+    let cached = DatabaseHashRequest::default();
+    assert_eq!(cached.mode, DatabaseHashMode::Cached, "the default");
+    let no_time = DatabaseHashRequest { mode: DatabaseHashMode::Cached, timeout: Some(std::time::Duration::ZERO) };
+
+    let first = database_info(&pg.url, &cached, &mut cache);
+    assert_eq!(first.hash_method, DatabaseHashMethod::PostgresContent, "{first:?}");
+    assert_eq!(first.sha256.as_deref(), Some(direct.as_str()), "the content hash itself");
+    assert!(!first.hash_from_cache && first.hash_note.is_none(), "{first:?}");
+    assert_eq!(cache.puts, 1);
+    let key = first.hash_state_key.clone().expect("a state key");
+    let entry = &cache.entries[&key];
+    assert_eq!(
+        (entry.sha256.as_deref(), &entry.computed_at),
+        (Some(direct.as_str()), first.hash_computed_at.as_ref().unwrap())
+    );
+
+    // The second run: no time to read any row, so only the cache can give it.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let second = database_info(&pg.url, &no_time, &mut cache);
+    assert_eq!(second.hash_method, DatabaseHashMethod::PostgresContent, "{second:?}");
+    assert!(second.hash_from_cache);
+    assert_eq!(second.sha256, first.sha256);
+    assert_eq!(second.hash_computed_at, first.hash_computed_at, "the first run's time, not this one's");
+    assert_eq!(second.hash_state_key.as_deref(), Some(key.as_str()));
+    assert!(second.hash_note.as_deref().unwrap().starts_with("from Evident's cache: reused while"), "{second:?}");
+    assert_eq!(cache.puts, 1, "nothing computed, nothing written");
+
+    // full reads every row again, whatever the cache holds.
+    let full = database_info(&pg.url, &DatabaseHashRequest { mode: DatabaseHashMode::Full, ..cached }, &mut cache);
+    assert_eq!(
+        (full.hash_method, full.hash_from_cache, &full.sha256),
+        (DatabaseHashMethod::PostgresContent, false, &first.sha256)
+    );
+    assert_ne!(full.hash_computed_at, first.hash_computed_at);
+    assert_eq!(cache.puts, 2);
+
+    // A new row (its counts reported to the statistics at once).
+    let mut client = pg.client();
+    client
+        .batch_execute(
+            "CREATE TEMP TABLE one AS SELECT * FROM mimiciv_hosp.patients ORDER BY subject_id LIMIT 1;
+             UPDATE one SET subject_id = subject_id + 1000000000;
+             INSERT INTO mimiciv_hosp.patients SELECT * FROM one;",
+        )
+        .unwrap();
+    client.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    drop(client);
+
+    let third = database_info(&pg.url, &no_time, &mut cache);
+    assert_ne!(third.hash_state_key.as_deref(), Some(key.as_str()), "the new row changes the state key");
+    assert_eq!(third.hash_method, DatabaseHashMethod::PostgresCatalogue, "{third:?}");
+    assert!(!third.hash_from_cache);
+    let note = third.hash_note.clone().unwrap();
+    assert!(note.starts_with("the content hash was not computed (it ran past its limit of 0 s after 0 of "), "{note}");
+    assert_eq!(cache.puts, 3, "the timed-out attempt is remembered for the new state");
+    // Under no longer a limit it is not tried again.
+    let fourth = database_info(&pg.url, &no_time, &mut cache);
+    assert_eq!(fourth.hash_method, DatabaseHashMethod::PostgresCatalogue);
+    assert!(fourth.hash_note.unwrap().contains("no shorter than this run's"));
+    assert_eq!(cache.puts, 3);
+    // With time, the new state's content hash: not the old one.
+    let fifth = database_info(&pg.url, &cached, &mut cache);
+    assert_eq!((fifth.hash_method, fifth.hash_from_cache), (DatabaseHashMethod::PostgresContent, false));
+    assert_ne!(fifth.sha256, first.sha256, "the new row is in the hash");
+    assert_eq!(fifth.hash_state_key, third.hash_state_key);
+    assert_eq!(cache.puts, 4);
+
+    // catalogue and none, as the bundle records them.
+    let catalogue =
+        database_info(&pg.url, &DatabaseHashRequest { mode: DatabaseHashMode::Catalogue, ..cached }, &mut cache);
+    assert_eq!(catalogue.hash_method, DatabaseHashMethod::PostgresCatalogue);
+    let hex = catalogue.sha256.clone().unwrap();
+    assert!(hex.len() == 64 && hex != direct && Some(&hex) != fifth.sha256.as_ref());
+    let json = serde_json::to_value(&catalogue).unwrap();
+    assert_eq!(
+        (json["hash_method"].as_str(), json["hash_requested"].as_str()),
+        (Some("postgres-catalogue"), Some("catalogue"))
+    );
+    let none = database_info(&pg.url, &DatabaseHashRequest { mode: DatabaseHashMode::None, ..cached }, &mut cache);
+    let json = serde_json::to_value(&none).unwrap();
+    assert_eq!((json["hash_method"].as_str(), json["sha256"].is_null()), (Some("not-computed"), true));
+    assert!(json["hash_note"].as_str().unwrap().contains("--database-hash none"));
+    assert_eq!(cache.puts, 4);
+
+    // No server: the hash is not computed, and the bundle says why.
+    let nowhere = DatabaseUrl::parse("postgres://evident:evident@127.0.0.1:1/nowhere").unwrap();
+    let lost = database_info(&nowhere, &cached, &mut cache);
+    assert_eq!((lost.hash_method, lost.sha256), (DatabaseHashMethod::NotComputed, None));
+    assert!(lost.hash_note.unwrap().starts_with("not computed: connecting to hash the database failed"));
 }

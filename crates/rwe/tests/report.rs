@@ -17,8 +17,9 @@ use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
 use evident_rwe::analysis::AnalysisOutput;
 use evident_rwe::audit::{rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
-use evident_rwe::bundle::{Bundle, DatabaseInfo};
+use evident_rwe::bundle::Bundle;
 use evident_rwe::database::r_database;
+use evident_rwe::database_hash::{database_info, DatabaseHashMethod, DatabaseHashRequest, MemoryHashCache};
 use evident_rwe::report::{baseline_table, render_report, write_report, AttritionReport};
 use evident_rwe::sandbox::{SandboxConfig, Workspace};
 use evident_rwe::{score_task, AnswerSheet, Gold, Task};
@@ -133,7 +134,7 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
         prompts_sha256: "1".repeat(64),
         strategy: Strategy::Typed,
         model: "scripted".into(),
-        database: DatabaseInfo { url: url.redacted(), sha256: "2".repeat(64) },
+        database: database_info(&url, &DatabaseHashRequest::default(), &mut MemoryHashCache::default()),
         cohort_audit: Some(&audit),
         cohort_sql: evident_rwe::bundle::read_cohort_sql(&ws_root),
         attrition: &attrition,
@@ -145,6 +146,17 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
     let html = render_report(&bundle, &gold);
     let path = write_report(&run_dir, &html).unwrap();
     assert_eq!(std::fs::read_to_string(&path).unwrap(), html);
+
+    // The database hash says which kind it is: a SQLite database's files,
+    // read now whatever the mode asked (the default, cached).
+    assert_eq!(bundle.database.hash_method, DatabaseHashMethod::SqliteFiles);
+    let files = bundle.database.sha256.as_deref().expect("the SQLite files are hashed");
+    assert!(
+        html.contains(&format!(
+            "<tr><th>database hash</th><td>SHA-256 of the SQLite files (asked: cached): SHA-256 {files}; computed "
+        )),
+        "{html}"
+    );
 
     // Attrition, checked against the audit file.
     assert!(

@@ -1,13 +1,17 @@
 //! `evident db load mimic DIR --into URL`: loads a MIMIC-IV folder into
 //! SQLite (`sqlite:PATH`) or PostgreSQL (`postgres://...`) and prints the
 //! rows per table and the time; `evident db query URL SQL`: runs one
-//! read-only statement and prints its rows. Both call one
-//! `evident_app::db` job.
+//! read-only statement and prints its rows; `evident db hash URL`: computes
+//! the hash a study's evidence bundle carries and caches a PostgreSQL
+//! content hash in the store. Each calls one `evident_app` job.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use evident_app::db::{LoadRequest, QueryRequest};
+use evident_app::study::DatabaseHashMode;
+
+use crate::args::hash_request;
 
 use crate::commands::Context;
 use crate::Exit;
@@ -37,6 +41,21 @@ pub enum DbCommand {
         max_rows: usize,
         /// Seconds the statement may run.
         #[arg(long, default_value_t = 60)]
+        timeout: u64,
+    },
+    /// Compute the hash a study's evidence bundle carries for this database and, for a
+    /// PostgreSQL content hash, keep it in the store, so that every study run on the same
+    /// database state reuses it (on the full MIMIC-IV, reading every row once takes hours).
+    Hash {
+        /// sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE (for PostgreSQL, a
+        /// role that may create roles: the rows are read as a read-only role made for it).
+        url: String,
+        /// full (read every row now, and cache it), cached (reuse the cached hash of this
+        /// state if there is one), catalogue (tables, columns, estimated row counts) or none.
+        #[arg(long, default_value = "full", value_parser = DatabaseHashMode::NAMES)]
+        method: String,
+        /// Seconds the content hash may run (0: no limit).
+        #[arg(long, default_value_t = 0)]
         timeout: u64,
     },
 }
@@ -73,6 +92,11 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             let output = evident_app::db::query(&request)?;
             ctx.print(&output)?;
             Ok(Exit::found_if(!output.0.rows.is_empty()))
+        }
+        DbCommand::Hash { url, method, timeout } => {
+            let info = evident_app::study::database_hash(&ctx.session, url, &hash_request(method, *timeout))?;
+            ctx.print(&info)?;
+            Ok(Exit::found_if(info.sha256.is_some()))
         }
     }
 }

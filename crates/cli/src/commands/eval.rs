@@ -239,6 +239,8 @@ struct RweArgs {
     /// Do not serve answers from the model cache.
     #[arg(long)]
     no_cache: bool,
+    #[command(flatten)]
+    database_hash: crate::args::DatabaseHashArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -286,6 +288,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 max_steps: a.max_steps,
                 judge: !a.no_judge,
                 use_cache: !a.no_cache,
+                database_hash: a.database_hash.request(),
             };
             ctx.print(&evident_app::study::evaluate(&ctx.session, &request)?)?;
         }

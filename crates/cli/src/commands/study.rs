@@ -1,4 +1,5 @@
-//! `evident study TASK --database URL [--strategy r|typed|typed-grounded|typed-read|both] [--out DIR]`:
+//! `evident study TASK --database URL [--strategy r|typed|typed-grounded|typed-read|both] [--out DIR]
+//! [--database-hash cached|full|catalogue|none]`:
 //! runs one observational-study task (a protocol with its questions and
 //! gold answers) on a MIMIC-IV database with the study agent, audits the
 //! cohort it exports, scores its answers and writes the evidence bundle.
@@ -11,6 +12,7 @@ use evident_app::study::{Strategy, StudyReport, StudyRequest};
 use evident_app::ModelChoice;
 use serde::Serialize;
 
+use crate::args::DatabaseHashArgs;
 use crate::commands::Context;
 use crate::Exit;
 
@@ -55,6 +57,8 @@ pub struct Args {
     /// fixed, so a run at the paper's temperature 0.6 repeats until it changes).
     #[arg(long)]
     pub seed: Option<u64>,
+    #[command(flatten)]
+    pub database_hash: DatabaseHashArgs,
 }
 
 #[derive(Serialize)]
@@ -90,6 +94,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             judge: !args.no_judge,
             use_cache: !args.no_cache,
             seed: args.seed,
+            database_hash: args.database_hash.request(),
         };
         reports.push(evident_app::study::run(&ctx.session, &request)?);
     }
