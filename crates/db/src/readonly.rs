@@ -100,7 +100,7 @@ impl ReadOnlyConnection {
     /// is unchanged for every other statement.
     pub fn query_with_timeout(&mut self, sql: &str, timeout: Option<Duration>) -> Result<QueryResult, DbError> {
         // A year stands for no limit on SQLite, whose deadline is a time.
-        let limits = QueryLimits { timeout: timeout.unwrap_or(NO_LIMIT), ..self.limits.clone() };
+        let limits = QueryLimits { timeout: timeout.unwrap_or(NO_LIMIT).min(NO_LIMIT), ..self.limits.clone() };
         self.query_under(sql, &limits, true)
     }
 

@@ -493,7 +493,8 @@ fn content_hash(
         }
     }
     let started = Instant::now();
-    let deadline = started + request.timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let deadline = started.checked_add(request.timeout.unwrap_or(year).min(year)).unwrap_or(started + year);
     let result = postgres_content_sha256_until(conn, deadline);
     let elapsed_ms = started.elapsed().as_millis() as u64;
     // Cached only when the state did not change while the rows were read.
