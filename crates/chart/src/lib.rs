@@ -4,7 +4,7 @@
 //!
 //! - [`skills`]: the skill library as data (validated on load).
 //! - [`calculators`]: ISS, R-ISS, R2-ISS, HCT-CI, Charlson, CHA2DS2-VASc,
-//!   eGFR (CKD-EPI 2021), BMI, HbA1c glycaemic range.
+//!   eGFR (CKD-EPI 2021), BMI, HbA1c glycaemic range, CKD G stage.
 //! - [`conditions`]: phrases that name another condition than the word
 //!   they end in ("pulmonary hypertension"), as data.
 //! - [`criteria`]: eligibility criteria sets as data, evaluated on the

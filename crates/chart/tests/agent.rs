@@ -782,7 +782,7 @@ fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
     let iss = "What is the ISS stage at diagnosis?";
     assert_eq!(calculators(iss, Some(AnswerType::Score)), Some(vec!["iss".to_string()]));
     assert_eq!(calculators(iss, Some(AnswerType::Category)), Some(vec!["iss".to_string()]), "named");
-    assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(9));
+    assert_eq!(calculators("What is the stage?", Some(AnswerType::Score)).map(|c| c.len()), Some(10));
     // A question for dates or intervals gets none, though it names one.
     let obesity = "In which documented intervals was Body mass index 30+ - obesity (finding) active?";
     assert_eq!(calculators(obesity, Some(AnswerType::IntervalList)), None);
@@ -791,6 +791,11 @@ fn the_typed_plan_offers_only_the_calculators_the_question_calls_for() {
     let range = "Which glycaemic range (normal below 5.7%, prediabetes 5.7-6.4%, diabetes 6.5% or more) does the last HbA1c fall in?";
     assert_eq!(calculators(range, Some(AnswerType::Category)), Some(vec!["glycaemic-range".to_string()]));
     assert_eq!(calculators("What was the last HbA1c?", Some(AnswerType::Category)), None, "a value, not its range");
+    let stage =
+        "What is the CKD G stage (G1, G2, G3a, G3b, G4, G5) on 2021-01-23, from the last eGFR at most 90 days before?";
+    assert_eq!(calculators(stage, Some(AnswerType::Category)), Some(vec!["ckd-g-stage".to_string()]));
+    let computed = "What is the eGFR by CKD-EPI on 2021-01-23?";
+    assert_eq!(calculators(computed, Some(AnswerType::Score)), Some(vec!["egfr-ckd-epi-2021".to_string()]));
 }
 
 #[test]

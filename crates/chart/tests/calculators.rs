@@ -153,6 +153,27 @@ fn glycaemic_range_of_an_hba1c_at_each_bound() {
     check(Calculator::GlycaemicRange, json!({"hba1c_percent": 6.04}), "reported", json!(6.0));
 }
 
+/// KDIGO's GFR categories: each lower bound belongs to its category.
+#[test]
+fn ckd_g_stage_of_a_recorded_egfr_at_each_bound() {
+    for (egfr, stage) in [
+        (120.0, "G1"),
+        (90.0, "G1"),
+        (89.73, "G2"),
+        (60.0, "G2"),
+        (59.9, "G3a"),
+        (45.0, "G3a"),
+        (44.0, "G3b"),
+        (30.0, "G3b"),
+        (19.84, "G4"),
+        (15.0, "G4"),
+        (14.9, "G5"),
+        (4.0, "G5"),
+    ] {
+        check(Calculator::CkdGStage, json!({ "egfr_ml_min_1_73m2": egfr }), "category", json!(stage));
+    }
+}
+
 #[track_caller]
 fn check_refused(c: Calculator, input: Value, field: &str) {
     let e = calculate(c, &input).unwrap_err();
@@ -203,7 +224,9 @@ fn the_shipped_calculator_tables_validate() {
     assert_eq!(t.charlson.items.len(), 19);
     assert_eq!(t.cha2ds2_vasc.items.len(), 6);
     assert_eq!(t.cha2ds2_vasc.conditions.len(), 5);
-    assert_eq!(t.measurements.inputs.len(), 6);
+    assert_eq!(t.measurements.inputs.len(), 7);
+    let stages: Vec<(&str, f64)> = t.ckd_g_stage.groups.iter().map(|g| (g.name.as_str(), g.from)).collect();
+    assert_eq!(stages, [("G5", 0.0), ("G4", 15.0), ("G3b", 30.0), ("G3a", 45.0), ("G2", 60.0), ("G1", 90.0)]);
     let ranges: Vec<(&str, f64)> = t.glycaemic_range.groups.iter().map(|g| (g.name.as_str(), g.from)).collect();
     assert_eq!(ranges, [("normal", 0.0), ("prediabetes", 5.7), ("diabetes", 6.5)]);
     // Every numeric input of every calculator but age has a measurement.
@@ -288,6 +311,9 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
     assert!(close(read("albumin_g_dl", "Serum creatinine 1.2 mg/dL, albumin 3.9 g/dL."), 3.9));
     assert!(close(read("hba1c_percent", "HbA1c 7.2% in March."), 7.2));
     assert!(close(read("hba1c_percent", "Hemoglobin A1c was 6.1 %."), 6.1));
+    assert!(close(read("egfr_ml_min_1_73m2", "eGFR 52 mL/min/1.73m2 today."), 52.0));
+    let synthea = "- 2021-01-23 01:34: Estimated Glomerular Filtration Rate: 89.7 mL/min/{1.73_m2} [Observation/e5]";
+    assert!(close(read("egfr_ml_min_1_73m2", synthea), 89.7));
     for (input, sentence) in [
         ("weight_kg", "Weight loss of 5 kg since spring."),
         ("weight_kg", "Birth weight 3.2 kg."),
@@ -298,6 +324,7 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
         ("creatinine_mg_dl", "Creatinine clearance 60 mL/min."),
         ("creatinine_mg_dl", "No creatinine on file."),
         ("hba1c_percent", "HbA1c 48 mmol/mol."),
+        ("egfr_ml_min_1_73m2", "eGFR declined by 10 mL/min."),
     ] {
         assert_eq!(read(input, sentence), None, "{input} from {sentence:?}");
     }

@@ -319,3 +319,32 @@ fn the_glycaemic_range_calculator_gives_every_hba1c_range_question_its_gold_answ
         }
     }
 }
+
+/// The CKD G-stage calculator on every CKD G-stage question of the
+/// Synthea development bank (template G25: the stage of the last eGFR at
+/// most 90 days before a date; MIMIC-IV's bank has none): the calculator
+/// reads the record's eGFR (not one computed from creatinine), and its
+/// stage is the gold answer on every question, the eGFR cited.
+#[test]
+fn the_ckd_g_stage_calculator_gives_every_g_stage_question_its_gold_answer() {
+    use evident_chart::calculators::Calculator;
+    let (_dir, store) = ingested();
+    let path = format!("{}/../../examples/chart/bank/dev.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let bank = std::fs::read_to_string(path).unwrap();
+    let questions: Vec<Value> =
+        bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|q| q["template"] == "G25").collect();
+    assert_eq!(questions.len(), 5);
+    for q in &questions {
+        let question = q["question"].as_str().unwrap();
+        assert!(evident_chart::question_names(question, Calculator::CkdGStage), "{question}");
+        assert!(!evident_chart::question_names(question, Calculator::EgfrCkdEpi2021), "the record's eGFR: {question}");
+        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
+        let out = view.run(ToolName::Calculate, &json!({"calculator": "ckd-g-stage"})).unwrap();
+        let [Evidence::Calculation { output, used, .. }] = out.evidence.as_slice() else {
+            panic!("{}: nothing computed: {out:?}", q["id"])
+        };
+        assert_eq!(output["category"], q["gold_answer"], "{}: {output}", q["id"]);
+        assert_eq!(used.len(), 1, "{}: {used:?}", q["id"]);
+    }
+}

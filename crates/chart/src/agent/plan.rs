@@ -182,8 +182,12 @@ pub fn question_names(question: &str, calculator: Calculator) -> bool {
         Calculator::HctCi => &["hct-ci"],
         Calculator::Charlson => &["charlson"],
         Calculator::Cha2ds2Vasc => &["cha2ds2-vasc"],
+        // A question for the G stage takes the record's eGFR: its "eGFR"
+        // names the stage's source, not a computation from creatinine.
+        Calculator::EgfrCkdEpi2021 if question_names(question, Calculator::CkdGStage) => &["ckd-epi"],
         Calculator::EgfrCkdEpi2021 => &["egfr", "ckd-epi"],
         Calculator::Bmi => &["bmi", "body mass index"],
+        Calculator::CkdGStage => &["ckd g stage", "g stage", "gfr category", "ckd stage", "kdigo stage"],
         Calculator::GlycaemicRange => &[
             "glycaemic range",
             "glycemic range",

@@ -23,9 +23,10 @@
 //! comorbidity index (Charlson et al., J Chronic Dis 1987, with the
 //! optional age points of Charlson 1994), CHA2DS2-VASc (Lip et al., Chest
 //! 2010), eGFR by CKD-EPI 2021 without race (Inker et al., N Engl J Med
-//! 2021), BMI, and the glycaemic range of an HbA1c (normal, prediabetes,
+//! 2021), BMI, the glycaemic range of an HbA1c (normal, prediabetes,
 //! diabetes; American Diabetes Association, Standards of Care in
-//! Diabetes-2024).
+//! Diabetes-2024) and the CKD G stage of a recorded eGFR (KDIGO 2012's
+//! GFR categories).
 //!
 //! Every input is checked (missing, wrong type, out of a physiological
 //! range, unknown field) before anything is computed; an invalid input is
@@ -65,10 +66,12 @@ pub enum Calculator {
     Bmi,
     #[serde(rename = "glycaemic-range")]
     GlycaemicRange,
+    #[serde(rename = "ckd-g-stage")]
+    CkdGStage,
 }
 
 impl Calculator {
-    pub const ALL: [Calculator; 9] = [
+    pub const ALL: [Calculator; 10] = [
         Calculator::Iss,
         Calculator::RIss,
         Calculator::R2Iss,
@@ -78,6 +81,7 @@ impl Calculator {
         Calculator::EgfrCkdEpi2021,
         Calculator::Bmi,
         Calculator::GlycaemicRange,
+        Calculator::CkdGStage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +95,7 @@ impl Calculator {
             Calculator::EgfrCkdEpi2021 => "egfr-ckd-epi-2021",
             Calculator::Bmi => "bmi",
             Calculator::GlycaemicRange => "glycaemic-range",
+            Calculator::CkdGStage => "ckd-g-stage",
         }
     }
 
@@ -156,6 +161,9 @@ impl Calculator {
             Calculator::GlycaemicRange => json!({"type": "object", "properties": {
                 "hba1c_percent": num("HbA1c, % (NGSP)")},
                 "required": ["hba1c_percent"], "additionalProperties": false}),
+            Calculator::CkdGStage => json!({"type": "object", "properties": {
+                "egfr_ml_min_1_73m2": num("recorded eGFR, mL/min/1.73 m2")},
+                "required": ["egfr_ml_min_1_73m2"], "additionalProperties": false}),
         }
     }
 }
@@ -190,6 +198,7 @@ pub fn calculate(calculator: Calculator, input: &Value) -> Result<Value, CalcErr
         Calculator::EgfrCkdEpi2021 => to_value(egfr_ckd_epi_2021(&parse(calculator, input)?)?),
         Calculator::Bmi => to_value(bmi(&parse(calculator, input)?)?),
         Calculator::GlycaemicRange => to_value(glycaemic_range(&parse(calculator, input)?)?),
+        Calculator::CkdGStage => to_value(ckd_g_stage(&parse(calculator, input)?)?),
     };
     let mut out = out;
     out["calculator"] = json!(calculator.name());
@@ -551,6 +560,27 @@ pub fn glycaemic_range(input: &GlycaemicRangeInput) -> Result<ValueOutput, CalcE
         value: input.hba1c_percent,
         unit: "%".into(),
         reported: (input.hba1c_percent * 10.0).round() / 10.0,
+        category: Some(category.into()),
+    })
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CkdGStageInput {
+    pub egfr_ml_min_1_73m2: f64,
+}
+
+/// The CKD G stage (KDIGO 2012's GFR category) of a recorded eGFR, by the
+/// groups of `data/calculator_tables.json`. The eGFR is the record's own
+/// (a laboratory's report), not one computed from creatinine, which
+/// `egfr-ckd-epi-2021` does.
+pub fn ckd_g_stage(input: &CkdGStageInput) -> Result<ValueOutput, CalcError> {
+    check_range(Calculator::CkdGStage, "egfr_ml_min_1_73m2", input.egfr_ml_min_1_73m2, 0.0, 250.0)?;
+    let category = CalculatorTables::builtin().ckd_g_stage.group_of(input.egfr_ml_min_1_73m2);
+    Ok(ValueOutput {
+        value: input.egfr_ml_min_1_73m2,
+        unit: "mL/min/1.73m2".into(),
+        reported: input.egfr_ml_min_1_73m2.round(),
         category: Some(category.into()),
     })
 }

@@ -39,8 +39,15 @@ const R2_ISS_INPUTS: [&str; 4] = ["del_17p", "ldh_high", "t_4_14", "gain_1q"];
 /// gives); each needs a measurement. Listed here rather than read from the
 /// input schemas, which HCT-CI's and Charlson's build from these tables. A
 /// test checks the list against the schemas.
-pub const NUMERIC_INPUTS: [&str; 6] =
-    ["beta2_microglobulin_mg_l", "albumin_g_dl", "creatinine_mg_dl", "weight_kg", "height_m", "hba1c_percent"];
+pub const NUMERIC_INPUTS: [&str; 7] = [
+    "beta2_microglobulin_mg_l",
+    "albumin_g_dl",
+    "creatinine_mg_dl",
+    "weight_kg",
+    "height_m",
+    "hba1c_percent",
+    "egfr_ml_min_1_73m2",
+];
 
 /// A present-or-absent item and the points it adds.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -282,6 +289,7 @@ pub struct CalculatorTables {
     pub cha2ds2_vasc: Cha2ds2VascTable,
     pub r2_iss: R2IssTable,
     pub glycaemic_range: RangesTable,
+    pub ckd_g_stage: RangesTable,
     pub measurements: MeasurementsTable,
 }
 
@@ -318,13 +326,14 @@ impl CalculatorTables {
     fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         let (h, c, v, r) = (&self.hct_ci, &self.charlson, &self.cha2ds2_vasc, &self.r2_iss);
-        let g = &self.glycaemic_range;
+        let (g, k) = (&self.glycaemic_range, &self.ckd_g_stage);
         for (table, source) in [
             ("hct_ci", &h.source),
             ("charlson", &c.source),
             ("cha2ds2_vasc", &v.source),
             ("r2_iss", &r.source),
             ("glycaemic_range", &g.source),
+            ("ckd_g_stage", &k.source),
         ] {
             if source.trim().is_empty() {
                 p.push(format!("{table}.source is empty; name the publication the table follows"));
@@ -339,6 +348,7 @@ impl CalculatorTables {
 
         check_groups(&mut p, "hct_ci.risk_groups", &h.risk_groups, "score");
         check_groups(&mut p, "glycaemic_range.groups", &g.groups, "value");
+        check_groups(&mut p, "ckd_g_stage.groups", &k.groups, "value");
 
         let charlson_names: BTreeSet<&str> = c.items.iter().map(|i| i.name.as_str()).collect();
         for (i, s) in c.supersedes.iter().enumerate() {

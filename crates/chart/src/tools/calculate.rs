@@ -23,6 +23,7 @@ fn lab_concept(input: &str) -> Option<&'static str> {
         "albumin_g_dl" => Some("Albumin"),
         "creatinine_mg_dl" => Some("Creatinine"),
         "hba1c_percent" => Some("Hemoglobin A1c"),
+        "egfr_ml_min_1_73m2" => Some("Estimated glomerular filtration rate"),
         _ => None,
     }
 }
