@@ -348,3 +348,28 @@ fn the_ckd_g_stage_calculator_gives_every_g_stage_question_its_gold_answer() {
         assert_eq!(used.len(), 1, "{}: {used:?}", q["id"]);
     }
 }
+
+/// The BMI calculator on every BMI-category question of the Synthea
+/// development bank (template G26: the category of the last BMI at most
+/// 365 days before a date): computed from the record's weight and
+/// height, its category is the gold answer (from the recorded BMI) on all
+/// 13.
+#[test]
+fn the_bmi_calculator_gives_every_bmi_category_question_its_gold_answer() {
+    let (_dir, store) = ingested();
+    let path = format!("{}/../../examples/chart/bank/dev.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let bank = std::fs::read_to_string(path).unwrap();
+    let questions: Vec<Value> =
+        bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|q| q["template"] == "G26").collect();
+    assert_eq!(questions.len(), 13);
+    for q in &questions {
+        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
+        let out = view.run(ToolName::Calculate, &json!({"calculator": "bmi"})).unwrap();
+        let [Evidence::Calculation { output, .. }] = out.evidence.as_slice() else {
+            panic!("{}: nothing computed: {out:?}", q["id"])
+        };
+        let category = output["category"].as_str().unwrap();
+        assert!(category.eq_ignore_ascii_case(q["gold_answer"].as_str().unwrap()), "{}: {output}", q["id"]);
+    }
+}
