@@ -243,7 +243,7 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
     let skills = evident_chart::SkillLibrary::builtin().unwrap();
     let spellings = |w: &str| skills.expansions_of(w);
     for (folder, file, reached) in
-        [("synthea/generated-sample-data-R4", "dev.jsonl", 5usize), ("mimic-iv-demo", "dev-mimic.jsonl", 20)]
+        [("synthea/generated-sample-data-R4", "dev.jsonl", 10usize), ("mimic-iv-demo", "dev-mimic.jsonl", 20)]
     {
         let (_dir, store) = ingested_from(folder);
         let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));

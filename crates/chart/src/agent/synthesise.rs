@@ -261,7 +261,18 @@ fn shared_run(question: &str, text: &str) -> usize {
 /// The verbs a yes/no question asks about its subject with ("diagnosed
 /// with hypertension", "taking metformin"), which a record's line does not
 /// repeat.
-const YES_NO_VERBS: &[&str] = &["diagnosed", "taking", "prescribed", "given", "administered", "treated", "currently"];
+const YES_NO_VERBS: &[&str] = &[
+    "diagnosed",
+    "taking",
+    "prescribed",
+    "given",
+    "administered",
+    "treated",
+    "currently",
+    "documented",
+    "evidence",
+    "performed",
+];
 
 /// Words that say a record's line has ended.
 const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
@@ -303,7 +314,8 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
     let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let perfect = asked_on.is_none()
         && (matches!(question_words.first(), Some(&("has" | "have" | "had" | "did" | "was" | "were")))
-            || question_words.contains(&"ever"));
+            || question_words.contains(&"ever")
+            || question_words.windows(2).any(|w| matches!(w, ["has" | "have" | "had", "been"])));
     // Each shown entry that names the whole subject: its own date, and
     // whether it is current on the question's date.
     let mut naming: Vec<(String, bool)> = Vec::new();
@@ -1248,6 +1260,14 @@ mod tests {
         let spellings = |w: &str| if w == "anaemia" { vec![vec!["anemia".to_string()]] } else { vec![] };
         assert!(recorded_yes(anaemia, &anemia, &spellings));
         assert!(!recorded_yes(anaemia, hypertension, &spellings));
+        // A completed procedure answers a question in the perfect, which
+        // may stand in a clause ("... that a chest X-ray has been
+        // performed"); the words the question asks with are no subject.
+        let xray = "Context items:\n\
+            [1] (procedure, 2019-01-01) - 2019-01-01 00:31: Plain chest X-ray (procedure) (completed) [SNOMED 399208008] [Procedure/bee9918b]\n";
+        let performed = "Is there documented evidence that a chest X-ray has been performed?";
+        assert!(recorded_yes(performed, xray, &spellings));
+        assert!(!recorded_yes("Is there documented evidence that a chest CT has been performed?", xray, &spellings));
         // Pulmonary hypertension is not hypertension (`10015272-G07`, MIMIC-IV).
         let pulmonary = "Context items:\n\
             [1] (problem_list, 2137-06-01) - 2137-06-01: Other secondary pulmonary hypertension (ICD-10 I272) [diagnoses_icd/27993466/9]\n";

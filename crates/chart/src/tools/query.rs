@@ -56,6 +56,7 @@ pub(crate) const STOPWORDS: &[&str] = &[
     "which",
     "when",
     "there",
+    "that",
     "been",
     "be",
     "by",
