@@ -231,17 +231,7 @@ fn shared_run(question: &str, text: &str) -> usize {
             .filter(|w| !w.is_empty())
             .collect()
     };
-    let mut outside = String::new();
-    let mut depth = 0usize;
-    for c in question.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => outside.push(c),
-            _ => outside.push(' '),
-        }
-    }
-    let (q, t) = (words(&outside), words(text));
+    let (q, t) = (words(&crate::tools::outside_parentheses(question)), words(text));
     // Longest common substring of the two word sequences.
     let mut best = 0;
     let mut previous = vec![0usize; t.len() + 1];

@@ -31,10 +31,10 @@ mod structured;
 pub use age::Age;
 pub(crate) use structured::{timeline_entries, timeline_line};
 
-pub(crate) use query::STOPWORDS;
 pub use query::{
     keyword_subset, names_subject, phrase_spans, question_keywords, sanitise_query, subject_words, subject_words_in,
 };
+pub(crate) use query::{outside_parentheses, STOPWORDS};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 

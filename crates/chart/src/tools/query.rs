@@ -116,6 +116,13 @@ const FRAME_WORDS: &[&str] = &[
 /// part, which holds a format, the options or a qualifier ("(at most 12,
 /// YYYY-MM-DD)", "(disorder)").
 pub fn subject_words(question: &str) -> Vec<String> {
+    let outside = outside_parentheses(question);
+    question_keywords(&outside).split_whitespace().filter(|w| !FRAME_WORDS.contains(w)).map(str::to_string).collect()
+}
+
+/// A question with every parenthesised part blanked (a format, options or
+/// a qualifier), so what is left words its subject.
+pub(crate) fn outside_parentheses(question: &str) -> String {
     let mut outside = String::new();
     let mut depth = 0usize;
     for c in question.chars() {
@@ -126,7 +133,7 @@ pub fn subject_words(question: &str) -> Vec<String> {
             _ => outside.push(' '),
         }
     }
-    question_keywords(&outside).split_whitespace().filter(|w| !FRAME_WORDS.contains(w)).map(str::to_string).collect()
+    outside
 }
 
 /// Whether `text` names the subject whose words are `words`: it holds
