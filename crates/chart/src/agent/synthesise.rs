@@ -318,11 +318,13 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
         for entry in record_entries(line).into_iter().filter(|e| holds_all(&distinct.masked(&words, question, e))) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
-            // Its dates after its own start stamp: a later end, or one on
-            // the same day (a MIMIC-IV prescription "until" that day).
-            let mut ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d >= own).collect();
-            if let Some(stamp) = ends.iter().position(|d| *d == own) {
-                ends.remove(stamp);
+            // Its later dates, and its own day where the entry ends then
+            // (a MIMIC-IV prescription "until" that day); its own date
+            // otherwise is its heading or stamp ("Medications on
+            // 2020-09-18 - 2020-09-18 23:57: ..."), no end.
+            let mut ends: Vec<String> = dates_in(entry).into_iter().filter(|d| *d > own).collect();
+            if lower.contains(&format!("until {own}")) {
+                ends.push(own.clone());
             }
             let current = match &asked_on {
                 // Ended, if at all, on the question's date or after it.
@@ -1263,6 +1265,11 @@ mod tests {
             [1] (problem_list, 2137-06-01) - 2137-06-01: Other secondary pulmonary hypertension (ICD-10 I272) [diagnoses_icd/27993466/9]\n";
         assert!(!recorded_yes(diagnosed, pulmonary, &spellings));
         assert!(recorded_yes("Has the patient been diagnosed with pulmonary hypertension?", pulmonary, &spellings));
+        // A section's heading and a line's stamp state its own date, no
+        // end (`f3721a5a-G01`: the agent's context item).
+        let camila = "Context items:\n\
+            [1] (medication_list, 2020-09-18) Medications on 2020-09-18 - 2020-09-18 23:57: Camila 28 Day Pack (active) [RxNorm 748962] [MedicationRequest/b740cba5]\n";
+        assert!(recorded_yes("Is the patient receiving Camila 28 Day Pack on 2020-12-17?", camila, &spellings));
         // A prescription that ended on its own day, before the question's
         // date, is not current (`10007928-G01`).
         let pantoprazole = "Context items:\n\
