@@ -608,12 +608,17 @@ fn ct_under_the_wrong_kind(answer: &str) -> Scripted {
 
 /// A plan of one search, the same search three times, finish, `answer`.
 fn three_searches(search: Value, answer: &str) -> Scripted {
+    three_searches_of("search_reports", search, answer)
+}
+
+/// [`three_searches`] with another tool.
+fn three_searches_of(tool: &str, search: Value, answer: &str) -> Scripted {
     scripted(&[
         ASSESS.to_string(),
-        plan(json!([step(1, "search_reports", search.clone())])),
-        action("call_tool", Some("search_reports"), search.clone()),
-        action("call_tool", Some("search_reports"), search.clone()),
-        action("call_tool", Some("search_reports"), search.clone()),
+        plan(json!([step(1, tool, search.clone())])),
+        action("call_tool", Some(tool), search.clone()),
+        action("call_tool", Some(tool), search.clone()),
+        action("call_tool", Some(tool), search.clone()),
         action("finish", None, json!({})),
         answer.to_string(),
     ])
@@ -638,6 +643,29 @@ fn a_report_query_gains_the_parsing_skills_expansions_and_the_papers_runs_as_wri
     let model = three_searches(json!({"query": "DM"}), "Answer: Not documented\nReasoning: Nothing found.");
     let out = run(&model, Method::AgentNoSkills, question);
     assert_eq!(out.trace.rounds[0].arguments.as_ref().unwrap()["query"], "DM", "no skills, no expansions");
+}
+
+/// The same for a structured record query: "anaemia" finds the problem
+/// list's "Anemia (disorder)" line.
+#[test]
+fn a_record_query_gains_the_parsing_skills_expansions_and_the_papers_runs_as_written() {
+    let store = store();
+    support::add_problem_list(
+        &store,
+        "c1",
+        "2020-05-01",
+        "Conditions\n- 2020-05-01 10:00: Anemia (disorder) (active) [Condition/a1]\n",
+    );
+    let question = "Has the patient been diagnosed with anaemia?";
+    let criteria = evident_chart::criteria::CriteriaSets::builtin();
+    let lookup = json!({"record": "conditions", "query": "anaemia"});
+    for (method, query, found) in [(Method::Agent, "anaemia anemia", 1), (Method::AgentPaperQueries, "anaemia", 0)] {
+        let model = three_searches_of("query_records", lookup.clone(), "Answer: Yes\nReasoning: Anemia [1].");
+        let out = ask_of_p1(&store, &model, question, Some(AnswerType::YesNoUnclear), method, criteria);
+        let first = &out.trace.rounds[0];
+        assert_eq!(first.arguments.as_ref().unwrap()["query"], query, "{method:?}: {first:?}");
+        assert_eq!(first.evidence_found, found, "{method:?}: {first:?}");
+    }
 }
 
 #[test]
@@ -1366,6 +1394,18 @@ fn ask_after_three_ct_searches_with(
     criteria: &evident_chart::criteria::CriteriaSets,
 ) -> ChartAnswer {
     let model = three_searches(json!({"query": "CT"}), answer);
+    ask_of_p1(store, &model, question, answer_type, method, criteria)
+}
+
+/// Asks `question` of P1 in `store` with `model`.
+fn ask_of_p1(
+    store: &std::sync::Mutex<evident_store::Store>,
+    model: &Scripted,
+    question: &str,
+    answer_type: Option<AnswerType>,
+    method: Method,
+    criteria: &evident_chart::criteria::CriteriaSets,
+) -> ChartAnswer {
     let view = RecordView::new(store, "P1", day(AS_OF)).with_criteria(criteria);
     let skills = SkillLibrary::builtin().unwrap();
     let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
@@ -1378,7 +1418,7 @@ fn ask_after_three_ct_searches_with(
         patient: "female, 67 years".into(),
         embedder: None,
     };
-    ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap()
+    ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
 }
 
 /// A dates question whose searches found only lines that do not name its

@@ -675,7 +675,7 @@ fn identity_of(tool: ToolName, args: &Value) -> String {
 /// tool (a small model's action often echoes only part of the planned
 /// arguments, e.g. a `query_records` call without its required `record`),
 /// reduced to what the tool takes, without filters in the no-filters
-/// ablation, a report query expanded from the parsing skills
+/// ablation, a report or record query expanded from the parsing skills
 /// ([`AgentConfig::expand_queries`]), and broadened after empty report
 /// searches. Broadening comes
 /// before the duplicate check: a repeated search after an empty result is
@@ -736,7 +736,8 @@ fn call_arguments(
             }
         }
     }
-    if tool == ToolName::SearchReports && ctx.config.expand_queries && ctx.config.use_skills {
+    let queried = matches!(tool, ToolName::SearchReports | ToolName::QueryRecords);
+    if queried && ctx.config.expand_queries && ctx.config.use_skills {
         let query = args.get("query").and_then(Value::as_str).unwrap_or_default();
         if let (Some((expanded, words)), Some(o)) = (ctx.skills.expand_query(query), args.as_object_mut()) {
             o.insert("query".into(), json!(expanded));

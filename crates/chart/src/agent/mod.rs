@@ -154,11 +154,13 @@ pub struct AgentConfig {
     /// (`--method agent-paper-scope`), scopes run as the model wrote them.
     pub history_scope: bool,
     /// Evident's query expansion, not the paper's: a report search's
-    /// query gains the expansions the library's parsing skills list for
-    /// its words (`expansions` in their front matter: "bmi" -> "body mass
-    /// index", "anaemia" -> "anemia"), said in the trace, since BM25
-    /// matches words and the records spell the terms out (the 0.5B model
-    /// searched "bmi" and never found a "Body Mass Index" line). The
+    /// query, and a structured record query's, gains the expansions the
+    /// library's parsing skills list for its words (`expansions` in their
+    /// front matter: "bmi" -> "body mass index", "anaemia" -> "anemia"),
+    /// said in the trace, since BM25 and the record query match words and
+    /// the records spell the terms out (the 0.5B model searched "bmi" and
+    /// never found a "Body Mass Index" line; a conditions query for
+    /// "anaemia" found no "Anemia (disorder)" line). The
     /// paper's parsing skills are text for the model only; off
     /// (`--method agent-paper-queries`) and in the no-skills ablation, the
     /// query runs as written. With it, also without skills, a query that

@@ -269,7 +269,7 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 
 /// Evident's record rule for a yes/no question, not the paper's: whether
 /// a shown structured record's entry (a prescription, a condition, a
-/// procedure; [`record_entries`]) holds every word of the question's
+/// procedure: [`YES_NO_RECORDS`]; [`record_entries`]) holds every word of the question's
 /// subject ([`subject_words`] without dates and the verbs the question
 /// asks with; a phrase that names another condition than a subject word,
 /// "pulmonary hypertension", does not hold it: [`crate::conditions`]), is dated (its header's date) on or before the question's
@@ -315,7 +315,9 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
             continue;
         }
         let distinct = crate::conditions::DistinctConditions::builtin();
-        for entry in record_entries(line).into_iter().filter(|e| holds_all(&distinct.masked(&words, question, e))) {
+        let entries =
+            record_entries(line).into_iter().filter(|e| cited_records(e).any(|k| YES_NO_RECORDS.contains(&k)));
+        for entry in entries.filter(|e| holds_all(&distinct.masked(&words, question, e))) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
             // Its later dates, and its own day where the entry ends then
@@ -376,19 +378,33 @@ fn record_entries(line: &str) -> Vec<&str> {
 const MIMIC_RECORD_TABLES: [&str; 6] =
     ["patients", "admissions", "labevents", "prescriptions", "diagnoses_icd", "procedures_icd"];
 
+/// The records whose own entry states a diagnosis, a prescription or a
+/// procedure, and so may answer a yes/no question by [`recorded_yes`]:
+/// the FHIR resources and MIMIC-IV tables ingestion writes them from. An
+/// encounter's reason ("Encounter for problem (AMB), reason: Anemia
+/// (disorder) [Encounter/..]") or a lab row is not one: the bank's gold
+/// answer for `aa0b29d0-G06` ("diagnosed with anaemia?") is No beside such
+/// an encounter, since no condition was recorded.
+const YES_NO_RECORDS: [&str; 6] =
+    ["Condition", "MedicationRequest", "Procedure", "prescriptions", "diagnoses_icd", "procedures_icd"];
+
 /// Whether a line cites a structured record: a FHIR resource
 /// ("[Condition/780124dc-...]", "[MedicationRequest/m1]": a capitalised
 /// resource type) or a MIMIC-IV row ("[prescriptions/90650714]": one of
 /// the tables ingestion writes; a lower-case unit in brackets, "[mg/dL]",
 /// is not one).
 fn cites_record(line: &str) -> bool {
-    line.split('[').skip(1).any(|rest| {
-        let Some((kind, id)) = rest.split_once(']').and_then(|(inside, _)| inside.split_once('/')) else {
-            return false;
-        };
+    cited_records(line).next().is_some()
+}
+
+/// The kinds of structured record a line cites ("Condition",
+/// "prescriptions"), in order.
+fn cited_records(line: &str) -> impl Iterator<Item = &str> {
+    line.split('[').skip(1).filter_map(|rest| {
+        let (kind, id) = rest.split_once(']').and_then(|(inside, _)| inside.split_once('/'))?;
         let fhir =
             kind.starts_with(|c: char| c.is_ascii_uppercase()) && kind.chars().all(|c| c.is_ascii_alphanumeric());
-        (fhir || MIMIC_RECORD_TABLES.contains(&kind)) && !id.is_empty()
+        ((fhir || MIMIC_RECORD_TABLES.contains(&kind)) && !id.is_empty()).then_some(kind)
     })
 }
 
@@ -1252,6 +1268,11 @@ mod tests {
         let spellings = |w: &str| if w == "anaemia" { vec![vec!["anemia".to_string()]] } else { vec![] };
         assert!(recorded_yes(anaemia, &anemia, &spellings));
         assert!(!recorded_yes(anaemia, hypertension, &spellings));
+        // An encounter's reason is no diagnosis recorded (`aa0b29d0-G06`,
+        // gold No: found by the agent's report search, 1966).
+        let encounter = "Context items:\n\
+            [1] (other, 1966-10-10) Encounters on 1966-10-10 - 1966-10-10 16:42: Encounter for problem (AMB), reason: Anemia (disorder) [Encounter/ea7d76f1]\n";
+        assert!(!recorded_yes(anaemia, encounter, &spellings));
         // A completed procedure answers a question in the perfect, which
         // may stand in a clause ("... that a chest X-ray has been
         // performed"); the words the question asks with are no subject.
