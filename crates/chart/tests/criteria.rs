@@ -316,9 +316,8 @@ fn whole_structured_record(store: &Mutex<Store>, patient: &str, as_of: chrono::N
     prompt
 }
 
-/// What the agent's record and report tools return for `query`,
-/// de-duplicated by key and rendered as `chart_synthesis.prompt.md`
-/// renders context items: `[n] (header) text`, whitespace collapsed.
+/// What the agent's record and report tools return for `query`, as the
+/// answer prompt shows context items.
 fn as_tools_return(store: &Mutex<Store>, patient: &str, as_of: chrono::NaiveDateTime, query: &str) -> String {
     let view = RecordView::new(store, patient, as_of);
     let mut items: Vec<Evidence> = Vec::new();
@@ -327,13 +326,7 @@ fn as_tools_return(store: &Mutex<Store>, patient: &str, as_of: chrono::NaiveDate
         items.extend(view.run(ToolName::QueryRecords, &call).unwrap().evidence);
     }
     items.extend(view.run(ToolName::SearchReports, &json!({"query": query})).unwrap().evidence);
-    let mut seen = std::collections::BTreeSet::new();
-    let mut prompt = String::from("Context items:\n");
-    for (n, item) in items.iter().filter(|e| seen.insert(e.key())).enumerate() {
-        let text = item.text().split_whitespace().collect::<Vec<_>>().join(" ");
-        prompt.push_str(&format!("[{}] ({}) {text}\n", n + 1, item.header()));
-    }
-    prompt
+    evident_chart::context_items(&items)
 }
 
 /// The glycaemic-range calculator on every HbA1c range question of both

@@ -52,7 +52,7 @@ pub(crate) use assess::{assess, style_block};
 pub(crate) use execute::execute;
 pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
-pub use synthesise::recorded_yes;
+pub use synthesise::{context_items, recorded_yes};
 pub(crate) use synthesise::{node_tokens, number_nodes, synthesise, ShownNode};
 
 /// The chart prompts, compiled in; a prompts folder may override them.
