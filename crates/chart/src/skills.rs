@@ -98,10 +98,27 @@ pub struct Skill {
     /// ([`SkillLibrary::expand_query`]).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub expansions: BTreeMap<String, String>,
+    /// Parsing skills only: drug classes, each by the names a question
+    /// gives it and the substances a record names instead; Evident's query
+    /// expansion adds a named class's substances to a search, and the
+    /// yes/no record rule takes a prescription of any of them for the
+    /// class ([`SkillLibrary::classes_named`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<DrugClass>,
     /// The instructions (Markdown after the front matter).
     pub body: String,
     /// Where it came from: a built-in name or a user file path.
     pub origin: String,
+}
+
+/// A drug class: the names a question may give it ("statin", "opioid
+/// analgesic", "oral anticoagulant"; lower-case words) and its substances,
+/// each one lower-case word a prescription's line holds ("simvastatin").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrugClass {
+    pub names: Vec<String>,
+    pub substances: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,6 +136,8 @@ struct FrontMatter {
     evidence_order: Option<String>,
     #[serde(default)]
     expansions: BTreeMap<String, String>,
+    #[serde(default)]
+    classes: Vec<DrugClass>,
 }
 
 /// A skill file that does not validate: the file, the field and what to do.
@@ -147,12 +166,15 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
     let (yaml, body) = (&rest[..end], rest[end..].trim_start_matches("\n---").trim());
     let front: FrontMatter = serde_yaml::from_str(yaml).map_err(|e| {
         let message = e.to_string();
-        // "unknown field `x`" names x; otherwise the first field named.
+        // "unknown field `x`" names x; a path ("classes[0]: ...") its
+        // field; otherwise the first field named.
+        const FIELDS: [&str; 9] =
+            ["id", "category", "summary", "keywords", "policies", "answers", "evidence_order", "expansions", "classes"];
+        let at_path = message.split(['[', '.', ':']).next().filter(|f| FIELDS.contains(f));
         let field = match message.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             Some(unknown) => unknown.to_string(),
-            None => ["id", "category", "summary", "keywords", "policies", "answers", "evidence_order", "expansions"]
-                .into_iter()
-                .find(|f| message.contains(&format!("`{f}`")))
+            None => at_path
+                .or_else(|| FIELDS.into_iter().find(|f| message.contains(&format!("`{f}`"))))
                 .unwrap_or("front matter")
                 .to_string(),
         };
@@ -160,8 +182,8 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
             origin,
             &field,
             format!(
-                "{message}; fields are id, category, summary, keywords, policies, answers, evidence_order and \
-                 expansions"
+                "{message}; fields are id, category, summary, keywords, policies, answers, evidence_order, \
+                 expansions and classes"
             ),
         )
     })?;
@@ -246,6 +268,26 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
             ));
         }
     }
+    if !front.classes.is_empty() && category != SkillCategory::Parsing {
+        return Err(err(origin, "classes", "only a parsing skill may list drug classes; remove the field"));
+    }
+    let lower_words = |text: &str, joiners: &[char]| {
+        !text.is_empty()
+            && text.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || joiners.contains(&c))
+            && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    for (i, class) in front.classes.iter().enumerate() {
+        let at = |what: String| err(origin, "classes", format!("class {}: {what}", i + 1));
+        if class.names.is_empty() || class.substances.is_empty() {
+            return Err(at("give its names and its substances, each a non-empty list".into()));
+        }
+        if let Some(name) = class.names.iter().find(|n| !lower_words(n, &[' ', '-'])) {
+            return Err(at(format!("name {name:?} is not lower-case words (letters, digits, spaces, hyphens)")));
+        }
+        if let Some(substance) = class.substances.iter().find(|n| !lower_words(n, &[])) {
+            return Err(at(format!("substance {substance:?} is not one lower-case word of letters and digits")));
+        }
+    }
     for (i, a) in front.answers.iter().enumerate() {
         if !YES_NO_ANSWERS.contains(&a.as_str()) {
             return Err(err(
@@ -267,9 +309,20 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
         answers: front.answers,
         evidence_order,
         expansions: front.expansions.into_iter().map(|(w, e)| (w, e.trim().to_lowercase())).collect(),
+        classes: front.classes,
         body: body.to_string(),
         origin: origin.to_string(),
     })
+}
+
+/// The lower-case words of `text` (split at anything not a letter or digit).
+fn words_of(text: &str) -> Vec<String> {
+    text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(String::from).collect()
+}
+
+/// Whether `words` holds `run` as consecutive words.
+fn holds_run(words: &[String], run: &[String]) -> bool {
+    !run.is_empty() && words.windows(run.len()).any(|w| w == run)
 }
 
 /// The skills, by id, validated as a whole: ids unique, every `policies`
@@ -435,11 +488,27 @@ impl SkillLibrary {
     /// its words appended (each once, and not when the query already holds
     /// all of its words), and the words expanded; `None` when none is.
     pub fn expand_query(&self, query: &str) -> Option<(String, Vec<String>)> {
-        let lower = query.to_lowercase();
-        let mut words: Vec<String> =
-            lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(String::from).collect();
+        let mut words = words_of(query);
         let mut expanded_query = query.trim().to_string();
         let mut expanded = Vec::new();
+        // A drug class the query names (its longest name) gains its substances.
+        let named: Vec<(String, &DrugClass)> = self
+            .classes()
+            .filter_map(|class| {
+                let name = class.names.iter().filter(|n| holds_run(&words, &words_of(n))).max_by_key(|n| n.len())?;
+                Some((name.clone(), class))
+            })
+            .collect();
+        for (name, class) in named {
+            let new: Vec<&String> = class.substances.iter().filter(|s| !words.contains(s)).collect();
+            if new.is_empty() {
+                continue;
+            }
+            expanded_query =
+                format!("{expanded_query} {}", new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "));
+            words.extend(new.into_iter().cloned());
+            expanded.push(name);
+        }
         for word in words.clone() {
             for skill in self.skills.values().filter(|s| s.category == SkillCategory::Parsing) {
                 let Some(expansion) = skill.expansions.get(&word) else { continue };
@@ -453,6 +522,31 @@ impl SkillLibrary {
             }
         }
         (!expanded.is_empty()).then_some((expanded_query, expanded))
+    }
+
+    /// The drug classes of the library's parsing skills.
+    pub fn classes(&self) -> impl Iterator<Item = &DrugClass> {
+        self.skills.values().filter(|s| s.category == SkillCategory::Parsing).flat_map(|s| &s.classes)
+    }
+
+    /// The drug classes a subject names when its words (a question's
+    /// subject words; hyphenated words are split) are, in order, names of
+    /// classes and nothing else ("statin"; "oral anticoagulant heparin",
+    /// the "or" gone); each name the longest that fits. `None` when a word
+    /// is left over ("statin therapy") or there are no words.
+    pub fn classes_named(&self, subject: &[String]) -> Option<Vec<&DrugClass>> {
+        let words: Vec<String> = subject.iter().flat_map(|w| words_of(w)).collect();
+        let names: Vec<(Vec<String>, &DrugClass)> =
+            self.classes().flat_map(|c| c.names.iter().map(move |n| (words_of(n), c))).collect();
+        let mut named = Vec::new();
+        let mut at = 0;
+        while at < words.len() {
+            let (name, class) =
+                names.iter().filter(|(name, _)| words[at..].starts_with(name)).max_by_key(|(name, _)| name.len())?;
+            named.push(*class);
+            at += name.len();
+        }
+        (!named.is_empty()).then_some(named)
     }
 
     /// The expansions the library's parsing skills list for one word
@@ -627,7 +721,53 @@ mod tests {
         // A drug class gains its substances: records name the substance.
         let (query, words) = lib.expand_query("penicillin-class antibiotic").unwrap();
         assert!(query.starts_with("penicillin-class antibiotic amoxicillin ampicillin"), "{query}");
-        assert_eq!(words, ["penicillin"]);
+        assert_eq!(words, ["penicillin-class antibiotic"]);
+        let (query, words) = lib.expand_query("statins").unwrap();
+        assert_eq!(
+            query,
+            "statins atorvastatin simvastatin rosuvastatin pravastatin lovastatin fluvastatin pitavastatin"
+        );
+        assert_eq!(words, ["statins"]);
+    }
+
+    #[test]
+    fn a_subject_names_drug_classes_only_when_class_names_are_all_its_words() {
+        let lib = SkillLibrary::builtin().unwrap();
+        let words = |text: &str| text.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let named = |text: &str| {
+            lib.classes_named(&words(text))
+                .map(|classes| classes.iter().map(|c| c.names[0].clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(named("statin").unwrap(), ["statin"]);
+        assert_eq!(named("oral anticoagulant heparin").unwrap(), ["oral anticoagulant", "heparin"]);
+        assert_eq!(named("opioid analgesic").unwrap(), ["opioid"]);
+        assert_eq!(named("penicillin-class antibiotic").unwrap(), ["penicillin"]);
+        assert_eq!(named("statin therapy"), None);
+        assert_eq!(named(""), None);
+    }
+
+    #[test]
+    fn drug_classes_are_for_parsing_skills_with_names_and_substances() {
+        let skill = |category: &str, classes: &str| {
+            parse_skill(
+                "x.md",
+                &format!(
+                    "---\nid: x\ncategory: {category}\nsummary: s\nkeywords: []\nclasses: {classes}\n---\nBody.\n"
+                ),
+            )
+        };
+        let ok = skill("parsing", "[{names: [statin], substances: [simvastatin]}]").unwrap();
+        assert_eq!(ok.classes[0].substances, ["simvastatin"]);
+        assert_eq!(skill("style", "[{names: [statin], substances: [simvastatin]}]").unwrap_err().field, "classes");
+        let no_substances = skill("parsing", "[{names: [statin], substances: []}]").unwrap_err();
+        assert!(no_substances.message.contains("class 1"), "{no_substances}");
+        let two_words = skill("parsing", "[{names: [statin], substances: [simvastatin 20]}]").unwrap_err();
+        assert!(two_words.message.contains("one lower-case word"), "{two_words}");
+        assert!(skill("parsing", "[{names: [Statin], substances: [simvastatin]}]")
+            .unwrap_err()
+            .message
+            .contains("lower-case"));
+        assert_eq!(skill("parsing", "[{name: [statin]}]").unwrap_err().field, "classes");
     }
 
     #[test]
@@ -712,7 +852,7 @@ mod tests {
             "trigger",
             "unknown field",
         );
-        check_error("---\nid: a\ncategory: style\nsummary: s\nkeywords: 3\n---\nb", "front matter", "keywords");
+        check_error("---\nid: a\ncategory: style\nsummary: s\nkeywords: 3\n---\nb", "keywords", "expected a sequence");
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl ShownValues {
     /// another item naming the subject (the note that stopped a therapy), or to "ongoing"
     /// when its line states no later date.
     pub fn with_subject(mut self, question: &str, prompt: &str) -> Self {
-        self.subject_recorded = recorded_yes(question, prompt, &|_| vec![]);
+        self.subject_recorded = recorded_yes(question, prompt, None);
         let words = subject_words(question);
         if words.is_empty() {
             return self;
@@ -277,6 +277,13 @@ const YES_NO_VERBS: &[&str] = &[
     "performed",
 ];
 
+/// One alternative of a yes/no question's subject ([`recorded_yes`]):
+/// drug classes, or words each with the spellings that hold it too.
+enum Alternative<'a> {
+    Classes(Vec<&'a crate::skills::DrugClass>),
+    Words(Vec<String>, Vec<Vec<Vec<String>>>),
+}
+
 /// Words that say a record's line has ended.
 const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 
@@ -294,27 +301,69 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// only an end after the question's date. Such an entry answers the question "Yes" (the embedded model
 /// answered "No" beside it, citing it: `b2eeab29-G01`, `3ce34794-G07`).
 ///
-/// A subject word is held by an entry that holds it or every word of one of
-/// its `spellings` (the parsing skills' expansions: "anaemia" in the
-/// question, "Anemia (disorder)" in the record).
-pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Vec<Vec<String>>) -> bool {
-    let words: Vec<String> = subject_words(question)
-        .into_iter()
-        .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
+/// With the parsing `skills`: a subject word is held by an entry that
+/// holds it or every word of one of its spellings (their expansions:
+/// "anaemia" in the question, "Anemia (disorder)" in the record); and a
+/// subject that names drug classes and nothing else ("at least one
+/// statin", "at least one opioid analgesic";
+/// [`SkillLibrary::classes_named`]) is held by a prescription's entry
+/// holding a substance of any of them ("Simvastatin 20 MG Oral Tablet").
+/// A question whose subject is alternatives joined by "or" (outside
+/// parentheses, and not where it also says "and": "Is chronic kidney
+/// disease or renal failure documented?", "at least one oral
+/// anticoagulant or heparin") is held by an entry that holds any one of
+/// them.
+pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>) -> bool {
+    let lowered = question.to_lowercase();
+    let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let at_least_one = question_words.windows(3).any(|w| w == ["at", "least", "one"]);
+    let subject_of = |part: &str| -> Vec<String> {
+        subject_words(part)
+            .into_iter()
+            .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
+            .filter(|w| !(at_least_one && matches!(w.as_str(), "least" | "one")))
+            .collect()
+    };
+    let outside = crate::tools::outside_parentheses(&lowered);
+    // "and" asks for all: one alternative, and no classes.
+    let and = question_words.contains(&"and");
+    let parts: Vec<&str> = if and { vec![lowered.as_str()] } else { outside.split(" or ").collect() };
+    let alternatives: Vec<Alternative> = parts
+        .iter()
+        .map(|part| {
+            let words = subject_of(part);
+            match skills.filter(|_| !and).and_then(|s| s.classes_named(&words)) {
+                Some(classes) => Alternative::Classes(classes),
+                None => {
+                    let spelled =
+                        words.iter().map(|w| skills.map(|s| s.expansions_of(w)).unwrap_or_default()).collect();
+                    Alternative::Words(words, spelled)
+                }
+            }
+        })
         .collect();
-    if words.is_empty() {
+    if alternatives.iter().any(|a| matches!(a, Alternative::Words(words, _) if words.is_empty())) {
         return false;
     }
-    let spelled: Vec<Vec<Vec<String>>> = words.iter().map(|w| spellings(w)).collect();
-    let holds_all = |entry: &str| {
-        words.iter().zip(&spelled).all(|(word, others)| {
-            subject_words_in(std::slice::from_ref(word), entry) == 1
-                || others.iter().any(|other| subject_words_in(other, entry) == other.len())
+    let words: Vec<String> = subject_of(&outside);
+    // Whether an entry holds the subject; `masked` is its text with the
+    // phrases that name other conditions blanked, lower-cased.
+    let holds_all = |entry: &str, masked: &str| {
+        alternatives.iter().any(|alternative| match alternative {
+            Alternative::Classes(classes) => {
+                cited_records(entry).any(|k| MEDICATION_RECORDS.contains(&k))
+                    && classes
+                        .iter()
+                        .flat_map(|c| &c.substances)
+                        .any(|s| subject_words_in(std::slice::from_ref(s), masked) == 1)
+            }
+            Alternative::Words(words, spelled) => words.iter().zip(spelled).all(|(word, others)| {
+                subject_words_in(std::slice::from_ref(word), masked) == 1
+                    || others.iter().any(|other| subject_words_in(other, masked) == other.len())
+            }),
         })
     };
     let asked_on = dates_in(question).into_iter().next();
-    let lowered = question.to_lowercase();
-    let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let perfect = asked_on.is_none()
         && (matches!(question_words.first(), Some(&("has" | "have" | "had" | "did" | "was" | "were")))
             || question_words.contains(&"ever")
@@ -330,7 +379,7 @@ pub fn recorded_yes(question: &str, prompt: &str, spellings: &dyn Fn(&str) -> Ve
         let distinct = crate::conditions::DistinctConditions::builtin();
         let entries =
             record_entries(line).into_iter().filter(|e| cited_records(e).any(|k| YES_NO_RECORDS.contains(&k)));
-        for entry in entries.filter(|e| holds_all(&distinct.masked(&words, question, e))) {
+        for entry in entries.filter(|e| holds_all(e, &distinct.masked(&words, question, e))) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
             // Its later dates, and its own day where the entry ends then
@@ -400,6 +449,9 @@ const MIMIC_RECORD_TABLES: [&str; 6] =
 /// an encounter, since no condition was recorded.
 const YES_NO_RECORDS: [&str; 6] =
     ["Condition", "MedicationRequest", "Procedure", "prescriptions", "diagnoses_icd", "procedures_icd"];
+
+/// The records of a prescription, which alone answer for a drug class.
+const MEDICATION_RECORDS: [&str; 2] = ["MedicationRequest", "prescriptions"];
 
 /// Whether a line cites a structured record: a FHIR resource
 /// ("[Condition/780124dc-...]", "[MedicationRequest/m1]": a capitalised
@@ -826,7 +878,7 @@ fn synthesise_constrained(
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     let mut shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
     if ctx.config.use_skills && ctx.config.expand_queries {
-        shown.subject_recorded = recorded_yes(ctx.question, &user, &|w| ctx.skills.expansions_of(w));
+        shown.subject_recorded = recorded_yes(ctx.question, &user, Some(ctx.skills));
     }
     shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
@@ -1309,32 +1361,66 @@ mod tests {
         let anemia = hypertension.replace("Hypertension", "Anemia (disorder)");
         let anaemia = "Has the patient been diagnosed with anaemia?";
         assert_eq!(choices(anaemia, AnswerType::YesNoUnclear, &anemia), ["Yes", "No", "Unclear"], "no spellings");
-        let spellings = |w: &str| if w == "anaemia" { vec![vec!["anemia".to_string()]] } else { vec![] };
-        assert!(recorded_yes(anaemia, &anemia, &spellings));
-        assert!(!recorded_yes(anaemia, hypertension, &spellings));
+        let library = SkillLibrary::builtin().unwrap();
+        let spellings = Some(&library);
+        assert!(recorded_yes(anaemia, &anemia, spellings));
+        assert!(!recorded_yes(anaemia, hypertension, spellings));
         // An encounter's reason is no diagnosis recorded (`aa0b29d0-G06`,
         // gold No: found by the agent's report search, 1966).
         let encounter = "Context items:\n\
             [1] (other, 1966-10-10) Encounters on 1966-10-10 - 1966-10-10 16:42: Encounter for problem (AMB), reason: Anemia (disorder) [Encounter/ea7d76f1]\n";
-        assert!(!recorded_yes(anaemia, encounter, &spellings));
+        assert!(!recorded_yes(anaemia, encounter, spellings));
+        // A drug class is held by a prescription of one of its substances
+        // (the parsing skills' classes), not by a note or a condition.
+        let simvastatin = "Context items:\n\
+            [1] (medication_list, 2019-01-01) - 2019-01-01 09:00: Simvastatin 20 MG Oral Tablet (stopped) [MedicationRequest/m1]\n";
+        let statin = "Has the patient received at least one statin?";
+        assert!(recorded_yes(statin, simvastatin, spellings));
+        assert!(!recorded_yes(statin, simvastatin, None), "without the skills, no classes");
+        assert!(!recorded_yes(statin, &simvastatin.replace("MedicationRequest", "Condition"), spellings));
+        let either = "Has the patient received at least one oral anticoagulant or heparin?";
+        let heparin = simvastatin.replace("Simvastatin 20 MG Oral Tablet", "Heparin 5000 UNT/ML Injectable Solution");
+        assert!(recorded_yes(either, &heparin, spellings));
+        assert!(recorded_yes(either, &simvastatin.replace("Simvastatin", "Warfarin Sodium"), spellings));
+        assert!(!recorded_yes(either, simvastatin, spellings));
+        // An oral anticoagulant is not a heparin; "and" asks for both.
+        assert!(!recorded_yes("Has the patient received at least one oral anticoagulant?", &heparin, spellings));
+        assert!(!recorded_yes("Has the patient received a statin and an opioid?", simvastatin, spellings));
+        // Alternatives joined by "or" (outside parentheses): any one.
+        let kidney = "Context items:\n\
+            [1] (problem_list, 2019-01-01) - 2019-01-01 09:00: Acute renal failure syndrome (disorder) (active) [Condition/k1]\n";
+        let ckd_or = "Is chronic kidney disease or renal failure documented?";
+        assert!(recorded_yes(ckd_or, kidney, spellings));
+        assert!(!recorded_yes("Is chronic kidney disease documented?", kidney, spellings));
+        assert!(!recorded_yes("Is chronic kidney disease and renal failure documented?", kidney, spellings));
+        // A word beside the class names something else.
+        assert!(!recorded_yes("Has the patient received statin therapy counselling?", simvastatin, spellings));
+        let opioid = simvastatin.replace("Simvastatin 20 MG", "Acetaminophen 325 MG / Oxycodone Hydrochloride 5 MG");
+        assert!(recorded_yes("Has the patient received at least one opioid analgesic?", &opioid, spellings));
+        let amoxicillin = simvastatin.replace("Simvastatin 20 MG", "Amoxicillin 250 MG / Clavulanate 125 MG");
+        assert!(recorded_yes(
+            "Has the patient received at least one penicillin-class antibiotic?",
+            &amoxicillin,
+            spellings
+        ));
         // A completed procedure answers a question in the perfect, which
         // may stand in a clause ("... that a chest X-ray has been
         // performed"); the words the question asks with are no subject.
         let xray = "Context items:\n\
             [1] (procedure, 2019-01-01) - 2019-01-01 00:31: Plain chest X-ray (procedure) (completed) [SNOMED 399208008] [Procedure/bee9918b]\n";
         let performed = "Is there documented evidence that a chest X-ray has been performed?";
-        assert!(recorded_yes(performed, xray, &spellings));
-        assert!(!recorded_yes("Is there documented evidence that a chest CT has been performed?", xray, &spellings));
+        assert!(recorded_yes(performed, xray, spellings));
+        assert!(!recorded_yes("Is there documented evidence that a chest CT has been performed?", xray, spellings));
         // Pulmonary hypertension is not hypertension (`10015272-G07`, MIMIC-IV).
         let pulmonary = "Context items:\n\
             [1] (problem_list, 2137-06-01) - 2137-06-01: Other secondary pulmonary hypertension (ICD-10 I272) [diagnoses_icd/27993466/9]\n";
-        assert!(!recorded_yes(diagnosed, pulmonary, &spellings));
-        assert!(recorded_yes("Has the patient been diagnosed with pulmonary hypertension?", pulmonary, &spellings));
+        assert!(!recorded_yes(diagnosed, pulmonary, spellings));
+        assert!(recorded_yes("Has the patient been diagnosed with pulmonary hypertension?", pulmonary, spellings));
         // A section's heading and a line's stamp state its own date, no
         // end (`f3721a5a-G01`: the agent's context item).
         let camila = "Context items:\n\
             [1] (medication_list, 2020-09-18) Medications on 2020-09-18 - 2020-09-18 23:57: Camila 28 Day Pack (active) [RxNorm 748962] [MedicationRequest/b740cba5]\n";
-        assert!(recorded_yes("Is the patient receiving Camila 28 Day Pack on 2020-12-17?", camila, &spellings));
+        assert!(recorded_yes("Is the patient receiving Camila 28 Day Pack on 2020-12-17?", camila, spellings));
         // A prescription that ended on its own day, before the question's
         // date, is not current (`10007928-G01`).
         let pantoprazole = "Context items:\n\
@@ -1342,13 +1428,9 @@ mod tests {
         assert!(!recorded_yes(
             "Is the patient receiving Pantoprazole 80 mg IV on 2129-04-11?",
             pantoprazole,
-            &spellings
+            spellings
         ));
-        assert!(recorded_yes(
-            "Is the patient receiving Pantoprazole 80 mg IV on 2129-04-06?",
-            pantoprazole,
-            &spellings
-        ));
+        assert!(recorded_yes("Is the patient receiving Pantoprazole 80 mg IV on 2129-04-06?", pantoprazole, spellings));
         let kidney = "Has the patient been diagnosed with chronic kidney disease?";
         let sinusitis = hypertension.replace("Hypertension", "Chronic sinusitis");
         assert_eq!(choices(kidney, AnswerType::YesNoUnclear, &sinusitis), ["Yes", "No", "Unclear"]);
