@@ -316,7 +316,7 @@ pub fn parse_skill(origin: &str, text: &str) -> Result<Skill, SkillError> {
 }
 
 /// The lower-case words of `text` (split at anything not a letter or digit).
-fn words_of(text: &str) -> Vec<String> {
+pub(crate) fn words_of(text: &str) -> Vec<String> {
     text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(String::from).collect()
 }
 

@@ -251,7 +251,7 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
     let skills = evident_chart::SkillLibrary::builtin().unwrap();
     for (folder, file, reached) in [
         ("synthea/generated-sample-data-R4", "dev.jsonl", [12usize, 12]),
-        ("mimic-iv-demo", "dev-mimic.jsonl", [53, 53]),
+        ("mimic-iv-demo", "dev-mimic.jsonl", [58, 58]),
     ] {
         let (_dir, store) = ingested_from(folder);
         let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));

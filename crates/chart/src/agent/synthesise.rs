@@ -350,12 +350,12 @@ pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>)
     // phrases that name other conditions blanked, lower-cased.
     let holds_all = |entry: &str, masked: &str| {
         alternatives.iter().any(|alternative| match alternative {
+            // A substance within a combination's name counts
+            // ("Piperacillin-Tazobactam").
             Alternative::Classes(classes) => {
+                let entry_words = crate::skills::words_of(masked);
                 cited_records(entry).any(|k| MEDICATION_RECORDS.contains(&k))
-                    && classes
-                        .iter()
-                        .flat_map(|c| &c.substances)
-                        .any(|s| subject_words_in(std::slice::from_ref(s), masked) == 1)
+                    && classes.iter().flat_map(|c| &c.substances).any(|s| entry_words.contains(s))
             }
             Alternative::Words(words, spelled) => words.iter().zip(spelled).all(|(word, others)| {
                 subject_words_in(std::slice::from_ref(word), masked) == 1
@@ -1391,12 +1391,16 @@ mod tests {
             [1] (problem_list, 2019-01-01) - 2019-01-01 09:00: Acute renal failure syndrome (disorder) (active) [Condition/k1]\n";
         let ckd_or = "Is chronic kidney disease or renal failure documented?";
         assert!(recorded_yes(ckd_or, kidney, spellings));
+        // "renal" and "kidney" name one organ (the parsing skills' spellings).
+        assert!(recorded_yes(ckd_or, &kidney.replace("renal", "kidney"), spellings));
         assert!(!recorded_yes("Is chronic kidney disease documented?", kidney, spellings));
         assert!(!recorded_yes("Is chronic kidney disease and renal failure documented?", kidney, spellings));
         // A word beside the class names something else.
         assert!(!recorded_yes("Has the patient received statin therapy counselling?", simvastatin, spellings));
         let opioid = simvastatin.replace("Simvastatin 20 MG", "Acetaminophen 325 MG / Oxycodone Hydrochloride 5 MG");
         assert!(recorded_yes("Has the patient received at least one opioid analgesic?", &opioid, spellings));
+        let tazobactam = simvastatin.replace("Simvastatin 20 MG Oral Tablet", "Piperacillin-Tazobactam 4.5 g IV");
+        assert!(recorded_yes("Has the patient received at least one penicillin?", &tazobactam, spellings));
         let amoxicillin = simvastatin.replace("Simvastatin 20 MG", "Amoxicillin 250 MG / Clavulanate 125 MG");
         assert!(recorded_yes(
             "Has the patient received at least one penicillin-class antibiotic?",
