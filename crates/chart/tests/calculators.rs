@@ -109,6 +109,32 @@ fn cha2ds2_vasc_worked_examples() {
     check(Calculator::Cha2ds2Vasc, json!({"age_years": 40, "female": false}), "score", json!(0.0));
 }
 
+/// The record's condition lines that mark a CHA2DS2-VASc input: a phrase
+/// after "without" marks nothing (ICD-9 descriptions), "hypertensive"
+/// conditions mark hypertension, pulmonary hypertension does not, and a
+/// peripheral vascular angioplasty marks vascular disease (MIMIC-IV
+/// diagnoses of the development bank's G31 questions).
+#[test]
+fn cha2ds2_vasc_conditions_are_read_from_icd_descriptions() {
+    let tables = CalculatorTables::builtin();
+    let marks = |line: &str| -> Vec<&str> {
+        let lower = line.to_lowercase();
+        tables.cha2ds2_vasc.conditions.iter().filter(|c| c.shown_in(&lower)).map(|c| c.input.as_str()).collect()
+    };
+    let carotid = "ICD-9 43310: Occlusion and stenosis of carotid artery without mention of cerebral infarction (#7)";
+    assert!(marks(carotid).is_empty(), "{:?}", marks(carotid));
+    let infarct = "ICD-9 43491: Cerebral artery occlusion, unspecified with cerebral infarction (#2)";
+    assert_eq!(marks(infarct), ["stroke_tia_thromboembolism"]);
+    let coronary = "ICD-10 I2510: Atherosclerotic heart disease of native coronary artery without angina pectoris";
+    assert_eq!(marks(coronary), ["vascular_disease"]);
+    assert_eq!(marks("ICD-9 40390: Hypertensive chronic kidney disease, unspecified"), ["hypertension"]);
+    assert!(marks("ICD-10 I272: Other secondary pulmonary hypertension").is_empty());
+    let angioplasty = "ICD-10 Z95820: Peripheral vascular angioplasty status with implants and grafts";
+    assert_eq!(marks(angioplasty), ["vascular_disease"]);
+    let diabetes = "ICD-9 25000: Diabetes mellitus without mention of complication, type II or unspecified type";
+    assert_eq!(marks(diabetes), ["diabetes"]);
+}
+
 #[test]
 fn egfr_ckd_epi_2021_worked_examples() {
     // By hand from the published equation: 50-year-old man, creatinine 1.0:

@@ -93,10 +93,30 @@ pub struct Condition {
 }
 
 impl Condition {
-    /// Whether a lower-cased problem-list line shows this condition.
+    /// Whether a lower-cased problem-list line shows this condition. What
+    /// follows "without" up to the next comma, semicolon or bracket shows
+    /// nothing (ICD-9's "Occlusion and stenosis of carotid artery without
+    /// mention of cerebral infarction" is no stroke).
     pub fn shown_in(&self, lower: &str) -> bool {
-        self.marks.iter().any(|m| lower.contains(m.as_str())) && !self.not.iter().any(|n| lower.contains(n.as_str()))
+        let affirmed = without_negations(lower);
+        self.marks.iter().any(|m| affirmed.contains(m.as_str()))
+            && !self.not.iter().any(|n| affirmed.contains(n.as_str()))
     }
+}
+
+/// `lower` with each "without ..." phrase (to the next `,`, `;`, `(` or
+/// `[`) cut out.
+fn without_negations(lower: &str) -> String {
+    let mut kept = String::new();
+    let mut rest = lower;
+    while let Some(at) = rest.find("without ").filter(|&i| i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric()) {
+        kept.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let end = after.find([',', ';', '(', '[']).unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    kept.push_str(rest);
+    kept
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
