@@ -74,7 +74,8 @@ pub struct AgeRule {
 }
 
 /// A problem-list line on or before the reference date that holds one of
-/// `marks` and none of `not` (lower case, matched in the lower-cased line).
+/// `marks` and none of `not` (lower case, matched in the lower-cased line,
+/// outside its "without ..." phrases, as CHA2DS2-VASc's conditions are).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConditionRule {
@@ -85,7 +86,7 @@ pub struct ConditionRule {
 
 impl ConditionRule {
     pub fn shown_in(&self, lower: &str) -> bool {
-        self.marks.iter().any(|m| lower.contains(m.as_str())) && !self.not.iter().any(|n| lower.contains(n.as_str()))
+        crate::calculators::tables::marks_shown(&self.marks, &self.not, lower)
     }
 }
 

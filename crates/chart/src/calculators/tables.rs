@@ -98,10 +98,15 @@ impl Condition {
     /// nothing (ICD-9's "Occlusion and stenosis of carotid artery without
     /// mention of cerebral infarction" is no stroke).
     pub fn shown_in(&self, lower: &str) -> bool {
-        let affirmed = without_negations(lower);
-        self.marks.iter().any(|m| affirmed.contains(m.as_str()))
-            && !self.not.iter().any(|n| affirmed.contains(n.as_str()))
+        marks_shown(&self.marks, &self.not, lower)
     }
+}
+
+/// Whether a lower-cased line holds one of `marks` and none of `not`
+/// outside its "without ..." phrases (to the next `,`, `;`, `(` or `[`).
+pub(crate) fn marks_shown(marks: &[String], not: &[String], lower: &str) -> bool {
+    let affirmed = without_negations(lower);
+    marks.iter().any(|m| affirmed.contains(m.as_str())) && !not.iter().any(|n| affirmed.contains(n.as_str()))
 }
 
 /// `lower` with each "without ..." phrase (to the next `,`, `;`, `(` or
