@@ -277,6 +277,12 @@ const YES_NO_VERBS: &[&str] = &[
     "performed",
 ];
 
+/// Whether no two intervals ("start–end") share their start.
+fn one_end_each(intervals: &[String]) -> bool {
+    let starts: BTreeSet<&str> = intervals.iter().map(|i| i.split('–').next().unwrap_or(i)).collect();
+    starts.len() == intervals.len()
+}
+
 /// One alternative of a yes/no question's subject ([`recorded_yes`]):
 /// drug classes, or words each with the spellings that hold it too.
 enum Alternative<'a> {
@@ -773,6 +779,17 @@ pub(crate) fn answer_schema(
                 }
             }
         },
+        // Likewise every interval, oldest first, where only structured
+        // records name the subject and each start has one end.
+        Some(AnswerType::IntervalList)
+            if shown.subject_records_only
+                && !shown.subject_intervals.is_empty()
+                && shown.subject_intervals.len() <= MAX_LIST_ENTRIES
+                && one_end_each(&shown.subject_intervals) =>
+        {
+            let each: Vec<String> = shown.subject_intervals.iter().map(|i| alternatives([i])).collect();
+            format!("^(?:(?:Administered|Active): )?{}$", each.join(" \\| "))
+        }
         Some(AnswerType::IntervalList)
             if !shown.subject_intervals.is_empty() && shown.subject_intervals.len() <= MAX_INTERVALS =>
         {
@@ -1687,6 +1704,65 @@ mod date_rules_on_the_banks {
             }
             assert_eq!((asked, same), (questions, exact), "{file}: {other:?}");
         }
+    }
+
+    /// The interval-list rule: for every question of the Synthea bank
+    /// asking in which intervals a condition was active (template G22;
+    /// MIMIC-IV's bank has none), with the problem list's lines that name
+    /// the condition shown, and with what the agent's tools return for the
+    /// question shown, the intervals the answer step offers are exactly
+    /// the gold intervals on the questions counted here, and hold every
+    /// gold interval on all.
+    #[test]
+    fn the_interval_rule_offers_the_gold_intervals() {
+        let (_dir, store, bank) = ingested("synthea/generated-sample-data-R4", "dev.jsonl");
+        let (mut asked, mut same, mut other) = (0, [0; 2], Vec::new());
+        for q in bank.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
+            if q["template"] != "G22" {
+                continue;
+            }
+            asked += 1;
+            let question = q["question"].as_str().unwrap();
+            let words = subject_words(question);
+            let patient = q["patient"].as_str().unwrap();
+            let conditions = evident_model::DocKind::ProblemList;
+            let shown_ways = [
+                items(&store, patient, as_of(&q), conditions, |line| names_subject(&words, line)),
+                by_the_tools(&store, patient, as_of(&q), "conditions", question),
+            ];
+            for (way, prompt) in shown_ways.iter().enumerate() {
+                let shown = shown_values(prompt).with_subject(question, prompt);
+                let mut gold: Vec<&str> = q["gold_answer"].as_str().unwrap().split(" | ").collect();
+                gold.sort();
+                let id = format!("{} (way {way})", q["id"]);
+                let offered: Vec<&str> = shown.subject_intervals.iter().map(String::as_str).collect();
+                assert!(gold.iter().all(|g| offered.contains(g)), "{id}: gold {gold:?}, offered {offered:?}");
+                // Only records name it: the answer is every interval.
+                assert!(shown.subject_records_only, "{id}");
+                let numbers = shown_numbers(prompt);
+                let schema = answer_schema(
+                    &numbers,
+                    question,
+                    Some(AnswerType::IntervalList),
+                    &shown,
+                    &[],
+                    CriteriaSets::builtin(),
+                );
+                let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+                let answer = |a: &str| json!({"answer": a, "reasoning": "Listed [1]."}).to_string();
+                let whole = format!("Active: {}", offered.join(" | "));
+                assert!(validator.check(&answer(&whole)).is_ok(), "{id}: {whole}");
+                if offered.len() > 1 {
+                    assert!(validator.check(&answer(offered[0])).is_err(), "{id}: one of them only");
+                }
+                if offered == gold {
+                    same[way] += 1;
+                } else {
+                    other.push(format!("{id}: gold {gold:?}, offered {offered:?}"));
+                }
+            }
+        }
+        assert_eq!((asked, same), (16, [16, 16]), "{other:?}");
     }
 
     /// The date-list rule: for every question of both banks asking the
