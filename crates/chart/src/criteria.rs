@@ -57,9 +57,26 @@ pub enum Rule {
     All(Vec<Rule>),
     Any(Vec<Rule>),
     Age(AgeRule),
+    Sex(SexRule),
     Condition(ConditionRule),
     Lab(LabRule),
     Score(ScoreRule),
+}
+
+/// The stored sex: met where it is `is`, not met where it is the other,
+/// unknown where the record gives none.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SexRule {
+    pub label: String,
+    pub is: Sex,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sex {
+    Female,
+    Male,
 }
 
 /// Whole years at the reference date, bounds inclusive.
@@ -82,6 +99,10 @@ pub struct ConditionRule {
     pub label: String,
     pub marks: Vec<String>,
     pub not: Vec<String>,
+    /// Only a line whose condition is current on the reference date: not
+    /// resolved (or inactive) then, by its own status and date.
+    #[serde(default)]
+    pub current: bool,
 }
 
 impl ConditionRule {
@@ -220,6 +241,7 @@ impl Rule {
         match self {
             Rule::All(_) | Rule::Any(_) => None,
             Rule::Age(a) => Some(&a.label),
+            Rule::Sex(s) => Some(&s.label),
             Rule::Condition(c) => Some(&c.label),
             Rule::Lab(l) => Some(&l.label),
             Rule::Score(s) => Some(&s.label),
@@ -444,6 +466,7 @@ fn check_rule(p: &mut Vec<String>, at: &str, rule: &Rule) {
                 p.push(format!("{at}.lab.within_days: {} must be positive", l.within_days));
             }
         }
+        Rule::Sex(_) => {}
         Rule::Score(s) => {
             if Calculator::from_name(&s.calculator).is_none() {
                 let known = Calculator::ALL.map(|c| c.name()).join(", ");
@@ -466,8 +489,12 @@ mod tests {
         let sets = CriteriaSets::builtin();
         assert_eq!(
             sets.sets.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
-            ["statin-criteria", "metformin-eligibility", "af-anticoagulation"]
+            ["statin-criteria", "metformin-eligibility", "af-anticoagulation", "clinically-relevant-anaemia"]
         );
+        let named = |q: &str| sets.named_in(q).map(|s| s.id.as_str());
+        let anaemia =
+            "Is clinically relevant anaemia present on 2020-01-15 (documented, or haemoglobin below 12 g/dL)?";
+        assert_eq!(named(anaemia), Some("clinically-relevant-anaemia"));
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! MIMIC-IV demo, ingested as `evident ingest` ingests them, and every
 //! eligibility question of the committed development banks (templates
 //! G32-G34: oral anticoagulation in atrial fibrillation, metformin,
-//! statins) checked on its patient's record at its reference date. The
-//! check reads the store (problem-list lines, stored labs, the stored
-//! patient or MIMIC-IV's anchor-age line, the CHA2DS2-VASc calculator);
+//! statins; and G15, clinically relevant anaemia, a condition or a
+//! sex-specific haemoglobin threshold) checked on its patient's record at
+//! its reference date. The check reads the store (problem-list lines,
+//! stored labs, the stored patient's sex and age or MIMIC-IV's anchor-age
+//! line, the CHA2DS2-VASc calculator);
 //! the banks' gold answers were derived by the generator from the FHIR
 //! resources and MIMIC-IV tables themselves (crates/chart/src/bank.rs), so
 //! agreement shows the two read the criteria alike, on every question of
@@ -53,7 +55,7 @@ fn every_eligibility_question_of_the_bank_is_checked_as_its_gold_answer_says() {
 fn every_eligibility_question_of_the_mimic_bank_is_checked_as_its_gold_answer_says() {
     let (_dir, store) = ingested_from("mimic-iv-demo");
     let tally = check_bank(&store, "dev-mimic.jsonl");
-    let expected = [((true, "No"), 46), ((true, "Unclear"), 12), ((true, "Yes"), 13)];
+    let expected = [((true, "No"), 47), ((true, "Unclear"), 12), ((true, "Yes"), 24)];
     let expected: std::collections::BTreeMap<(bool, String), usize> =
         expected.into_iter().map(|((a, r), n)| ((a, r.to_string()), n)).collect();
     assert_eq!(tally, expected);
@@ -67,7 +69,7 @@ fn check_bank(store: &Mutex<Store>, file: &str) -> std::collections::BTreeMap<(b
     let questions: Vec<Value> = bank
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|q| matches!(q["template"].as_str(), Some("G32" | "G33" | "G34")))
+        .filter(|q| matches!(q["template"].as_str(), Some("G15" | "G32" | "G33" | "G34")))
         .collect();
     assert!(questions.len() >= 20, "the bank has {} eligibility questions", questions.len());
     let mut tally = std::collections::BTreeMap::new();

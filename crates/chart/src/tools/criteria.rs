@@ -8,7 +8,7 @@
 
 use super::labs::lab_evidence;
 use super::*;
-use crate::criteria::{CriteriaSet, LabRule, LabValue, Rule, Truth};
+use crate::criteria::{CriteriaSet, LabRule, LabValue, Rule, Sex, Truth};
 
 /// A criterion's outcome, what it read (for the calculation's inputs) and
 /// the evidence it read it from.
@@ -54,18 +54,41 @@ impl RecordView<'_> {
                 };
                 Ok((age.within(a.min, a.max), age.shown(), vec![age.evidence]))
             }
+            Rule::Sex(rule) => {
+                let Some(patient) = self.lock().patient(self.patient_id())? else {
+                    return Ok((Truth::Unknown, json!("no patient recorded"), vec![]));
+                };
+                let sex = match patient.sex.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+                    Some(s) if s == "female" || s == "f" => Sex::Female,
+                    Some(s) if s == "male" || s == "m" => Sex::Male,
+                    _ => return Ok((Truth::Unknown, json!("no sex recorded"), vec![])),
+                };
+                let read = json!(if sex == Sex::Female { "female" } else { "male" });
+                let evidence = Evidence::Patient {
+                    patient_id: patient.id,
+                    birth_date: patient.birth_date,
+                    sex: patient.sex,
+                    as_of: self.as_of,
+                };
+                Ok((Truth::of(sex == rule.is), read, vec![evidence]))
+            }
             Rule::Condition(c) => {
                 let store = self.lock();
                 let documents = store.documents(&self.patient_id)?;
                 let lists = documents
                     .iter()
                     .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
+                let on = self.as_of.date().to_string();
                 for doc in lists {
-                    if let Some((_, entry)) = timeline_entries(&store, doc)?.into_iter().find(|(l, _)| c.shown_in(l)) {
+                    let shown = timeline_entries(&store, doc)?
+                        .into_iter()
+                        .find(|(l, _)| c.shown_in(l) && !(c.current && ended_by(l, &on)));
+                    if let Some((_, entry)) = shown {
                         return Ok((Truth::Met, json!(entry.text()), vec![entry]));
                     }
                 }
-                Ok((Truth::NotMet, json!("not on the problem list"), vec![]))
+                let why = if c.current { "not current on the problem list" } else { "not on the problem list" };
+                Ok((Truth::NotMet, json!(why), vec![]))
             }
             Rule::Lab(l) => self.lab_criterion(l),
             Rule::Score(s) => {
@@ -143,5 +166,41 @@ impl RecordView<'_> {
             }
         };
         Ok(checked)
+    }
+}
+
+/// Whether a lower-cased problem-list line says its condition had ended
+/// by `on` (YYYY-MM-DD): "resolved" or "inactive", with no date after the
+/// line's own, or the latest such date on or before `on` ("(resolved,
+/// resolved 2013-04-11)").
+fn ended_by(lower: &str, on: &str) -> bool {
+    if !(lower.contains("resolved") || lower.contains("inactive")) {
+        return false;
+    }
+    let dates: Vec<&str> = lower
+        .char_indices()
+        .filter_map(|(i, _)| lower.get(i..i + 10))
+        .filter(|d| {
+            d.len() == 10
+                && d.bytes().enumerate().all(|(j, b)| if j == 4 || j == 7 { b == b'-' } else { b.is_ascii_digit() })
+        })
+        .collect();
+    match dates.as_slice() {
+        [] | [_] => true,
+        [.., end] => *end <= on,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended_by;
+
+    #[test]
+    fn a_line_ended_by_a_date_says_resolved_or_inactive_on_or_before_it() {
+        let resolved = "- 2013-03-29 16:42: anemia (disorder) (resolved, resolved 2013-04-11) [condition/a]";
+        assert!(ended_by(resolved, "2013-04-11"));
+        assert!(!ended_by(resolved, "2013-04-10"), "still current the day before");
+        assert!(ended_by("- 2013-03-29 16:42: anemia (resolved) [condition/a]", "2013-03-29"), "no date: ended");
+        assert!(!ended_by("- 2013-03-29 16:42: anemia (disorder) (active) [condition/a]", "2030-01-01"));
     }
 }
