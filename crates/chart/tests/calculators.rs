@@ -337,6 +337,14 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
     assert!(close(read("albumin_g_dl", "Serum creatinine 1.2 mg/dL, albumin 3.9 g/dL."), 3.9));
     assert!(close(read("hba1c_percent", "HbA1c 7.2% in March."), 7.2));
     assert!(close(read("hba1c_percent", "Hemoglobin A1c was 6.1 %."), 6.1));
+    // IFCC mmol/mol by the master equation: 48 mmol/mol is the diabetes
+    // threshold's 6.5% (Hoelzel 2004), 6.543 by the equation.
+    assert!(close(read("hba1c_percent", "HbA1c 48 mmol/mol."), 0.09148 * 48.0 + 2.152));
+    let ifcc = read("hba1c_percent", "HbA1c 48 mmol/mol.").unwrap();
+    let range = evident_chart::calculators::glycaemic_range(&evident_chart::calculators::GlycaemicRangeInput {
+        hba1c_percent: ifcc,
+    });
+    assert_eq!(range.unwrap().category.as_deref(), Some("diabetes"));
     assert!(close(read("egfr_ml_min_1_73m2", "eGFR 52 mL/min/1.73m2 today."), 52.0));
     let synthea = "- 2021-01-23 01:34: Estimated Glomerular Filtration Rate: 89.7 mL/min/{1.73_m2} [Observation/e5]";
     assert!(close(read("egfr_ml_min_1_73m2", synthea), 89.7));
@@ -349,7 +357,6 @@ fn a_sentence_gives_a_measurement_only_where_it_writes_it_with_a_unit() {
         ("albumin_g_dl", "Albumin not measured; 3.9 g/dL last year."),
         ("creatinine_mg_dl", "Creatinine clearance 60 mL/min."),
         ("creatinine_mg_dl", "No creatinine on file."),
-        ("hba1c_percent", "HbA1c 48 mmol/mol."),
         ("egfr_ml_min_1_73m2", "eGFR declined by 10 mL/min."),
     ] {
         assert_eq!(read(input, sentence), None, "{input} from {sentence:?}");

@@ -191,13 +191,24 @@ impl RangesTable {
     }
 }
 
-/// A unit a measurement may be written in, and the factor that turns a
-/// value in it into the input's own unit.
+/// A unit a measurement may be written in, and the factor and offset that
+/// turn a value in it into the input's own unit (value x factor +
+/// offset; an offset for IFCC HbA1c in mmol/mol, whose master equation
+/// to NGSP per cent is linear, not proportional).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UnitFactor {
     pub unit: String,
     pub factor: f64,
+    #[serde(default)]
+    pub offset: f64,
+}
+
+impl UnitFactor {
+    /// A value in this unit, in the input's own unit.
+    pub fn convert(&self, value: f64) -> f64 {
+        value * self.factor + self.offset
+    }
 }
 
 /// How a record's text writes one numeric calculator input: the names
@@ -298,7 +309,7 @@ impl MeasurementsTable {
             after.starts_with(u.unit.as_str())
                 && !after[u.unit.len()..].chars().next().is_some_and(char::is_alphanumeric)
         })?;
-        Some(number * unit.factor)
+        Some(unit.convert(number))
     }
 }
 
@@ -502,6 +513,9 @@ fn check_measurements(p: &mut Vec<String>, m: &MeasurementsTable) {
             }
             if !(u.factor.is_finite() && u.factor > 0.0) {
                 p.push(format!("{at}.units[{j}].factor: {} must be a positive number", u.factor));
+            }
+            if !u.offset.is_finite() {
+                p.push(format!("{at}.units[{j}].offset: {} must be a finite number", u.offset));
             }
         }
         if x.lookback_days.is_some_and(|d| d <= 0) {

@@ -292,7 +292,7 @@ impl RecordView<'_> {
     fn read_input(&self, m: &Measurement, days: Option<i64>) -> Result<Option<(f64, Evidence)>, ToolFailure> {
         let in_unit = |value: f64, unit: &str| {
             let unit = unit.trim().to_lowercase().replace(' ', "");
-            m.units.iter().find(|u| u.unit == unit).map(|u| value * u.factor)
+            m.units.iter().find(|u| u.unit == unit).map(|u| u.convert(value))
         };
         if let Some(concept) = lab_concept(&m.input) {
             if let Some((lab, value)) = self.latest_lab(concept, days.unwrap_or(36_500))? {
