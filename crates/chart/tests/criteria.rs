@@ -37,6 +37,23 @@ fn ingested_from(folder: &str) -> (tempfile::TempDir, Mutex<Store>) {
     (dir, Mutex::new(store))
 }
 
+/// Every question of a committed development bank (`dev.jsonl`,
+/// `dev-mimic.jsonl`).
+fn bank(file: &str) -> Vec<Value> {
+    let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).collect()
+}
+
+/// The questions of one template.
+fn of_template(file: &str, template: &str) -> Vec<Value> {
+    bank(file).into_iter().filter(|q| q["template"] == template).collect()
+}
+
+/// The end of a question's reference date.
+fn as_of(q: &Value) -> chrono::NaiveDateTime {
+    day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap()
+}
+
 #[test]
 fn every_eligibility_question_of_the_bank_is_checked_as_its_gold_answer_says() {
     let (_dir, store) = ingested();
@@ -64,11 +81,8 @@ fn every_eligibility_question_of_the_mimic_bank_is_checked_as_its_gold_answer_sa
 /// Each eligibility question of a bank checked on its record: how many
 /// agree with the gold answer and how many do not, by the check's answer.
 fn check_bank(store: &Mutex<Store>, file: &str) -> std::collections::BTreeMap<(bool, String), usize> {
-    let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
-    let bank = std::fs::read_to_string(path).unwrap();
-    let questions: Vec<Value> = bank
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let questions: Vec<Value> = bank(file)
+        .into_iter()
         .filter(|q| matches!(q["template"].as_str(), Some("G15" | "G32" | "G33" | "G34")))
         .collect();
     assert!(questions.len() >= 20, "the bank has {} eligibility questions", questions.len());
@@ -76,7 +90,7 @@ fn check_bank(store: &Mutex<Store>, file: &str) -> std::collections::BTreeMap<(b
     for q in &questions {
         let question = q["question"].as_str().unwrap();
         let set = CriteriaSets::builtin().named_in(question).unwrap_or_else(|| panic!("no set named in {question}"));
-        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let as_of = as_of(q);
         let view = RecordView::new(store, q["patient"].as_str().unwrap(), as_of);
         let out = view.run(ToolName::Calculate, &json!({"calculator": set.id})).unwrap();
         let [Evidence::Calculation { calculator, inputs, output, used }] = out.evidence.as_slice() else {
@@ -256,16 +270,14 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
         ("mimic-iv-demo", "dev-mimic.jsonl", [58, 58]),
     ] {
         let (_dir, store) = ingested_from(folder);
-        let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
-        let bank = std::fs::read_to_string(path).unwrap();
         let (mut fired, mut wrong, mut only_whole) = ([0usize; 2], Vec::new(), Vec::new());
-        for q in bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()) {
+        for q in bank(file) {
             if !q["answer_type"].as_str().unwrap().starts_with("yes_no") {
                 continue;
             }
             let question = q["question"].as_str().unwrap();
             let patient = q["patient"].as_str().unwrap();
-            let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+            let as_of = as_of(&q);
             // The agent's query expansion from the parsing skills.
             let query = skills.expand_query(question).map_or(question.to_string(), |(q, _)| q);
             let shown =
@@ -342,19 +354,13 @@ fn the_glycaemic_range_calculator_gives_every_hba1c_range_question_its_gold_answ
         [("synthea/generated-sample-data-R4", "dev.jsonl", 7usize), ("mimic-iv-demo", "dev-mimic.jsonl", 28)]
     {
         let (_dir, store) = ingested_from(folder);
-        let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
-        let bank = std::fs::read_to_string(path).unwrap();
-        let questions: Vec<Value> = bank
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|q| q["template"] == "G27")
-            .collect();
+        let questions = of_template(file, "G27");
         assert_eq!(questions.len(), asked, "{file}");
         for q in &questions {
             let question = q["question"].as_str().unwrap();
             let range = evident_chart::calculators::Calculator::GlycaemicRange;
             assert!(evident_chart::question_names(question, range), "{question}");
-            let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+            let as_of = as_of(q);
             let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
             // A typed value is never used.
             let call = json!({"calculator": "glycaemic-range", "inputs": {"hba1c_percent": 12.0}});
@@ -378,16 +384,13 @@ fn the_glycaemic_range_calculator_gives_every_hba1c_range_question_its_gold_answ
 fn the_ckd_g_stage_calculator_gives_every_g_stage_question_its_gold_answer() {
     use evident_chart::calculators::Calculator;
     let (_dir, store) = ingested();
-    let path = format!("{}/../../examples/chart/bank/dev.jsonl", env!("CARGO_MANIFEST_DIR"));
-    let bank = std::fs::read_to_string(path).unwrap();
-    let questions: Vec<Value> =
-        bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|q| q["template"] == "G25").collect();
+    let questions = of_template("dev.jsonl", "G25");
     assert_eq!(questions.len(), 5);
     for q in &questions {
         let question = q["question"].as_str().unwrap();
         assert!(evident_chart::question_names(question, Calculator::CkdGStage), "{question}");
         assert!(!evident_chart::question_names(question, Calculator::EgfrCkdEpi2021), "the record's eGFR: {question}");
-        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let as_of = as_of(q);
         let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
         let out = view.run(ToolName::Calculate, &json!({"calculator": "ckd-g-stage"})).unwrap();
         let [Evidence::Calculation { output, used, .. }] = out.evidence.as_slice() else {
@@ -406,13 +409,10 @@ fn the_ckd_g_stage_calculator_gives_every_g_stage_question_its_gold_answer() {
 #[test]
 fn the_bmi_calculator_gives_every_bmi_category_question_its_gold_answer() {
     let (_dir, store) = ingested();
-    let path = format!("{}/../../examples/chart/bank/dev.jsonl", env!("CARGO_MANIFEST_DIR"));
-    let bank = std::fs::read_to_string(path).unwrap();
-    let questions: Vec<Value> =
-        bank.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|q| q["template"] == "G26").collect();
+    let questions = of_template("dev.jsonl", "G26");
     assert_eq!(questions.len(), 13);
     for q in &questions {
-        let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+        let as_of = as_of(q);
         let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
         let out = view.run(ToolName::Calculate, &json!({"calculator": "bmi"})).unwrap();
         let [Evidence::Calculation { output, .. }] = out.evidence.as_slice() else {
@@ -457,16 +457,10 @@ fn the_cha2ds2_vasc_calculator_gives_every_score_question_its_gold_answer() {
         [("synthea/generated-sample-data-R4", "dev.jsonl", 12usize), ("mimic-iv-demo", "dev-mimic.jsonl", 29)]
     {
         let (_dir, store) = ingested_from(folder);
-        let path = format!("{}/../../examples/chart/bank/{file}", env!("CARGO_MANIFEST_DIR"));
-        let bank = std::fs::read_to_string(path).unwrap();
-        let questions: Vec<Value> = bank
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|q| q["template"] == "G31")
-            .collect();
+        let questions = of_template(file, "G31");
         assert_eq!(questions.len(), asked, "{file}");
         for q in &questions {
-            let as_of = day(q["reference_date"].as_str().unwrap()).date().and_hms_opt(23, 59, 59).unwrap();
+            let as_of = as_of(q);
             let view = RecordView::new(&store, q["patient"].as_str().unwrap(), as_of);
             let out = view.run(ToolName::Calculate, &json!({"calculator": "cha2ds2-vasc"})).unwrap();
             let [Evidence::Calculation { output, used, .. }] = out.evidence.as_slice() else {
