@@ -484,9 +484,11 @@ impl SkillLibrary {
         answers.unwrap_or_default()
     }
 
-    /// `query` with the expansions the library's parsing skills list for
-    /// its words appended (each once, and not when the query already holds
-    /// all of its words), and the words expanded; `None` when none is.
+    /// `query` with the substances of each drug class it names (by the
+    /// class's longest name that it holds) and the expansions the
+    /// library's parsing skills list for its words appended (each once,
+    /// and not when the query already holds all of them), and the names
+    /// and words expanded; `None` when none is.
     pub fn expand_query(&self, query: &str) -> Option<(String, Vec<String>)> {
         let mut words = words_of(query);
         let mut expanded_query = query.trim().to_string();
