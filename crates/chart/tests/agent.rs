@@ -1312,6 +1312,41 @@ fn store_with_vitals() -> std::sync::Mutex<evident_store::Store> {
     store
 }
 
+/// A question that names one calculator ends retrieval with it run on the
+/// record when the model never called it (`d5525459-G26`: the plan searched
+/// and answered "Not documented" beside a BMI); not in the no-calculators
+/// ablation, and not twice.
+#[test]
+fn a_question_naming_a_calculator_gets_it_run_when_retrieval_ends() {
+    let store = store_with_vitals();
+    let question = "What is the adult BMI category (underweight, normal, overweight, obese) on 2023-12-31, from the last BMI at most 365 days before?";
+    let criteria = evident_chart::criteria::CriteriaSets::builtin();
+    let answer = "Answer: overweight\nReasoning: BMI 27.9 [1].";
+    let ask_with = |method: Method, search: Value| {
+        let model = three_searches_of("search_reports", search, answer);
+        ask_of_p1(&store, &model, question, Some(AnswerType::Category), method, criteria)
+    };
+    let out = ask_with(Method::Agent, json!({"query": "CT"}));
+    let checks: Vec<_> = out.trace.rounds.iter().filter(|r| r.action.starts_with("calculator check")).collect();
+    assert_eq!(checks.len(), 1, "{:?}", out.trace.rounds);
+    assert_eq!(checks[0].evidence_found, 1, "{:?}", checks[0]);
+    let bmi = out.context.iter().find_map(|n| match n {
+        Evidence::Calculation { calculator, output, .. } if calculator == "bmi" => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(bmi.expect("the BMI calculation is a context item")["reported"], 27.9);
+    assert!(matches!(out.context[0], Evidence::Calculation { .. }), "in front: {:?}", out.context[0]);
+
+    let out = ask_with(Method::AgentNoCalculators, json!({"query": "CT"}));
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("calculator check")), "{:?}", out.trace.rounds);
+
+    // The model called it: no second run.
+    let model = three_searches_of("calculate", json!({"calculator": "bmi"}), answer);
+    let out = ask_of_p1(&store, &model, question, Some(AnswerType::Category), Method::Agent, criteria);
+    assert!(out.trace.rounds.iter().any(|r| r.tool.as_deref() == Some("calculate")), "{:?}", out.trace.rounds);
+    assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("calculator check")), "{:?}", out.trace.rounds);
+}
+
 /// The embedded model called the BMI calculator with a weight of 1 kg and a
 /// height of 1 m, cited to nothing. Numbers the call gives are never used:
 /// the newest weight and height on or before the reference date are read

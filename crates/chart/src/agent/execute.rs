@@ -7,7 +7,9 @@ use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 use super::plan::{arguments_for, arguments_schema, asks_for_dates, calculation_meant, calculator_named, Vocabulary};
 use super::*;
 use crate::bank::AnswerType;
+use crate::calculators::Calculator;
 use crate::policy::EvidenceOrder;
+use crate::question_names;
 use crate::tools::{keyword_subset, names_subject, subject_words, ToolFailure, ToolOutput, DEFAULT_K, MAX_K};
 
 /// An action's token limit: the schema's worst case (every string is
@@ -503,6 +505,7 @@ pub(crate) fn execute(
     structured_lookup(ctx, &mut state, &memory, trace)?;
     criteria_lookup(ctx, &mut state, &memory, trace)?;
     criteria_check(ctx, &mut state, &memory, trace)?;
+    calculator_check(ctx, &mut state, &memory, trace)?;
     trace.context_tokens = state.tokens;
     Ok(state.nodes)
 }
@@ -642,6 +645,56 @@ fn criteria_check(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: 
             trace.rounds.len() + 1,
             None,
             "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)",
+            memory,
+            "",
+        )
+    });
+    Ok(())
+}
+
+/// Evident's (with [`AgentConfig::use_calculators`]): a question that
+/// names one calculator ([`question_names`]; not a date question) and
+/// whose context holds no result of it ends retrieval with that
+/// calculator run on the record, its inputs read from the store as every
+/// call's are, in front of the context, a calculate round of the trace.
+/// The embedded model's plan for "What is the adult BMI category ... on
+/// 2018-01-25, from the last BMI at most 365 days before?" never called
+/// the BMI calculator, and it answered "Not documented" beside a BMI of
+/// 27.5 seven weeks before (`d5525459-G26`, gold Overweight). A result the
+/// record cannot give (a missing input) adds its note and nothing else.
+fn calculator_check(
+    ctx: &Ctx<'_>,
+    state: &mut Execution,
+    memory: &Memory,
+    trace: &mut Trace,
+) -> Result<(), ChartError> {
+    if !ctx.config.use_calculators || ctx.answer_type.is_some_and(asks_for_dates) {
+        return Ok(());
+    }
+    let named: Vec<Calculator> = Calculator::ALL.into_iter().filter(|&c| question_names(ctx.question, c)).collect();
+    let [calculator] = named.as_slice() else { return Ok(()) };
+    let computed = state
+        .nodes
+        .iter()
+        .any(|n| matches!(n, Evidence::Calculation { calculator: c, .. } if c.as_str() == calculator.name()));
+    let args = json!({"calculator": calculator.name()});
+    if computed || !state.seen_calls.insert(identity_of(ToolName::Calculate, &args)) {
+        return Ok(());
+    }
+    let output = run_tool(ctx, ToolName::Calculate, &args)?;
+    let results: Vec<Evidence> =
+        output.evidence.iter().filter(|e| matches!(e, Evidence::Calculation { .. })).cloned().collect();
+    let added = state.add_first(&output.evidence);
+    trace.rounds.push(Round {
+        tool: Some(ToolName::Calculate.as_str().into()),
+        arguments: Some(args),
+        notice: output.note,
+        evidence_found: results.len(),
+        new_evidence: added,
+        ..Round::bare(
+            trace.rounds.len() + 1,
+            None,
+            "calculator check (the calculator the question names, on the record; Evident's, not the paper's)",
             memory,
             "",
         )

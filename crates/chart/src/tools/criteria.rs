@@ -58,10 +58,10 @@ impl RecordView<'_> {
                 let Some(patient) = self.lock().patient(self.patient_id())? else {
                     return Ok((Truth::Unknown, json!("no patient recorded"), vec![]));
                 };
-                let sex = match patient.sex.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
-                    Some(s) if s == "female" || s == "f" => Sex::Female,
-                    Some(s) if s == "male" || s == "m" => Sex::Male,
-                    _ => return Ok((Truth::Unknown, json!("no sex recorded"), vec![])),
+                let sex = match super::calculate::female_of(patient.sex.as_deref()) {
+                    Some(true) => Sex::Female,
+                    Some(false) => Sex::Male,
+                    None => return Ok((Truth::Unknown, json!("no sex recorded"), vec![])),
                 };
                 let read = json!(if sex == Sex::Female { "female" } else { "male" });
                 let evidence = Evidence::Patient {
