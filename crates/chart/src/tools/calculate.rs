@@ -337,6 +337,16 @@ impl RecordView<'_> {
     }
 }
 
+/// Whether a stored sex is female (`Some(true)`) or male (`Some(false)`):
+/// "female"/"F" and "male"/"M" in any case; anything else is not guessed.
+pub(super) fn female_of(sex: Option<&str>) -> Option<bool> {
+    match sex.map(|s| s.trim().to_ascii_lowercase()) {
+        Some(s) if s == "female" || s == "f" => Some(true),
+        Some(s) if s == "male" || s == "m" => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,15 +357,5 @@ mod tests {
         assert_eq!(measured_inputs(Calculator::EgfrCkdEpi2021), ["creatinine_mg_dl"]);
         assert_eq!(measured_inputs(Calculator::RIss), ["beta2_microglobulin_mg_l", "albumin_g_dl"]);
         assert!(measured_inputs(Calculator::Charlson).is_empty());
-    }
-}
-
-/// Whether a stored sex is female (`Some(true)`) or male (`Some(false)`):
-/// "female"/"F" and "male"/"M" in any case; anything else is not guessed.
-pub(super) fn female_of(sex: Option<&str>) -> Option<bool> {
-    match sex.map(|s| s.trim().to_ascii_lowercase()) {
-        Some(s) if s == "female" || s == "f" => Some(true),
-        Some(s) if s == "male" || s == "m" => Some(false),
-        _ => None,
     }
 }
