@@ -213,21 +213,30 @@ impl AgentConfig {
 }
 
 /// When the nodes do not all fit `budget_tokens` ([`number_nodes`] would
-/// cut them), those that name the question's subject
-/// (`tools::names_subject`) first, each group in retrieval order, so what
-/// is cut is what does not name it (a search's unrelated lab reports had
+/// cut them), the results of a calculator the question names first (the
+/// answer's basis: an encounter section found first had left no room for
+/// the BMI calculation of a BMI-category question on a 4,096-token model,
+/// `d5525459-G26`), then those that name the question's subject
+/// (`tools::names_subject`), each group in retrieval order, so what is
+/// cut is what does not name it (a search's unrelated lab reports had
 /// filled a 4,096-token model's context before the broadened search found
-/// the prescription asked about). Otherwise, or when none names it (a
+/// the prescription asked about). Otherwise, or when none is either (a
 /// synonym, a drug class), the order is unchanged.
 pub(crate) fn subject_first(nodes: &[Evidence], question: &str, budget_tokens: usize) -> Vec<Evidence> {
-    let words = crate::tools::subject_words(question);
-    if words.is_empty() || nodes.iter().map(node_tokens).sum::<usize>() <= budget_tokens {
+    if nodes.iter().map(node_tokens).sum::<usize>() <= budget_tokens {
         return nodes.to_vec();
     }
-    let (mut named, rest): (Vec<Evidence>, Vec<Evidence>) =
-        nodes.iter().cloned().partition(|n| crate::tools::names_subject(&words, &n.text()));
-    named.extend(rest);
-    named
+    let named_result = |n: &Evidence| {
+        matches!(n, Evidence::Calculation { calculator, .. }
+            if crate::calculators::Calculator::from_name(calculator).is_some_and(|c| question_names(question, c)))
+    };
+    let words = crate::tools::subject_words(question);
+    let (mut first, rest): (Vec<Evidence>, Vec<Evidence>) = nodes.iter().cloned().partition(named_result);
+    let (named, rest): (Vec<Evidence>, Vec<Evidence>) =
+        rest.into_iter().partition(|n| !words.is_empty() && crate::tools::names_subject(&words, &n.text()));
+    first.extend(named);
+    first.extend(rest);
+    first
 }
 
 /// Token and time accounting over every call of one question.

@@ -995,6 +995,19 @@ mod tests {
         assert_eq!(ids(&kept), ["rx"], "what is cut does not name the subject");
         let other = "When was Amoxicillin first prescribed?";
         assert_eq!(ids(&subject_first(&nodes, other, 1)), ["lab", "rx"], "nothing names it: order kept");
+        // The result of a calculator the question names comes before both
+        // (`d5525459-G26`: an encounter section left it no room).
+        let bmi = Evidence::Calculation {
+            calculator: "bmi".into(),
+            inputs: json!({"weight_kg": 78.12778726668415, "height_m": 1.6841131599876}),
+            output: json!({"category": "overweight"}),
+            used: vec![],
+        };
+        let with_bmi = [nodes.clone(), vec![bmi]].concat();
+        let category = "What is the adult BMI category (underweight, normal, overweight, obese) on 2018-01-25?";
+        let first = subject_first(&with_bmi, category, 1);
+        assert!(matches!(&first[0], Evidence::Calculation { calculator, .. } if calculator == "bmi"), "{first:?}");
+        assert!(matches!(subject_first(&with_bmi, question, 1).last(), Some(Evidence::Calculation { .. })));
     }
 
     #[test]
