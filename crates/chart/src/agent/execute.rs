@@ -630,24 +630,32 @@ fn criteria_check(ctx: &Ctx<'_>, state: &mut Execution, memory: &Memory, trace: 
     }
     let Some(set) = ctx.view.criteria().named_in(ctx.question) else { return Ok(()) };
     let args = json!({"calculator": set.id});
+    let action = "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)";
+    calculate_in_front((ctx, state, memory, trace), args, action, |o| o.evidence.len())
+}
+
+/// Runs a calculate call of Evident's own once (not again when it ran)
+/// and puts what it returns in front of the context, a round of the trace
+/// named `action`; `found` counts what the round reports found.
+fn calculate_in_front(
+    (ctx, state, memory, trace): (&Ctx<'_>, &mut Execution, &Memory, &mut Trace),
+    args: Value,
+    action: &str,
+    found: fn(&ToolOutput) -> usize,
+) -> Result<(), ChartError> {
     if !state.seen_calls.insert(identity_of(ToolName::Calculate, &args)) {
         return Ok(());
     }
     let output = run_tool(ctx, ToolName::Calculate, &args)?;
+    let evidence_found = found(&output);
     let added = state.add_first(&output.evidence);
     trace.rounds.push(Round {
         tool: Some(ToolName::Calculate.as_str().into()),
         arguments: Some(args),
         notice: output.note,
-        evidence_found: output.evidence.len(),
+        evidence_found,
         new_evidence: added,
-        ..Round::bare(
-            trace.rounds.len() + 1,
-            None,
-            "criteria check (the criteria set the question names, on the record; Evident's, not the paper's)",
-            memory,
-            "",
-        )
+        ..Round::bare(trace.rounds.len() + 1, None, action, memory, "")
     });
     Ok(())
 }
@@ -677,29 +685,13 @@ fn calculator_check(
         .nodes
         .iter()
         .any(|n| matches!(n, Evidence::Calculation { calculator: c, .. } if c.as_str() == calculator.name()));
-    let args = json!({"calculator": calculator.name()});
-    if computed || !state.seen_calls.insert(identity_of(ToolName::Calculate, &args)) {
+    if computed {
         return Ok(());
     }
-    let output = run_tool(ctx, ToolName::Calculate, &args)?;
-    let results: Vec<Evidence> =
-        output.evidence.iter().filter(|e| matches!(e, Evidence::Calculation { .. })).cloned().collect();
-    let added = state.add_first(&output.evidence);
-    trace.rounds.push(Round {
-        tool: Some(ToolName::Calculate.as_str().into()),
-        arguments: Some(args),
-        notice: output.note,
-        evidence_found: results.len(),
-        new_evidence: added,
-        ..Round::bare(
-            trace.rounds.len() + 1,
-            None,
-            "calculator check (the calculator the question names, on the record; Evident's, not the paper's)",
-            memory,
-            "",
-        )
-    });
-    Ok(())
+    let args = json!({"calculator": calculator.name()});
+    let action = "calculator check (the calculator the question names, on the record; Evident's, not the paper's)";
+    let results = |o: &ToolOutput| o.evidence.iter().filter(|e| matches!(e, Evidence::Calculation { .. })).count();
+    calculate_in_front((ctx, state, memory, trace), args, action, results)
 }
 
 /// Drops the oldest round exchanges (a request and its answer, after the
