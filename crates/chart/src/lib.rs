@@ -51,8 +51,8 @@ use serde::Serialize;
 use serde_json::json;
 
 pub use agent::{
-    context_items, prompts, question_names, recorded_yes, AgentConfig, Assessment, Memory, Plan, PlanStep, Round,
-    Trace, Usage, CHART_PROMPTS,
+    context_items, prompts, question_names, recorded_yes, yes_no_lookup, AgentConfig, Assessment, Memory, Plan,
+    PlanStep, Round, Trace, Usage, CHART_PROMPTS,
 };
 pub use answer::{parse_two_line, TwoLine};
 pub use skills::{SkillError, SkillLibrary};

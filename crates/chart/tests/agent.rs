@@ -1489,6 +1489,46 @@ fn a_dates_question_whose_context_never_names_the_subject_looks_it_up_in_the_str
     assert!(out.context.iter().all(|n| n.document_id() != Some("c1")));
 }
 
+/// A yes/no question whose context does not answer it "Yes" by the record
+/// rule ends with its subject looked up in the structured records: the
+/// entries that hold it (not another drug's of the same dose and form)
+/// go in front of the context; the paper's broadening does not.
+#[test]
+fn a_yes_no_question_whose_context_does_not_answer_it_looks_the_subject_up_in_the_structured_records() {
+    let store = store();
+    {
+        let mut s = store.lock().unwrap();
+        let w = s.writer().unwrap();
+        support::put_document(
+            &w,
+            "m1",
+            evident_model::DocKind::MedicationList,
+            "2017-12-23",
+            "Medications\n- 2017-12-23 07:21: Leucovorin 100 MG Injection (active) [RxNorm 1803932] [MedicationRequest/l1]\n- 2017-12-23 07:21: Oxaliplatin 100 MG Injection (active) [MedicationRequest/o1]\n",
+        );
+        w.commit().unwrap();
+    }
+    let ask_with = |question: &str, method: Method| {
+        ask_after_three_ct_searches(&store, question, AnswerType::YesNo, method, "Answer: Yes\nReasoning: Active [1].")
+    };
+    let lookups = |out: &ChartAnswer| -> Vec<(usize, usize)> {
+        let rounds = out.trace.rounds.iter().filter(|r| r.action.starts_with("structured lookup"));
+        rounds.map(|r| (r.evidence_found, r.new_evidence)).collect()
+    };
+    let leucovorin = "Is the patient receiving Leucovorin 100 MG Injection on 2020-11-30?";
+    let out = ask_with(leucovorin, Method::Agent);
+    assert_eq!(lookups(&out), [(1, 1), (0, 0), (0, 0)], "medications, conditions, procedures: {:?}", out.trace.rounds);
+    assert!(out.context[0].text().contains("Leucovorin"), "{:?}", out.context);
+    assert!(out.context.iter().all(|n| !n.text().contains("Oxaliplatin")), "{:?}", out.context);
+
+    let warfarin = "Is the patient receiving Warfarin 5 MG Oral Tablet on 2020-11-30?";
+    assert_eq!(lookups(&ask_with(warfarin, Method::Agent)), [(0, 0); 3], "nothing holds it");
+
+    let out = ask_with(leucovorin, Method::AgentPaperBroadening);
+    assert!(lookups(&out).is_empty(), "{:?}", out.trace.rounds);
+    assert!(out.context.iter().all(|n| n.document_id() != Some("m1")));
+}
+
 /// A criteria question ends retrieval with what the record holds for each
 /// criterion it names in the record's terms: the problem-list entries of
 /// the conditions it names and the newest values of the labs it names;

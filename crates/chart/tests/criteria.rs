@@ -266,11 +266,11 @@ fn the_last_lab_value_decides_and_one_in_an_unknown_unit_is_unknown() {
 fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
     let skills = evident_chart::SkillLibrary::builtin().unwrap();
     for (folder, file, reached) in [
-        ("synthea/generated-sample-data-R4", "dev.jsonl", [12usize, 12]),
-        ("mimic-iv-demo", "dev-mimic.jsonl", [58, 58]),
+        ("synthea/generated-sample-data-R4", "dev.jsonl", [12usize, 12, 12]),
+        ("mimic-iv-demo", "dev-mimic.jsonl", [58, 58, 58]),
     ] {
         let (_dir, store) = ingested_from(folder);
-        let (mut fired, mut wrong, mut only_whole) = ([0usize; 2], Vec::new(), Vec::new());
+        let (mut fired, mut wrong, mut only_whole) = ([0usize; 3], Vec::new(), Vec::new());
         for q in bank(file) {
             if !q["answer_type"].as_str().unwrap().starts_with("yes_no") {
                 continue;
@@ -280,10 +280,19 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
             let as_of = as_of(&q);
             // The agent's query expansion from the parsing skills.
             let query = skills.expand_query(question).map_or(question.to_string(), |(q, _)| q);
-            let shown =
-                [whole_structured_record(&store, patient, as_of), as_tools_return(&store, patient, as_of, &query)];
+            let looked_up: Vec<Evidence> =
+                evident_chart::yes_no_lookup(&RecordView::new(&store, patient, as_of), question, Some(&skills))
+                    .unwrap()
+                    .into_iter()
+                    .flat_map(|(_, holding)| holding)
+                    .collect();
+            let shown = [
+                whole_structured_record(&store, patient, as_of),
+                as_tools_return(&store, patient, as_of, &query),
+                evident_chart::context_items(&looked_up),
+            ];
             let yes = shown.each_ref().map(|prompt| evident_chart::recorded_yes(question, prompt, Some(&skills)));
-            if yes == [true, false] {
+            if yes[0] && !yes[1] {
                 only_whole.push(q["id"].as_str().unwrap().to_string());
             }
             for (way, yes) in yes.into_iter().enumerate() {
@@ -294,7 +303,7 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
                             "{} ({}, shown {})",
                             q["id"],
                             q["gold_answer"],
-                            ["whole", "by the tools"][way]
+                            ["whole", "by the tools", "by the structured lookup"][way]
                         ));
                     }
                 }
@@ -303,7 +312,7 @@ fn the_yes_no_record_rule_makes_yes_the_answer_only_where_the_bank_says_yes() {
         assert!(wrong.is_empty(), "{file}: Yes where the gold says otherwise: {wrong:?}");
         assert_eq!(
             fired, reached,
-            "{file}: gold-Yes questions the rule reaches (whole record, by the tools; by the whole record only: {only_whole:?})"
+            "{file}: gold-Yes questions the rule reaches (whole record, by the tools, by the structured lookup; by the whole record only: {only_whole:?})"
         );
     }
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use evident_llm::{chat_json, RepairPolicy, StructuredAnswer};
 
 use super::plan::{arguments_for, arguments_schema, asks_for_dates, calculation_meant, calculator_named, Vocabulary};
+use super::synthesise::{holds_yes_no_subject, YesNoSubject};
 use super::*;
 use crate::bank::AnswerType;
 use crate::calculators::Calculator;
@@ -535,6 +536,9 @@ fn structured_lookup(
     trace: &mut Trace,
 ) -> Result<(), ChartError> {
     let Some(words) = state.subject.clone() else { return Ok(()) };
+    if matches!(ctx.answer_type, Some(AnswerType::YesNo | AnswerType::YesNoUnclear)) {
+        return yes_no_structured_lookup(ctx, state, memory, trace);
+    }
     let dated = matches!(ctx.answer_type, Some(AnswerType::Date | AnswerType::DateList | AnswerType::IntervalList));
     if !dated || state.nodes.iter().any(|n| names_subject(&words, &n.text())) {
         return Ok(());
@@ -563,6 +567,76 @@ fn structured_lookup(
         });
     }
     Ok(())
+}
+
+/// The yes/no half of [`structured_lookup`]: when the context at the end
+/// of retrieval does not answer the question "Yes" by the record rule
+/// ([`recorded_yes`], with the parsing skills where the agent expands
+/// queries), the subject is looked up in the structured records
+/// ([`yes_no_lookup`]) and the entries that hold it join the context in
+/// front, each call a round of the trace. The embedded model searched the
+/// reports for "patient eligibility assessment" when asked "Is the patient
+/// receiving Leucovorin 100 MG Injection on 2020-11-30?", found nothing,
+/// and answered "No" beside an active prescription it never saw
+/// (`720b9118-G01`).
+fn yes_no_structured_lookup(
+    ctx: &Ctx<'_>,
+    state: &mut Execution,
+    memory: &Memory,
+    trace: &mut Trace,
+) -> Result<(), ChartError> {
+    let skills = (ctx.config.use_skills && ctx.config.expand_queries).then_some(ctx.skills);
+    if recorded_yes(ctx.question, &context_items(&state.nodes), skills) {
+        return Ok(());
+    }
+    for (args, holding) in yes_no_lookup(ctx.view, ctx.question, skills)? {
+        state.seen_calls.insert(identity_of(ToolName::QueryRecords, &args));
+        let added = state.add_first(&holding);
+        trace.rounds.push(Round {
+            tool: Some(ToolName::QueryRecords.as_str().into()),
+            arguments: Some(args),
+            evidence_found: holding.len(),
+            new_evidence: added,
+            ..Round::bare(
+                trace.rounds.len() + 1,
+                None,
+                "structured lookup (the context did not answer Yes by the record rule; Evident's, not the paper's)",
+                memory,
+                "",
+            )
+        });
+    }
+    Ok(())
+}
+
+/// Evident's structured lookup for a yes/no question, not the paper's:
+/// for the medications, the conditions and the procedures, the
+/// `query_records` call for the subject's words as the yes/no record rule
+/// reads them ([`recorded_yes`]: without the asking verbs and dates),
+/// expanded from the parsing `skills` when given ("statin" to its
+/// substances), over every date up to the view's reference date; with
+/// each call, the entries it returns that hold the subject as the rule
+/// reads it. Nothing for a question the rule reads no subject in.
+pub fn yes_no_lookup(
+    view: &RecordView<'_>,
+    question: &str,
+    skills: Option<&SkillLibrary>,
+) -> Result<Vec<(Value, Vec<Evidence>)>, ChartError> {
+    let Some(subject) = YesNoSubject::of(question, skills) else { return Ok(vec![]) };
+    let words = subject.words().join(" ");
+    let query = skills.and_then(|s| s.expand_query(&words)).map_or(words, |(expanded, _)| expanded);
+    let mut calls = Vec::new();
+    for record in ["medications", "conditions", "procedures"] {
+        let args = json!({"record": record, "query": query, "scope": "all"});
+        let output = match view.run(ToolName::QueryRecords, &args) {
+            Ok(o) => o,
+            Err(ToolFailure::Refused(_)) => ToolOutput { evidence: vec![], note: None },
+            Err(ToolFailure::Store(e)) => return Err(e.into()),
+        };
+        let holding = output.evidence.into_iter().filter(|e| holds_yes_no_subject(&subject, &e.text())).collect();
+        calls.push((args, holding));
+    }
+    Ok(calls)
 }
 
 /// The workflow skill whose keywords mark a question of criteria.

@@ -50,6 +50,7 @@ use crate::{ChartError, Citation};
 
 pub(crate) use assess::{assess, style_block};
 pub(crate) use execute::execute;
+pub use execute::yes_no_lookup;
 pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
 pub use synthesise::{context_items, recorded_yes};

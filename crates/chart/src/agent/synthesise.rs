@@ -347,55 +347,9 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// anticoagulant or heparin") is held by an entry that holds any one of
 /// them.
 pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>) -> bool {
+    let Some(subject) = YesNoSubject::of(question, skills) else { return false };
     let lowered = question.to_lowercase();
     let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
-    let at_least_one = question_words.windows(3).any(|w| w == ["at", "least", "one"]);
-    let subject_of = |part: &str| -> Vec<String> {
-        subject_words(part)
-            .into_iter()
-            .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
-            .filter(|w| !(at_least_one && matches!(w.as_str(), "least" | "one")))
-            .collect()
-    };
-    let outside = crate::tools::outside_parentheses(&lowered);
-    // "and" asks for all: one alternative, and no classes.
-    let and = question_words.contains(&"and");
-    let parts: Vec<&str> = if and { vec![lowered.as_str()] } else { outside.split(" or ").collect() };
-    let alternatives: Vec<Alternative> = parts
-        .iter()
-        .map(|part| {
-            let words = subject_of(part);
-            match skills.filter(|_| !and).and_then(|s| s.classes_named(&words)) {
-                Some(classes) => Alternative::Classes(classes),
-                None => {
-                    let spelled =
-                        words.iter().map(|w| skills.map(|s| s.expansions_of(w)).unwrap_or_default()).collect();
-                    Alternative::Words(words, spelled)
-                }
-            }
-        })
-        .collect();
-    if alternatives.iter().any(|a| matches!(a, Alternative::Words(words, _) if words.is_empty())) {
-        return false;
-    }
-    let words: Vec<String> = subject_of(&outside);
-    // Whether an entry holds the subject; `masked` is its text with the
-    // phrases that name other conditions blanked, lower-cased.
-    let holds_all = |entry: &str, masked: &str| {
-        alternatives.iter().any(|alternative| match alternative {
-            // A substance within a combination's name counts
-            // ("Piperacillin-Tazobactam").
-            Alternative::Classes(classes) => {
-                let entry_words = crate::skills::words_of(masked);
-                cited_records(entry).any(|k| MEDICATION_RECORDS.contains(&k))
-                    && classes.iter().flat_map(|c| &c.substances).any(|s| entry_words.contains(s))
-            }
-            Alternative::Words(words, spelled) => words.iter().zip(spelled).all(|(word, others)| {
-                subject_words_in(std::slice::from_ref(word), masked) == 1
-                    || others.iter().any(|other| subject_words_in(other, masked) == other.len())
-            }),
-        })
-    };
     let asked_on = dates_in(question).into_iter().next();
     let perfect = asked_on.is_none()
         && (matches!(question_words.first(), Some(&("has" | "have" | "had" | "did" | "was" | "were")))
@@ -409,10 +363,7 @@ pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>)
         if asked_on.as_ref().is_some_and(|on| own > *on) {
             continue;
         }
-        let distinct = crate::conditions::DistinctConditions::builtin();
-        let entries =
-            record_entries(line).into_iter().filter(|e| cited_records(e).any(|k| YES_NO_RECORDS.contains(&k)));
-        for entry in entries.filter(|e| holds_all(e, &distinct.masked(&words, question, e))) {
+        for entry in record_entries(line).into_iter().filter(|e| subject.held_by(e)) {
             let lower = entry.to_lowercase();
             let says_ended = ENDED.iter().any(|w| lower.split(|c: char| !c.is_alphanumeric()).any(|t| t == *w));
             // Its later dates, and its own day where the entry ends then
@@ -439,6 +390,87 @@ pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>)
     // day's must be current.
     let Some(newest) = naming.iter().map(|(own, _)| own.clone()).max() else { return false };
     naming.iter().filter(|(own, _)| *own == newest).all(|(_, current)| *current)
+}
+
+/// A yes/no question's subject as [`recorded_yes`] reads it: its
+/// alternatives (joined by "or"), each drug classes or words with their
+/// spellings from the parsing skills.
+pub(crate) struct YesNoSubject<'a> {
+    question: &'a str,
+    /// Every subject word outside parentheses.
+    words: Vec<String>,
+    alternatives: Vec<Alternative<'a>>,
+}
+
+impl<'a> YesNoSubject<'a> {
+    /// The subject of `question`; `None` where an alternative has no
+    /// subject word.
+    pub(crate) fn of(question: &'a str, skills: Option<&'a SkillLibrary>) -> Option<Self> {
+        let lowered = question.to_lowercase();
+        let question_words: Vec<&str> =
+            lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        let at_least_one = question_words.windows(3).any(|w| w == ["at", "least", "one"]);
+        let subject_of = |part: &str| -> Vec<String> {
+            subject_words(part)
+                .into_iter()
+                .filter(|w| !YES_NO_VERBS.contains(&w.as_str()) && dates_in(w).is_empty())
+                .filter(|w| !(at_least_one && matches!(w.as_str(), "least" | "one")))
+                .collect()
+        };
+        let outside = crate::tools::outside_parentheses(&lowered);
+        // "and" asks for all: one alternative, and no classes.
+        let and = question_words.contains(&"and");
+        let parts: Vec<&str> = if and { vec![lowered.as_str()] } else { outside.split(" or ").collect() };
+        let mut alternatives = Vec::new();
+        for part in parts {
+            let words = subject_of(part);
+            match skills.filter(|_| !and).and_then(|s| s.classes_named(&words)) {
+                Some(classes) => alternatives.push(Alternative::Classes(classes)),
+                None if words.is_empty() => return None,
+                None => {
+                    let spelled =
+                        words.iter().map(|w| skills.map(|s| s.expansions_of(w)).unwrap_or_default()).collect();
+                    alternatives.push(Alternative::Words(words, spelled));
+                }
+            }
+        }
+        Some(YesNoSubject { question, words: subject_of(&outside), alternatives })
+    }
+
+    /// The subject's words, for a record query.
+    pub(crate) fn words(&self) -> &[String] {
+        &self.words
+    }
+
+    /// Whether a structured record's entry ([`YES_NO_RECORDS`]) holds the
+    /// subject: one alternative's every word or one of its spellings, or a
+    /// prescription of a substance of one of its classes (within a
+    /// combination's name too, "Piperacillin-Tazobactam"); a phrase that
+    /// names another condition than a subject word ("pulmonary
+    /// hypertension") holds nothing.
+    pub(crate) fn held_by(&self, entry: &str) -> bool {
+        if !cited_records(entry).any(|k| YES_NO_RECORDS.contains(&k)) {
+            return false;
+        }
+        let masked = crate::conditions::DistinctConditions::builtin().masked(&self.words, self.question, entry);
+        self.alternatives.iter().any(|alternative| match alternative {
+            Alternative::Classes(classes) => {
+                let entry_words = crate::skills::words_of(&masked);
+                cited_records(entry).any(|k| MEDICATION_RECORDS.contains(&k))
+                    && classes.iter().flat_map(|c| &c.substances).any(|s| entry_words.contains(s))
+            }
+            Alternative::Words(words, spelled) => words.iter().zip(spelled).all(|(word, others)| {
+                subject_words_in(std::slice::from_ref(word), &masked) == 1
+                    || others.iter().any(|other| subject_words_in(other, &masked) == other.len())
+            }),
+        })
+    }
+}
+
+/// Whether one of a line's structured record entries ([`record_entries`])
+/// holds a yes/no question's subject ([`YesNoSubject::held_by`]).
+pub(crate) fn holds_yes_no_subject(subject: &YesNoSubject<'_>, line: &str) -> bool {
+    record_entries(line).into_iter().any(|e| subject.held_by(e))
 }
 
 /// A numbered item's own date, the first date of its header
