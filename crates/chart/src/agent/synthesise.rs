@@ -304,6 +304,14 @@ const YES_NO_VERBS: &[&str] = &[
     "performed",
 ];
 
+/// Whether a question asks whether its subject is documented ("Is chronic
+/// kidney disease or renal failure documented?", "Is there documentation
+/// of ..."): "documented" or "documentation" outside parentheses.
+fn asks_whether_documented(question: &str) -> bool {
+    let outside = crate::tools::outside_parentheses(&question.to_lowercase());
+    outside.split(|c: char| !c.is_alphanumeric()).any(|w| matches!(w, "documented" | "documentation"))
+}
+
 /// Whether no two intervals ("start–end") share their start.
 fn one_end_each(intervals: &[String]) -> bool {
     let starts: BTreeSet<&str> = intervals.iter().map(|i| i.split('–').next().unwrap_or(i)).collect();
@@ -727,15 +735,22 @@ pub(crate) fn answer_schema(
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
     // Where a shown record's line answers a yes/no question ([`recorded_yes`]),
-    // "Yes" is the answer, when it is a choice at all.
-    fn held(recorded: bool, choices: Vec<&str>) -> Vec<&str> {
+    // "Yes" is the answer, when it is a choice at all. A question that
+    // asks whether its subject is documented is answered "No" when it is
+    // not: "Not documented" would say the same, and is no choice (the
+    // embedded model answered "Not documented" to "Is chronic kidney
+    // disease or renal failure documented?", gold No: `77f70af5-G08`).
+    fn held<'a>(recorded: bool, documented: bool, mut choices: Vec<&'a str>) -> Vec<&'a str> {
         if recorded && choices.contains(&"Yes") {
-            vec!["Yes"]
-        } else {
-            choices
+            return vec!["Yes"];
         }
+        if documented && choices.len() > 1 {
+            choices.retain(|c| *c != "Not documented");
+        }
+        choices
     }
-    let recorded = |choices| held(shown.subject_recorded, choices);
+    let documented = asks_whether_documented(question);
+    let recorded = |choices| held(shown.subject_recorded, documented, choices);
     let answer = match answer_type {
         Some(AnswerType::YesNo) if !style_answers.is_empty() => {
             format!("^(?:{})$", alternatives(recorded(style_answers.iter().map(String::as_str).collect())))
@@ -1405,6 +1420,32 @@ mod tests {
         let schema = schema_of(&[1, 2, 3, 4], list, Some(AnswerType::DateList), &shown, &[]);
         let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
         assert!(validator.check(&json!({"answer": "1996-02-04", "reasoning": "From [1]."}).to_string()).is_ok());
+    }
+
+    /// A question asking whether its subject is documented is answered
+    /// "No" when it is not (`77f70af5-G08`), not "Not documented"; other
+    /// yes/no questions keep the paper's choices.
+    #[test]
+    fn a_question_asking_whether_something_is_documented_is_answered_no_not_not_documented() {
+        let choices = |question: &str, style: &[String]| {
+            let prompt = "Context items:\n[1] (progress_note, 2020-01-01) Follow-up. Knee pain.\n";
+            let shown = shown_values(prompt).with_subject(question, prompt);
+            let schema = schema_of(&[1], question, Some(AnswerType::YesNo), &shown, style);
+            let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+            ["Yes", "No", "Never", "Not documented", "Unclear"]
+                .into_iter()
+                .filter(|a| validator.check(&json!({"answer": a, "reasoning": "From [1]."}).to_string()).is_ok())
+                .collect::<Vec<_>>()
+        };
+        let ckd = "Is chronic kidney disease or renal failure documented?";
+        assert_eq!(choices(ckd, &[]), ["Yes", "No", "Never", "Unclear"]);
+        assert_eq!(choices("Is there documentation of a fall?", &[]), ["Yes", "No", "Never", "Unclear"]);
+        let style = ["Yes".to_string(), "Not documented".to_string()];
+        assert_eq!(choices(ckd, &style), ["Yes"], "a style skill's choices lose it too");
+        let only = ["Not documented".to_string()];
+        assert_eq!(choices(ckd, &only), ["Not documented"], "never no choice at all");
+        assert_eq!(choices("Is the patient taking metformin?", &[]).len(), 5);
+        assert_eq!(choices("Is metformin (documented in notes) taken?", &[]).len(), 5, "outside parentheses only");
     }
 
     #[test]
