@@ -740,7 +740,7 @@ pub(crate) fn answer_schema(
     // not: "Not documented" would say the same, and is no choice (the
     // embedded model answered "Not documented" to "Is chronic kidney
     // disease or renal failure documented?", gold No: `77f70af5-G08`).
-    fn held<'a>(recorded: bool, documented: bool, mut choices: Vec<&'a str>) -> Vec<&'a str> {
+    fn held(recorded: bool, documented: bool, mut choices: Vec<&str>) -> Vec<&str> {
         if recorded && choices.contains(&"Yes") {
             return vec!["Yes"];
         }
