@@ -551,22 +551,28 @@ fn structured_lookup(
         }
         let output = run_tool(ctx, ToolName::QueryRecords, &args)?;
         let naming: Vec<Evidence> = output.evidence.into_iter().filter(|e| names_subject(&words, &e.text())).collect();
-        let added = state.add_first(&naming);
-        trace.rounds.push(Round {
-            tool: Some(ToolName::QueryRecords.as_str().into()),
-            arguments: Some(args),
-            evidence_found: naming.len(),
-            new_evidence: added,
-            ..Round::bare(
-                trace.rounds.len() + 1,
-                None,
-                "structured lookup (nothing in context named the subject; Evident's, not the paper's)",
-                memory,
-                "",
-            )
-        });
+        let action = "structured lookup (nothing in context named the subject; Evident's, not the paper's)";
+        add_looked_up((state, memory, trace), args, &naming, action);
     }
     Ok(())
+}
+
+/// Puts what a structured lookup's record query found in front of the
+/// context, a `query_records` round of the trace named `action`.
+fn add_looked_up(
+    (state, memory, trace): (&mut Execution, &Memory, &mut Trace),
+    args: Value,
+    found: &[Evidence],
+    action: &str,
+) {
+    let added = state.add_first(found);
+    trace.rounds.push(Round {
+        tool: Some(ToolName::QueryRecords.as_str().into()),
+        arguments: Some(args),
+        evidence_found: found.len(),
+        new_evidence: added,
+        ..Round::bare(trace.rounds.len() + 1, None, action, memory, "")
+    });
 }
 
 /// The yes/no half of [`structured_lookup`]: when the context at the end
@@ -591,20 +597,9 @@ fn yes_no_structured_lookup(
     }
     for (args, holding) in yes_no_lookup(ctx.view, ctx.question, skills)? {
         state.seen_calls.insert(identity_of(ToolName::QueryRecords, &args));
-        let added = state.add_first(&holding);
-        trace.rounds.push(Round {
-            tool: Some(ToolName::QueryRecords.as_str().into()),
-            arguments: Some(args),
-            evidence_found: holding.len(),
-            new_evidence: added,
-            ..Round::bare(
-                trace.rounds.len() + 1,
-                None,
-                "structured lookup (the context did not answer Yes by the record rule; Evident's, not the paper's)",
-                memory,
-                "",
-            )
-        });
+        let action =
+            "structured lookup (the context did not answer Yes by the record rule; Evident's, not the paper's)";
+        add_looked_up((state, memory, trace), args, &holding, action);
     }
     Ok(())
 }
