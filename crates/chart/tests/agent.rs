@@ -1112,7 +1112,7 @@ fn a_question_names_a_calculator_by_its_own_label_only() {
 /// counted. Prediabetes is not diabetes; a heart failure listed after the
 /// reference date is not seen.
 #[test]
-fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
+fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list_never_from_the_call() {
     let store = store();
     let text = "Conditions on 2023-05-01\n\
         - 2023-05-01 10:00: Essential hypertension (disorder) (active) [SNOMED 59621000] [Condition/h1]\n\
@@ -1137,6 +1137,39 @@ fn cha2ds2_vasc_reads_its_conditions_from_the_stored_problem_list() {
     let cited: Vec<String> = used.iter().map(Evidence::text).collect();
     assert!(cited.iter().any(|t| t.contains("Essential hypertension") && t.contains("Condition/h1")), "{cited:?}");
     assert!(!cited.iter().any(|t| t.contains("Prediabetes")), "{cited:?}");
+
+    // The call's conditions are not used: on a MIMIC-IV patient the model
+    // called it with conditions no record shows, and scored 8 for the
+    // record's 5. The list decides each one, both ways.
+    let asserted = json!({"calculator": "cha2ds2-vasc", "inputs": {
+        "hypertension": false, "diabetes": true, "stroke_tia_thromboembolism": true, "vascular_disease": true}});
+    let out = view.run(ToolName::Calculate, &asserted).unwrap();
+    let Evidence::Calculation { inputs, output, .. } = &out.evidence[0] else { panic!("{:?}", out.evidence) };
+    assert_eq!(output["score"], 3.0, "the record's score, not the call's: {output}");
+    assert_eq!(inputs["hypertension"], true, "{inputs}");
+    for absent in ["diabetes", "stroke_tia_thromboembolism", "vascular_disease", "congestive_heart_failure"] {
+        assert_eq!(inputs[absent], false, "{absent}: {inputs}");
+    }
+    let note = out.note.as_deref().unwrap_or_default();
+    for set_aside in ["diabetes", "stroke_tia_thromboembolism", "vascular_disease"] {
+        assert!(note.contains(&format!("the call's {set_aside} true is not used")), "{note}");
+    }
+    assert!(note.contains("no problem-list entry on or before 2023-12-31"), "{note}");
+
+    // Before the problem list's date the notes are read: d1 affirms type 2
+    // diabetes; hypertension is nowhere in them.
+    let before = RecordView::new(&store, "P1", day("2023-04-30"));
+    let out = before.run(ToolName::Calculate, &asserted).unwrap();
+    let Evidence::Calculation { inputs, output, used, .. } = &out.evidence[0] else { panic!("{:?}", out.evidence) };
+    assert_eq!(output["score"], 3.0, "female 1 + age 67 1 + diabetes 1: {output}");
+    assert_eq!((&inputs["diabetes"], &inputs["hypertension"]), (&json!(true), &json!(false)), "{inputs}");
+    assert!(used.iter().any(|e| e.document_id() == Some("d1")), "{used:?}");
+    let note = out.note.as_deref().unwrap_or_default();
+    assert!(
+        note.contains("the call's stroke_tia_thromboembolism true is not used: the record has no problem list"),
+        "{note}"
+    );
+    assert!(!note.contains("diabetes"), "the notes show it: {note}");
 }
 
 /// MIMIC-IV gives an age in an anchor year, not a birth date. The
@@ -1160,6 +1193,9 @@ fn an_anchor_age_scores_a_calculator_only_where_every_age_it_allows_agrees() {
         w.upsert_patient(&patient).unwrap();
         let text = "Demographics\n- 2150-01-01 00:00: Sex M; age 70 in anchor year 2150 (real years 2014 - 2016) [patients/P2]\n";
         support::put_document_of(&w, "P2", "mimic:demographics:P2", DocKind::Other, "2150-01-01", text);
+        // CHA2DS2-VASc reads its conditions from a problem list (none here).
+        let list = "Diagnoses\n- 2140-01-01 00:00: ICD-10 K219: Gastro-esophageal reflux disease without esophagitis [diagnoses_icd/P2/1]\n";
+        support::put_document_of(&w, "P2", "mimic:diagnoses:P2", DocKind::ProblemList, "2140-01-01", list);
         w.commit().unwrap();
     }
     let store = std::sync::Mutex::new(store);

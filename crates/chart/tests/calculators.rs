@@ -135,6 +135,32 @@ fn cha2ds2_vasc_conditions_are_read_from_icd_descriptions() {
     assert_eq!(marks(diabetes), ["diabetes"]);
 }
 
+/// Where a record has no problem list, a note's clause affirms a condition
+/// where no negation cue (data, whole words) precedes its mark in the
+/// clause: a cue later in the clause ("diabetes, no retinopathy") and one
+/// in another clause do not deny it; a relative's condition is not the
+/// patient's, nor is a stroke the anticoagulant is to prevent.
+#[test]
+fn a_notes_clause_affirms_a_condition_only_where_no_negation_precedes_it() {
+    let tables = CalculatorTables::builtin();
+    let affirmed = |text: &str| -> Vec<&str> {
+        let lower = text.to_lowercase();
+        let v = &tables.cha2ds2_vasc;
+        v.conditions.iter().filter(|c| c.affirmed_in(&lower, &v.negations)).map(|c| c.input.as_str()).collect()
+    };
+    let consult = "Past history: breast cancer in 2009; type 2 diabetes on metformin; hypertension on ramipril.";
+    assert_eq!(affirmed(consult), ["hypertension", "diabetes"]);
+    assert!(affirmed("No arrhythmia, no heart failure, no stroke.").is_empty());
+    assert!(affirmed("She denies chest pain, diabetes or a transient ischemic attack.").is_empty());
+    assert_eq!(affirmed("Type 2 diabetes, no retinopathy."), ["diabetes"]);
+    assert_eq!(affirmed("No chest pain. Known hypertension."), ["hypertension"]);
+    assert!(affirmed("Family history of stroke and myocardial infarction (father).").is_empty());
+    assert!(affirmed("Apixaban started for stroke prevention.").is_empty());
+    assert_eq!(affirmed("Echo: pulmonary hypertension."), Vec::<&str>::new());
+    // "no" is a word, not a part of one: "known" and "nocturnal" deny nothing.
+    assert_eq!(affirmed("Nocturnal hypertension, known for years."), ["hypertension"]);
+}
+
 #[test]
 fn egfr_ckd_epi_2021_worked_examples() {
     // By hand from the published equation: 50-year-old man, creatinine 1.0:
@@ -283,6 +309,7 @@ fn a_broken_table_is_refused_naming_each_place() {
     v["cha2ds2_vasc"]["items"][5]["name"] = json!("sex");
     v["cha2ds2_vasc"]["conditions"][2]["not"][0] = json!("Prediabetes");
     v["cha2ds2_vasc"]["conditions"][3]["input"] = json!("female");
+    v["cha2ds2_vasc"]["negations"][1] = json!("Not  ");
     v["r2_iss"]["groups"][3]["up_to"] = json!(4);
     v["glycaemic_range"]["groups"][2]["from"] = json!(5.0);
     v["measurements"]["inputs"][3]["not"][0] = json!("losing");
@@ -300,6 +327,7 @@ fn a_broken_table_is_refused_naming_each_place() {
         "cha2ds2_vasc.items: the input \"female\" has no points",
         "cha2ds2_vasc.conditions[2].not[0]: \"Prediabetes\" must be a non-empty lower-case phrase",
         "cha2ds2_vasc.conditions[3].input: \"female\" is not a condition CHA2DS2-VASc weighs",
+        "cha2ds2_vasc.negations[1]: \"Not  \" must be lower-case words",
         "r2_iss.groups: the last group ends at 4 but a patient can score 5",
         "glycaemic_range.groups[2].from: 5 does not follow 5.7; order groups by rising value",
         "measurements.inputs[3].not[0]: \"losing\" holds none of the names",
@@ -308,7 +336,7 @@ fn a_broken_table_is_refused_naming_each_place() {
     ] {
         assert!(text.contains(place), "missing {place:?} in:\n{text}");
     }
-    assert_eq!(problems.len(), 13, "{text}");
+    assert_eq!(problems.len(), 14, "{text}");
 
     // A misspelt field is a JSON error that names it.
     let mut v: Value = serde_json::from_str(TABLES).unwrap();

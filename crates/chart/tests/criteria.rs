@@ -486,6 +486,15 @@ fn the_cha2ds2_vasc_calculator_gives_every_score_question_its_gold_answer() {
             };
             let cited: Vec<String> = used.iter().map(Evidence::text).collect();
             assert_eq!(score, expected.parse::<f64>().unwrap(), "{}: gold {gold}, {output} {cited:?}", q["id"]);
+            // The conditions a call asserts are not used (the embedded model
+            // called it on 10020786-G31 with all of them true and scored 8).
+            let asserted = json!({"calculator": "cha2ds2-vasc", "inputs": {"congestive_heart_failure": true,
+                "hypertension": true, "diabetes": true, "stroke_tia_thromboembolism": true, "vascular_disease": true}});
+            let again = view.run(ToolName::Calculate, &asserted).unwrap();
+            let [Evidence::Calculation { output: asserted_output, .. }] = again.evidence.as_slice() else {
+                panic!("{}: nothing computed: {again:?}", q["id"])
+            };
+            assert_eq!(asserted_output, output, "{}: the call's conditions changed the score", q["id"]);
         }
     }
 }

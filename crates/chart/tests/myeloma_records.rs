@@ -12,7 +12,9 @@ mod support;
 use std::path::Path;
 use std::sync::Mutex;
 
-use evident_chart::{ask, prompts, AgentConfig, CitedSource, Method, Question, RecordView, SkillLibrary, ToolName};
+use evident_chart::{
+    ask, prompts, AgentConfig, CitedSource, Evidence, Method, Question, RecordView, SkillLibrary, ToolName,
+};
 use evident_llm::StructuredModel;
 use evident_store::Store;
 use serde_json::{json, Value};
@@ -161,7 +163,13 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
     assert!(out.note.is_none(), "{:?}", out.note);
     let text = out.evidence[0].text();
     assert!(text.contains("\"age_years\":55") && text.contains("\"female\":true"), "{text}");
-    assert!(text.contains("\"score\":2.0"), "female 1 + hypertension 1: {text}");
+    // No problem list: the consult's "type 2 diabetes on metformin;
+    // hypertension on ramipril" gives both conditions, cited.
+    assert!(text.contains("\"score\":3.0"), "female 1 + hypertension 1 + diabetes 1: {text}");
+    assert!(text.contains("\"diabetes\":true") && text.contains("\"hypertension\":true"), "{text}");
+    assert!(text.contains("stroke_tia_thromboembolism\":false"), "{text}");
+    let Evidence::Calculation { used, .. } = &out.evidence[0] else { panic!("{:?}", out.evidence) };
+    assert!(used.iter().any(|e| e.text().contains("hypertension on ramipril")), "the consult is cited: {used:?}");
     // The stored age and sex win over ones the call gives (the embedded
     // model was seen inventing them).
     let out = view.run(
@@ -170,7 +178,7 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
     );
     let text = out.unwrap().evidence[0].text();
     assert!(text.contains("\"age_years\":55") && text.contains("\"female\":true"), "{text}");
-    assert!(text.contains("\"score\":2.0"), "{text}");
+    assert!(text.contains("\"score\":3.0"), "{text}");
 
     // Through the agent: the calculation's citation resolves to the stored demographics.
     let skills = SkillLibrary::builtin().unwrap();
@@ -188,7 +196,8 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
                "arguments": {"calculator": "cha2ds2-vasc", "inputs": inputs}, "reason": "planned"})
         .to_string(),
         json!({"action": "finish", "reason": "computed"}).to_string(),
-        json!({"answer": "2", "reasoning": "Female, 55, with hypertension: CHA2DS2-VASc 2 [1]."}).to_string(),
+        json!({"answer": "3", "reasoning": "Female, 55, with hypertension and diabetes: CHA2DS2-VASc 3 [1]."})
+            .to_string(),
     ]);
     let q = Question {
         text: "What is the CHA2DS2-VASc score?",
@@ -204,9 +213,10 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
     let Some(CitedSource::Calculation { output, used, .. }) = &out.citations[0].source else {
         panic!("{:?}", out.citations)
     };
-    assert_eq!(output["score"], 2.0);
+    assert_eq!(output["score"], 3.0);
     match used.as_slice() {
-        [CitedSource::Patient { patient_id, birth_date, sex, text }] => {
+        [CitedSource::Patient { patient_id, birth_date, sex, text }, CitedSource::Text { text: consult, .. }] => {
+            assert!(consult.contains("type 2 diabetes on metformin; hypertension on ramipril"), "{consult}");
             assert_eq!(patient_id, "MM002");
             assert_eq!(birth_date.as_deref(), Some("1961-06-15"));
             assert_eq!(sex.as_deref(), Some("female"));

@@ -100,6 +100,31 @@ impl Condition {
     pub fn shown_in(&self, lower: &str) -> bool {
         marks_shown(&self.marks, &self.not, lower)
     }
+
+    /// Whether a lower-cased passage of a note affirms this condition: in
+    /// one of its clauses (to the next `.`, `;` or line break) a mark that
+    /// no negation cue (`negations`, whole words) precedes, outside the
+    /// clause's "without ..." phrases, with none of `not` in the clause.
+    /// "Type 2 diabetes on metformin; hypertension on ramipril" affirms
+    /// both; "No arrhythmia, no cardiac disease" and "family history of
+    /// stroke" affirm nothing.
+    pub fn affirmed_in(&self, lower: &str, negations: &[String]) -> bool {
+        lower.split(['.', ';', '\n']).any(|clause| {
+            let clause = without_negations(clause);
+            !self.not.iter().any(|n| clause.contains(n.as_str()))
+                && self
+                    .marks
+                    .iter()
+                    .any(|m| clause.match_indices(m.as_str()).any(|(at, _)| !cue_before(&clause[..at], negations)))
+        })
+    }
+}
+
+/// Whether one of `cues` occurs, as whole words, in `prefix`.
+fn cue_before(prefix: &str, cues: &[String]) -> bool {
+    let words: String = prefix.chars().map(|c| if c.is_alphanumeric() || c == '/' { c } else { ' ' }).collect();
+    let words = format!(" {} ", words.split_whitespace().collect::<Vec<_>>().join(" "));
+    cues.iter().any(|c| words.contains(&format!(" {c} ")))
 }
 
 /// Whether a lower-cased line holds one of `marks` and none of `not`
@@ -163,6 +188,10 @@ pub struct Cha2ds2VascTable {
     pub items: Vec<Item>,
     pub age_points: Vec<AgeBand>,
     pub conditions: Vec<Condition>,
+    /// Words that, before a condition's mark in a note's clause, deny it
+    /// or give it to someone else (read only where the record has no
+    /// problem list; [`Condition::affirmed_in`]).
+    pub negations: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -423,6 +452,20 @@ impl CalculatorTables {
                 if cond.marks.contains(phrase) {
                     p.push(format!("{at}: {phrase:?} is both a mark and not one"));
                 }
+            }
+        }
+
+        if v.negations.is_empty() {
+            p.push("cha2ds2_vasc.negations is empty; a note's \"no hypertension\" would count".into());
+        }
+        for (j, cue) in v.negations.iter().enumerate() {
+            let words = cue.split_whitespace().collect::<Vec<_>>().join(" ");
+            if cue.is_empty()
+                || *cue != cue.to_lowercase()
+                || words != *cue
+                || cue.chars().any(|c| !(c.is_alphanumeric() || c == '/' || c == ' '))
+            {
+                p.push(format!("cha2ds2_vasc.negations[{j}]: {cue:?} must be lower-case words (letters, digits or /) separated by single spaces"));
             }
         }
 

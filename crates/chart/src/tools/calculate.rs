@@ -1,12 +1,13 @@
 //! The calculator tool: every numeric input but age is read from the
 //! record (a stored lab, else a sentence that writes it with a unit, the
 //! newest inside the input's lookback window), age and sex from the stored
-//! patient, and CHA2DS2-VASc's conditions from the stored problem list;
-//! each value read is cited. A number the call gives is never used: the
-//! embedded model typed an albumin of 0.00001 g/dL beside a stored 3.9,
-//! and a BMI from a weight of 1 kg and a height of 1 m. Present-or-absent
-//! findings the record cannot give by itself (cytogenetics, comorbidities)
-//! come from the call. A criteria set's id runs its criteria check
+//! patient, and CHA2DS2-VASc's conditions from the stored problem list
+//! (from the notes where there is none); each value read is cited. A number the call gives is never used, nor a
+//! CHA2DS2-VASc condition: the embedded model typed an albumin of 0.00001
+//! g/dL beside a stored 3.9, a BMI from a weight of 1 kg and a height of
+//! 1 m, and a stroke no record shows. Present-or-absent findings the
+//! record cannot give by itself (cytogenetics; Charlson's and HCT-CI's
+//! comorbidities) come from the call. A criteria set's id runs its criteria check
 //! ([`RecordView::check_criteria`]).
 
 use super::age::Age;
@@ -96,9 +97,8 @@ impl RecordView<'_> {
             }
         }
         let age_range = self.fill_demographics(calculator, &mut inputs, &mut used)?;
-        if calculator == Calculator::Cha2ds2Vasc {
-            self.fill_conditions(&mut inputs, &mut used)?;
-        }
+        let set_aside =
+            if calculator == Calculator::Cha2ds2Vasc { self.fill_conditions(&mut inputs, &mut used)? } else { vec![] };
         if !missing.is_empty() {
             return Ok(ToolOutput {
                 evidence: used,
@@ -167,7 +167,7 @@ impl RecordView<'_> {
         };
         Ok(ToolOutput {
             evidence: vec![Evidence::Calculation { calculator: calculator.name().into(), inputs, output, used }],
-            note: None,
+            note: (!set_aside.is_empty()).then(|| set_aside.join("; ")),
         })
     }
 }
@@ -231,32 +231,81 @@ impl RecordView<'_> {
 }
 
 impl RecordView<'_> {
-    /// Sets each CHA2DS2-VASc condition the stored problem list documents
-    /// on or before the reference date (the calculator tables'
-    /// `cha2ds2_vasc.conditions`) and cites the first line that shows it;
-    /// a condition the list does not show keeps the call's value (absent
-    /// by default, as the score counts it). The embedded model called the calculator with age and sex only,
-    /// so a patient's documented hypertension never counted.
-    fn fill_conditions(&self, inputs: &mut Value, used: &mut Vec<Evidence>) -> Result<(), ToolFailure> {
+    /// Sets each CHA2DS2-VASc condition (the calculator tables'
+    /// `cha2ds2_vasc.conditions`) from the record on or before the
+    /// reference date, true with the first line that shows it cited, false
+    /// where none does. The stored problem lists decide where the record
+    /// has one (the bank's generator and the criteria check read them
+    /// alone); a record without one is read in its notes, newest first, a
+    /// condition counting where a clause affirms it
+    /// ([`crate::calculators::tables::Condition::affirmed_in`]). The call's
+    /// condition values are never used, as its numbers are not: the
+    /// embedded model called the calculator with age and sex only, so a
+    /// documented hypertension never counted, and on a MIMIC-IV patient
+    /// (`10020786-G31`) it called it with hypertension, diabetes, stroke
+    /// and vascular disease all true, none of them in the record, and
+    /// scored 8 where the record gives 5. Returns a note for each true the
+    /// call gave that the record does not show.
+    fn fill_conditions(&self, inputs: &mut Value, used: &mut Vec<Evidence>) -> Result<Vec<String>, ToolFailure> {
+        let table = &CalculatorTables::builtin().cha2ds2_vasc;
+        let called: Vec<(&str, Value)> = table
+            .conditions
+            .iter()
+            .filter_map(|c| Some((c.input.as_str(), inputs.as_object_mut()?.remove(&c.input)?)))
+            .collect();
         let store = self.lock();
         let documents = store.documents(&self.patient_id)?;
-        let lists =
-            documents.iter().filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
+        let lists: Vec<_> = documents
+            .iter()
+            .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of))
+            .collect();
         let mut found: Vec<&str> = Vec::new();
-        for doc in lists {
+        for doc in &lists {
             for (lower, entry) in timeline_entries(&store, doc)? {
-                for condition in &CalculatorTables::builtin().cha2ds2_vasc.conditions {
+                for condition in &table.conditions {
                     let input = condition.input.as_str();
                     if !condition.shown_in(&lower) || found.contains(&input) {
                         continue;
                     }
                     found.push(input);
-                    inputs[input] = json!(true);
                     used.push(entry.clone());
                 }
             }
         }
-        Ok(())
+        if lists.is_empty() {
+            let filter = SectionFilter {
+                patient_id: Some(self.patient_id.clone()),
+                until: Some(self.as_of),
+                ..SectionFilter::default()
+            };
+            for section in store.sections(&filter)?.into_iter().rev() {
+                let lower = section.text.to_lowercase();
+                let affirmed: Vec<&str> = table
+                    .conditions
+                    .iter()
+                    .filter(|c| !found.contains(&c.input.as_str()) && c.affirmed_in(&lower, &table.negations))
+                    .map(|c| c.input.as_str())
+                    .collect();
+                if !affirmed.is_empty() {
+                    found.extend(affirmed);
+                    used.push(Evidence::from(section));
+                }
+            }
+        }
+        for condition in &table.conditions {
+            inputs[&condition.input] = json!(found.contains(&condition.input.as_str()));
+        }
+        let on = self.as_of.date();
+        let why = if lists.is_empty() {
+            format!("the record has no problem list on or before {on}, and no note up to then affirms it")
+        } else {
+            format!("no problem-list entry on or before {on} shows it")
+        };
+        Ok(called
+            .into_iter()
+            .filter(|(input, v)| *v == json!(true) && !found.contains(input))
+            .map(|(input, _)| format!("the call's {input} true is not used: {why}"))
+            .collect())
     }
 }
 
