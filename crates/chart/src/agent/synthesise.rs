@@ -572,6 +572,11 @@ fn numbered_lines(prompt: &str) -> impl Iterator<Item = (usize, &str)> {
     })
 }
 
+/// Whether a figure is a date, YYYY-MM-DD.
+fn is_date(figure: &str) -> bool {
+    figure.len() == 10 && chrono::NaiveDate::parse_from_str(figure, "%Y-%m-%d").is_ok()
+}
+
 /// The figures of a text: maximal runs of ASCII digits joined by single
 /// `.`, `:`, `-` or `/` ("1996-02-04", "21:51", "0.69", "2", the "2" of
 /// "CHA2DS2-VASc").
@@ -814,6 +819,20 @@ pub(crate) fn answer_schema(
             }
         }
         Some(AnswerType::Score) => {
+            // What may follow the score ("3; 2020-10-01; labs"): a date the
+            // items, the question or the as-of date show, then words, or
+            // words alone; no other figure. The embedded model wrote "5;
+            // 2025-06-19" for a score on 2125-06-19 (`10022281-G31`).
+            let mut dates: Vec<String> =
+                shown.figures.iter().cloned().chain(figures_in(question)).filter(|f| is_date(f)).collect();
+            dates.sort();
+            dates.dedup();
+            const WORDS: &str = r"[^\[\]\n\r0-9]{1,60}";
+            let tail = if dates.is_empty() {
+                format!("(?:; {WORDS})?")
+            } else {
+                format!("(?:; (?:(?:{})(?:; {WORDS})?|{WORDS}))?", alternatives(&dates))
+            };
             let named: Vec<&str> = shown
                 .results
                 .iter()
@@ -822,10 +841,10 @@ pub(crate) fn answer_schema(
                 .collect();
             let computed = || alternatives(shown.results.iter().map(|(_, v)| v));
             match (named.is_empty(), shown.results.is_empty()) {
-                (false, _) => format!("^(?:{})(?:; {TEXT}{{1,60}})?$", alternatives(named)),
-                (true, false) => format!("^(?:(?:{})(?:; {TEXT}{{1,60}})?|{UNKNOWN})$", computed()),
+                (false, _) => format!("^(?:{}){tail}$", alternatives(named)),
+                (true, false) => format!("^(?:(?:{}){tail}|{UNKNOWN})$", computed()),
                 (true, true) => {
-                    format!("^(?:(?:[0-9]{{1,3}}(?:\\.[0-9]{{1,2}})?|I|II|III|IV)(?:; {TEXT}{{1,60}})?|{UNKNOWN})$")
+                    format!("^(?:(?:[0-9]{{1,3}}(?:\\.[0-9]{{1,2}})?|I|II|III|IV){tail}|{UNKNOWN})$")
                 }
             }
         }
@@ -1229,7 +1248,8 @@ mod tests {
         assert!(check(AnswerType::Date, "Not documented"));
         assert!(!check(AnswerType::Date, "2020-09-30 conditions age sex"));
         assert!(!check(AnswerType::Date, "August 2017"));
-        assert!(check(AnswerType::Score, "0; 2020-09-30; conditions, age and sex"));
+        assert!(check(AnswerType::Score, "0; conditions, age and sex"));
+        assert!(!check(AnswerType::Score, "0; 2020-09-30; conditions, age and sex"), "a date nothing shows");
         assert!(check(AnswerType::Score, "II"));
         assert!(check(AnswerType::Score, "2.5"));
         assert!(!check(AnswerType::Score, "2020-09-30 conditions age sex"), "the value comes first");
@@ -1274,6 +1294,13 @@ mod tests {
             validator.check(&json!({"answer": answer, "reasoning": "Computed [2]."}).to_string()).is_ok()
         };
         assert!(named("0; 2020-09-30; age and sex"));
+        assert!(named("0; age and sex"));
+        // A date neither an item nor the question shows does not follow
+        // the score (`10022281-G31`: "5; 2025-06-19" for 2125-06-19), nor
+        // another figure.
+        assert!(!named("0; 2025-09-30"), "a date nothing shows");
+        assert!(!named("0; 2019-01-18; age 32"), "a figure after the date");
+        assert!(named("0; 2019-01-18"), "item 1's date");
         assert!(!named("II"), "another calculator's value");
         assert!(!named("Not documented"));
         // A category among the options the question lists.
