@@ -907,13 +907,14 @@ pub(crate) fn answer_schema(
     figures.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     figures.dedup();
     // The reasoning is prose (Evident's): it opens with a letter, never
-    // with a copied item's "[1] (problem_list, ...", and holds no `|` or
-    // `_` (a lab table's or an item kind's), no two spaces or two dots in
-    // a row (outside the figures), and no Han, kana or Hangul: 11 of the
+    // with a copied item's "[1] (problem_list, ...", and holds no `|`,
+    // `_`, `{` or `}` (a lab table's, an item kind's, a calculation's
+    // inputs), no two spaces or two dots in a row (outside the figures),
+    // and no Han, kana, Hangul or full-width forms ("６"): 11 of the
     // embedded model's 16 reasonings on q16f broke one of these (copied
     // item headers and lab tables, runs of spaces and dots, a Korean
     // syllable; docs/chart.md).
-    const NEVER: &str = "\\[\\]\\n\\r|_\u{3000}-\u{9fff}\u{ac00}-\u{d7af}";
+    const NEVER: &str = "\\[\\]\\n\\r|_{}\u{3000}-\u{9fff}\u{ac00}-\u{d7af}\u{ff00}-\u{ffef}";
     const START: &str = "[A-Za-z]";
     // What may end a run: one dot, one space, both, or nothing.
     const TAIL: &str = "\\.? ?";
@@ -1702,6 +1703,8 @@ mod tests {
             "The patient's BMI was recorded on                          [1].",
             "Results on 2012-09-21 ............................ [2].",
             "The patient received transfusions before any\u{ac80} [1].",
+            "The patient was male, \u{ff16} years old [1].",
+            "Scored [1] (calculation) cha2ds2-vasc calculator: inputs {",
         ] {
             assert!(!says(degenerate), "{degenerate}");
         }
