@@ -210,6 +210,13 @@ fn a_calculators_age_and_sex_come_from_the_stored_patient_and_are_cited() {
     };
     let out = ask(StructuredModel::recorded(&model), &prompts(None), &view, &q).unwrap();
     assert_eq!(out.status, "answered", "{:?}", out.failure);
+    // The answer is the calculation's: the reasoning is written from it.
+    assert_eq!(
+        out.reasoning.as_deref(),
+        Some("cha2ds2-vasc gives 3 [1], from the record: female, age 55 years, hypertension, diabetes."),
+        "{:?}",
+        out.trace
+    );
     let Some(CitedSource::Calculation { output, used, .. }) = &out.citations[0].source else {
         panic!("{:?}", out.citations)
     };

@@ -53,8 +53,8 @@ pub(crate) use execute::execute;
 pub use execute::yes_no_lookup;
 pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
+pub(crate) use synthesise::{calculation_reasoning, node_tokens, number_nodes, synthesise, ShownNode};
 pub use synthesise::{context_items, recorded_yes};
-pub(crate) use synthesise::{node_tokens, number_nodes, synthesise, ShownNode};
 
 /// The chart prompts, compiled in; a prompts folder may override them.
 pub const CHART_PROMPTS: &[(&str, &str)] = &[
@@ -399,6 +399,10 @@ pub struct Trace {
     pub context_tokens: usize,
     pub policy: Option<Resolution>,
     pub synthesis_attempts: u32,
+    /// Where the reasoning was written by Evident rather than the model
+    /// ([`synthesise::calculation_reasoning`]), what it was written from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_from: Option<String>,
 }
 
 /// What a method produced for one question, before citations are resolved.
@@ -589,6 +593,19 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;
         match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, order, &mut trace) {
+            Ok(Ok((mut two, raw))) => {
+                if ctx.config.constrained_answer && ctx.config.use_calculators {
+                    let written = calculation_reasoning(ctx.question, ctx.answer_type, &two.answer, &kept);
+                    if let Some((reasoning, number)) = written {
+                        trace.reasoning_from = Some(format!(
+                            "the calculation [{number}] (Evident's; the model's reasoning is in the raw answer)"
+                        ));
+                        two.reasoning = reasoning;
+                        two.cited = vec![number];
+                    }
+                }
+                return Ok(Produced { nodes: kept, outcome: Ok((two, raw)), trace });
+            }
             Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),
             Err(e) if is_overflow(&e) && shrink < 2 => {
                 trace.stopped_because.push_str(&format!("; synthesis context halved after: {e}"));

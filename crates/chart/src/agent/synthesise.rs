@@ -635,11 +635,7 @@ pub(crate) fn shown_values(prompt: &str) -> ShownValues {
         if let Some((head, result)) = calculation {
             let name = head.rsplit(' ').next().unwrap_or_default().to_string();
             let Ok(output) = serde_json::from_str::<Value>(result.trim()) else { continue };
-            let value = match (&output["stage"], &output["score"], &output["reported"]) {
-                (Value::String(stage), _, _) => Some(stage.clone()),
-                (_, Value::Number(n), _) | (_, _, Value::Number(n)) => n.as_f64().map(|v| format!("{v}")),
-                _ => None,
-            };
+            let value = result_value(&output);
             for (key, v) in output.as_object().into_iter().flatten() {
                 let label = v.as_str().filter(|_| !matches!(key.as_str(), "unit" | "calculator" | "stage"));
                 if let Some(label) = label.map(|l| (name.clone(), l.to_string())) {
@@ -653,6 +649,89 @@ pub(crate) fn shown_values(prompt: &str) -> ShownValues {
         }
     }
     shown
+}
+
+/// The value a calculation's result answers with, as the answer schema
+/// reads it: its stage, else its score, else its reported value.
+fn result_value(output: &Value) -> Option<String> {
+    match (&output["stage"], &output["score"], &output["reported"]) {
+        (Value::String(stage), _, _) => Some(stage.clone()),
+        (_, Value::Number(n), _) | (_, _, Value::Number(n)) => n.as_f64().map(|v| format!("{v}")),
+        _ => None,
+    }
+}
+
+/// Evident's (with the constrained answer step and the calculators): where
+/// a score or category answer (or one of a question without its answer
+/// type) is the result of a context item's
+/// calculation by a calculator the question names, the reasoning is
+/// written from that calculation, cited: the calculator, its result and
+/// what it read from the record ("cha2ds2-vasc gives 5 [2], from the
+/// record: age 71-73 years, female, hypertension, stroke tia
+/// thromboembolism."). Beside such answers the embedded model wrote "The
+/// CHA2DS2-VASc score is calculated based on lab values and; the findings
+/// with the deterministic calculators. ... No[1]." (q16f); its reasoning
+/// stays in the trace's raw answer. Returns the reasoning and the item's
+/// number.
+pub(crate) fn calculation_reasoning(
+    question: &str,
+    answer_type: Option<AnswerType>,
+    answer: &str,
+    nodes: &[Evidence],
+) -> Option<(String, usize)> {
+    let head = answer.split(';').next().unwrap_or_default().trim();
+    nodes.iter().enumerate().find_map(|(i, node)| {
+        let Evidence::Calculation { calculator, inputs, output, .. } = node else { return None };
+        if !Calculator::from_name(calculator).is_some_and(|c| question_names(question, c)) {
+            return None;
+        }
+        let value = result_value(output)?;
+        let category = output["category"].as_str();
+        let is_category = || category.is_some_and(|c| c.eq_ignore_ascii_case(head));
+        let answered = match answer_type {
+            Some(AnswerType::Score) => value == head,
+            Some(AnswerType::Category) => is_category(),
+            // A question asked without its answer type (`evident ask`).
+            None => value == head || is_category(),
+            Some(_) => false,
+        };
+        if !answered {
+            return None;
+        }
+        let unit = output["unit"].as_str().map(|u| format!(" {u}")).unwrap_or_default();
+        let category = category.map(|c| format!(" ({c})")).unwrap_or_default();
+        let read: Vec<String> =
+            inputs.as_object().into_iter().flatten().filter_map(|(key, v)| input_words(key, v)).collect();
+        let from = if read.is_empty() { String::new() } else { format!(", from the record: {}", read.join(", ")) };
+        Some((format!("{calculator} gives {value}{unit}{category} [{}]{from}.", i + 1), i + 1))
+    })
+}
+
+/// A calculator input as words: a true finding by its name, a false one
+/// not at all (but `female` false is "male"), a number with its unit.
+fn input_words(key: &str, value: &Value) -> Option<String> {
+    const UNITS: [(&str, &str); 8] = [
+        ("_ml_min_1_73m2", "mL/min/1.73 m2"),
+        ("_years", "years"),
+        ("_percent", "%"),
+        ("_mg_dl", "mg/dL"),
+        ("_g_dl", "g/dL"),
+        ("_mg_l", "mg/L"),
+        ("_kg", "kg"),
+        ("_m", "m"),
+    ];
+    let (name, unit) =
+        UNITS.iter().find_map(|(suffix, unit)| key.strip_suffix(suffix).map(|name| (name, *unit))).unwrap_or((key, ""));
+    let name = name.replace('_', " ");
+    let value = match value {
+        Value::Bool(true) => return Some(name),
+        Value::Bool(false) if key == "female" => return Some("male".into()),
+        Value::Bool(false) => return None,
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        _ => return None,
+    };
+    Some(if unit.is_empty() { format!("{name} {value}") } else { format!("{name} {value} {unit}") })
 }
 
 /// The options a question lists in parentheses, "(G1, G2, G3a)": two or
@@ -1719,6 +1798,53 @@ mod tests {
         let env = toktrie::ApproximateTokEnv::single_byte_env();
         let factory = llguidance::ParserFactory::new_simple(&env).unwrap();
         factory.create_parser(llguidance::api::TopLevelGrammar::from_json_schema(schema)).unwrap();
+    }
+
+    #[test]
+    fn a_calculators_answer_is_reasoned_from_its_calculation() {
+        let calculation = |calculator: &str, inputs: Value, output: Value| Evidence::Calculation {
+            calculator: calculator.into(),
+            inputs,
+            output,
+            used: vec![],
+        };
+        let nodes = vec![
+            calculation("r-iss", json!({}), json!({"stage": "II", "points": null})),
+            calculation(
+                "cha2ds2-vasc",
+                json!({"age_years": "71-73", "female": false, "hypertension": true, "diabetes": false,
+                       "stroke_tia_thromboembolism": true}),
+                json!({"score": 4.0, "items": [["hypertension", 1.0], ["stroke_tia_thromboembolism", 2.0]]}),
+            ),
+            calculation(
+                "bmi",
+                json!({"weight_kg": 92.0, "height_m": 1.74}),
+                json!({"value": 30.387, "unit": "kg/m2", "reported": 30.4, "category": "obese"}),
+            ),
+        ];
+        let score = "What is the CHA2DS2-VASc score on 2125-06-19?";
+        assert_eq!(
+            calculation_reasoning(score, Some(AnswerType::Score), "4; 2125-06-19", &nodes),
+            Some((
+                "cha2ds2-vasc gives 4 [2], from the record: age 71-73 years, male, hypertension, stroke tia thromboembolism."
+                    .to_string(),
+                2
+            ))
+        );
+        assert_eq!(calculation_reasoning(score, None, "4", &nodes).map(|r| r.1), Some(2), "asked without a type");
+        assert_eq!(calculation_reasoning(score, Some(AnswerType::Score), "3", &nodes), None, "not the result");
+        assert_eq!(calculation_reasoning(score, Some(AnswerType::YesNo), "4", &nodes), None);
+        let stage = "What is the R-ISS stage?";
+        assert_eq!(
+            calculation_reasoning(stage, Some(AnswerType::Score), "II", &nodes),
+            Some(("r-iss gives II [1].".into(), 1))
+        );
+        assert_eq!(calculation_reasoning("What is the ISS stage?", Some(AnswerType::Score), "II", &nodes), None);
+        let bmi = "What is the adult BMI category (underweight, normal, overweight, obese) on 2021-02-22?";
+        assert_eq!(
+            calculation_reasoning(bmi, Some(AnswerType::Category), "obese", &nodes).map(|r| r.0),
+            Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.0 kg, height 1.74 m.".into())
+        );
     }
 
     #[test]
