@@ -355,7 +355,19 @@ const ENDED: &[&str] = &["stopped", "resolved", "inactive", "completed"];
 /// anticoagulant or heparin") is held by an entry that holds any one of
 /// them.
 pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>) -> bool {
-    let Some(subject) = YesNoSubject::of(question, skills) else { return false };
+    !recorded_yes_entries(question, prompt, skills).is_empty()
+}
+
+/// The shown entries that answer a yes/no question "Yes" by
+/// [`recorded_yes`], each with its item's number: every entry that names
+/// the subject for a question in the perfect ("Has the patient ever ..."),
+/// else the newest day's; none where the rule does not answer Yes.
+pub(crate) fn recorded_yes_entries(
+    question: &str,
+    prompt: &str,
+    skills: Option<&SkillLibrary>,
+) -> Vec<(usize, String)> {
+    let Some(subject) = YesNoSubject::of(question, skills) else { return vec![] };
     let lowered = question.to_lowercase();
     let question_words: Vec<&str> = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let asked_on = dates_in(question).into_iter().next();
@@ -365,8 +377,8 @@ pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>)
             || question_words.windows(2).any(|w| matches!(w, ["has" | "have" | "had", "been"])));
     // Each shown entry that names the whole subject: its own date, and
     // whether it is current on the question's date.
-    let mut naming: Vec<(String, bool)> = Vec::new();
-    for (_, text) in numbered_lines(prompt) {
+    let mut naming: Vec<(String, bool, usize, &str)> = Vec::new();
+    for (number, text) in numbered_lines(prompt) {
         let Some((own, line)) = own_date(text) else { continue };
         if asked_on.as_ref().is_some_and(|on| own > *on) {
             continue;
@@ -387,17 +399,45 @@ pub fn recorded_yes(question: &str, prompt: &str, skills: Option<&SkillLibrary>)
                 Some(on) if !ends.is_empty() => ends.iter().all(|end| end >= on),
                 _ => !says_ended && ends.is_empty(),
             };
-            naming.push((own.clone(), current));
+            naming.push((own.clone(), current, number, entry));
         }
     }
+    let entries = |naming: Vec<(String, bool, usize, &str)>| {
+        naming.into_iter().map(|(_, _, number, entry)| (number, entry.trim().to_string())).collect()
+    };
     if perfect {
-        return !naming.is_empty();
+        return entries(naming);
     }
     // The newest entry states the status then (a renewed prescription's
     // older request may be active, the newer one stopped): each of that
     // day's must be current.
-    let Some(newest) = naming.iter().map(|(own, _)| own.clone()).max() else { return false };
-    naming.iter().filter(|(own, _)| *own == newest).all(|(_, current)| *current)
+    let Some(newest) = naming.iter().map(|(own, ..)| own.clone()).max() else { return vec![] };
+    naming.retain(|(own, ..)| *own == newest);
+    if naming.iter().all(|(_, current, ..)| *current) {
+        entries(naming)
+    } else {
+        vec![]
+    }
+}
+
+/// Evident's reasoning for a "Yes" that the record rule gave
+/// ([`recorded_yes_entries`]): the first entry that answers it, without
+/// its codes and record citation, cited ("The record shows 2020-09-18
+/// 23:57: Camila 28 Day Pack (active) [1]."). The embedded model's own
+/// reasoning beside such answers repeated "The patient is receiving a
+/// drug on a given date" (q16f).
+pub(crate) fn recorded_yes_reasoning(entries: &[(usize, String)]) -> Option<(String, usize)> {
+    let (number, entry) = entries.first()?;
+    let mut text = String::new();
+    let mut rest = entry.as_str();
+    while let Some(open) = rest.find('[') {
+        text.push_str(&rest[..open]);
+        rest = rest[open..].find(']').map_or("", |close| &rest[open + close + 1..]);
+    }
+    text.push_str(rest);
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = text.trim_start_matches(['-', ' ']).trim_end_matches(['.', ' ']);
+    (!text.is_empty()).then(|| (format!("The record shows {text} [{number}]."), *number))
 }
 
 /// A yes/no question's subject as [`recorded_yes`] reads it: its
@@ -1106,8 +1146,10 @@ fn synthesise_constrained(
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     let mut shown = ShownValues { order, ..shown_values(&user).with_subject(ctx.question, &user) };
+    let mut recorded = vec![];
     if ctx.config.use_skills && ctx.config.expand_queries {
-        shown.subject_recorded = recorded_yes(ctx.question, &user, Some(ctx.skills));
+        recorded = recorded_yes_entries(ctx.question, &user, Some(ctx.skills));
+        shown.subject_recorded = !recorded.is_empty();
     }
     shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
@@ -1126,10 +1168,17 @@ fn synthesise_constrained(
                 };
                 unlabelled.to_string()
             };
-            let (answer, reasoning) =
+            let (answer, mut reasoning) =
                 (field("answer", "answer:"), distinct_sentences(&field("reasoning", "reasoning:")));
             let answer =
                 if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
+            // A "Yes" the record rule gave is reasoned from its entry.
+            if let Some((written, number)) = recorded_yes_reasoning(&recorded).filter(|_| answer == "Yes") {
+                reasoning = written;
+                trace.reasoning_from = Some(format!(
+                    "the record's entry [{number}] that answers Yes (Evident's; the model's reasoning is in the raw answer)"
+                ));
+            }
             let cited = citation_numbers(&reasoning);
             Ok(Ok((TwoLine { answer, reasoning, cited }, raw_text)))
         }
@@ -1845,6 +1894,28 @@ mod tests {
             calculation_reasoning(bmi, Some(AnswerType::Category), "obese", &nodes).map(|r| r.0),
             Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.0 kg, height 1.74 m.".into())
         );
+    }
+
+    #[test]
+    fn a_recorded_yes_is_reasoned_from_the_entry_that_answers_it() {
+        let prompt = "Context items:\n\
+            [1] (lab_report, 2020-09-01) Glucose 97 mg/dL\n\
+            [2] (medication_list, 2020-09-18) Medications on 2020-09-18 - 2020-09-18 23:57: Camila 28 Day Pack (active) [RxNorm 748962] [MedicationRequest/b740cba5]\n";
+        let question = "Is the patient receiving Camila 28 Day Pack on 2020-12-17?";
+        let entries = recorded_yes_entries(question, prompt, None);
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(
+            recorded_yes_reasoning(&entries),
+            Some((
+                "The record shows Medications on 2020-09-18 - 2020-09-18 23:57: Camila 28 Day Pack (active) [2]."
+                    .to_string(),
+                2
+            ))
+        );
+        // No entry answers Yes: nothing is written.
+        let stopped = prompt.replace("(active)", "(stopped)");
+        assert!(recorded_yes_entries(question, &stopped, None).is_empty());
+        assert_eq!(recorded_yes_reasoning(&[]), None);
     }
 
     #[test]
