@@ -2,12 +2,13 @@
 //! record (a stored lab, else a sentence that writes it with a unit, the
 //! newest inside the input's lookback window), age and sex from the stored
 //! patient, and CHA2DS2-VASc's conditions from the stored problem list
-//! (from the notes where there is none); each value read is cited. A number the call gives is never used, nor a
-//! CHA2DS2-VASc condition: the embedded model typed an albumin of 0.00001
-//! g/dL beside a stored 3.9, a BMI from a weight of 1 kg and a height of
-//! 1 m, and a stroke no record shows. Present-or-absent findings the
-//! record cannot give by itself (cytogenetics; Charlson's and HCT-CI's
-//! comorbidities) come from the call. A criteria set's id runs its criteria check
+//! (from the notes where there is none); each value read is cited. A
+//! number the call gives is never used, nor a CHA2DS2-VASc condition: the
+//! embedded model typed an albumin of 0.00001 g/dL beside a stored 3.9, a
+//! BMI from a weight of 1 kg and a height of 1 m, and a stroke no record
+//! shows. Present-or-absent findings the record cannot give by itself
+//! (cytogenetics; Charlson's and HCT-CI's comorbidities) come from the
+//! call. A criteria set's id runs its criteria check
 //! ([`RecordView::check_criteria`]).
 
 use super::age::Age;
