@@ -1029,11 +1029,25 @@ pub(crate) fn answer_schema(
     // with a copied item's "[1] (problem_list, ...", and holds no `|`,
     // `_`, `{` or `}` (a lab table's, an item kind's, a calculation's
     // inputs), no two spaces or two dots in a row (outside the figures),
-    // and no Han, kana, Hangul or full-width forms ("６"): 11 of the
+    // and no Han, kana, Hangul, full-width forms ("６"), digits other than
+    // the figures' ("₁₃₈₀", "²²", "①") or combining marks: 11 of the
     // embedded model's 16 reasonings on q16f broke one of these (copied
     // item headers and lab tables, runs of spaces and dots, a Korean
-    // syllable; docs/chart.md).
-    const NEVER: &str = "\\[\\]\\n\\r|_{}\u{3000}-\u{9fff}\u{ac00}-\u{d7af}\u{ff00}-\u{ffef}";
+    // syllable; docs/chart.md), and once these were refused it wrote
+    // superscript digits and combining overlines in loops until its
+    // 512-token limit cut the answer off (`6f8ccac9-G16`). Its length is
+    // bounded too: runs of at most 100 characters between figures, at
+    // most five figures in a row.
+    // (The validator reads patterns as ECMA-262 without Unicode classes,
+    // so digits and marks outside ASCII are named by their blocks:
+    // super- and subscripts, number forms, enclosed and circled digits,
+    // Arabic-Indic and mathematical digits, combining marks.)
+    const NEVER: &str = concat!(
+        "\\[\\]\\n\\r|_{}",
+        "\u{b2}\u{b3}\u{b9}\u{bc}-\u{be}\u{300}-\u{36f}\u{660}-\u{669}\u{6f0}-\u{6f9}",
+        "\u{2070}-\u{209f}\u{20d0}-\u{20ff}\u{2150}-\u{218f}\u{2460}-\u{24ff}\u{2776}-\u{2793}",
+        "\u{3000}-\u{9fff}\u{ac00}-\u{d7af}\u{ff00}-\u{ffef}\u{1d7ce}-\u{1d7ff}"
+    );
     const START: &str = "[A-Za-z]";
     // What may end a run: one dot, one space, both, or nothing.
     const TAIL: &str = "\\.? ?";
@@ -1047,16 +1061,16 @@ pub(crate) fn answer_schema(
     };
     let reasoning = if figures.is_empty() {
         if numbers.is_empty() {
-            format!("^{START}{unit}{{0,299}}{TAIL}$")
+            format!("^{START}{unit}{{0,199}}{TAIL}$")
         } else {
-            format!("^{START}{unit}{{0,160}}{TAIL}(?:{}{unit}{{0,160}}{TAIL}){{1,3}}$", citation())
+            format!("^{START}{unit}{{0,100}}{TAIL}(?:{}{unit}{{0,100}}{TAIL}){{1,3}}$", citation())
         }
     } else {
         let figure = format!("(?:{})", alternatives(&figures));
         // Between two figures: one character that joins nothing, or more.
-        let gap = format!("(?:{joiner_free}|{unit}{{1,60}}{TAIL})");
-        let figures_on = format!("{figure}(?:{gap}{figure}){{0,7}}{unit}{{0,160}}{TAIL}");
-        let text = format!("{unit}{{0,160}}{TAIL}(?:{figures_on})?");
+        let gap = format!("(?:{joiner_free}|{unit}{{1,40}}{TAIL})");
+        let figures_on = format!("{figure}(?:{gap}{figure}){{0,4}}{unit}{{0,100}}{TAIL}");
+        let text = format!("{unit}{{0,100}}{TAIL}(?:{figures_on})?");
         if numbers.is_empty() {
             format!("^(?:{START}{text}|{figures_on})$")
         } else {
@@ -1833,6 +1847,10 @@ mod tests {
             "The patient received transfusions before any\u{ac80} [1].",
             "The patient was male, \u{ff16} years old [1].",
             "Scored [1] (calculation) cha2ds2-vasc calculator: inputs {",
+            "LDL cholesterol of at least \u{2081}\u{2083} mg/dL [1].",
+            "Recorded on \u{b2}\u{b2}-\u{b2}\u{b2} [1].",
+            "HbA1c is at \u{305} \u{305} [1].",
+            "Four citations [1], [2], [1] and [2].",
         ] {
             assert!(!says(degenerate), "{degenerate}");
         }
