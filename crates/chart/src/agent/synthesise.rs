@@ -36,14 +36,31 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
             break;
         }
         used += t;
+        let mut text = n.text().split_whitespace().collect::<Vec<_>>().join(" ");
+        // The first item alone over the budget is shown shortened (it is
+        // cited whole): a lab report of 2,633 characters, decimals and
+        // record ids, made a 7,626-token answer prompt for a 4,096-token
+        // model, and halving the budget could not cut the only item
+        // (`6f8ccac9-G16`, a pipeline failure).
+        if t > budget_tokens {
+            text = shortened(&text, budget_tokens.saturating_sub(node_tokens(&n) - estimate_text_tokens(&n.text())));
+        }
         kept.push(n.clone());
-        shown.push(ShownNode {
-            number: kept.len(),
-            header: n.header(),
-            text: n.text().split_whitespace().collect::<Vec<_>>().join(" "),
-        });
+        shown.push(ShownNode { number: kept.len(), header: n.header(), text });
     }
     (kept, shown)
+}
+
+/// The longest start of `text` (at a character boundary) within `tokens`
+/// by [`estimate_text_tokens`], marked as shortened.
+fn shortened(text: &str, tokens: usize) -> String {
+    const MARK: &str = " ... (shortened to fit the model's context)";
+    let room = tokens.saturating_sub(estimate_text_tokens(MARK));
+    let ends: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+    // The estimate grows with the length: the last end that fits.
+    let fits = ends.partition_point(|&end| estimate_text_tokens(&text[..end]) <= room);
+    let end = ends[fits.saturating_sub(1)];
+    format!("{}{MARK}", &text[..end])
 }
 
 /// The "Context items:" block of the answer prompt for `nodes` as
@@ -1034,19 +1051,17 @@ pub(crate) fn answer_schema(
     // embedded model's 16 reasonings on q16f broke one of these (copied
     // item headers and lab tables, runs of spaces and dots, a Korean
     // syllable; docs/chart.md), and once these were refused it wrote
-    // superscript digits and combining overlines in loops until its
-    // 512-token limit cut the answer off (`6f8ccac9-G16`). Its length is
-    // bounded too: runs of at most 100 characters between figures, at
-    // most five figures in a row.
+    // superscript digits ("₁₃₈₀ mg/dL"), circled digits and runs of
+    // combining overlines instead (q16f again). Runs of text before and
+    // after the figures are at most 100 characters.
     // (The validator reads patterns as ECMA-262 without Unicode classes,
-    // so digits and marks outside ASCII are named by their blocks:
-    // super- and subscripts, number forms, enclosed and circled digits,
-    // Arabic-Indic and mathematical digits, combining marks.)
+    // so the digits and marks outside ASCII are named by their blocks:
+    // super- and subscripts, enclosed and circled digits, combining
+    // marks. More blocks made the patterns of digit-heavy contexts too
+    // large to compile.)
     const NEVER: &str = concat!(
-        "\\[\\]\\n\\r|_{}",
-        "\u{b2}\u{b3}\u{b9}\u{bc}-\u{be}\u{300}-\u{36f}\u{660}-\u{669}\u{6f0}-\u{6f9}",
-        "\u{2070}-\u{209f}\u{20d0}-\u{20ff}\u{2150}-\u{218f}\u{2460}-\u{24ff}\u{2776}-\u{2793}",
-        "\u{3000}-\u{9fff}\u{ac00}-\u{d7af}\u{ff00}-\u{ffef}\u{1d7ce}-\u{1d7ff}"
+        "\\[\\]\\n\\r|_{}\u{b2}\u{b3}\u{b9}\u{300}-\u{36f}\u{2070}-\u{209f}\u{2460}-\u{24ff}",
+        "\u{3000}-\u{9fff}\u{ac00}-\u{d7af}\u{ff00}-\u{ffef}"
     );
     const START: &str = "[A-Za-z]";
     // What may end a run: one dot, one space, both, or nothing.
@@ -1068,8 +1083,8 @@ pub(crate) fn answer_schema(
     } else {
         let figure = format!("(?:{})", alternatives(&figures));
         // Between two figures: one character that joins nothing, or more.
-        let gap = format!("(?:{joiner_free}|{unit}{{1,40}}{TAIL})");
-        let figures_on = format!("{figure}(?:{gap}{figure}){{0,4}}{unit}{{0,100}}{TAIL}");
+        let gap = format!("(?:{joiner_free}|{unit}{{1,60}}{TAIL})");
+        let figures_on = format!("{figure}(?:{gap}{figure}){{0,7}}{unit}{{0,100}}{TAIL}");
         let text = format!("{unit}{{0,100}}{TAIL}(?:{figures_on})?");
         if numbers.is_empty() {
             format!("^(?:{START}{text}|{figures_on})$")
@@ -1934,6 +1949,33 @@ mod tests {
         let stopped = prompt.replace("(active)", "(stopped)");
         assert!(recorded_yes_entries(question, &stopped, None).is_empty());
         assert_eq!(recorded_yes_reasoning(&[]), None);
+    }
+
+    #[test]
+    fn an_only_item_over_the_budget_is_shown_shortened_and_kept_whole() {
+        let text: String = (0..60)
+            .map(|i| format!("- 2020-01-15 20:51: Glucose: 64.33400015383{i:02} mg/dL [Observation/99c18803-0c77-401c-90a9-8{i:02}]\n"))
+            .collect();
+        let node = Evidence::Section {
+            document_id: "labs".into(),
+            section_id: 1,
+            kind: evident_model::DocKind::LabReport,
+            date: None,
+            heading: None,
+            start: 0,
+            end: text.len(),
+            text: text.clone(),
+        };
+        let budget = node_tokens(&node) / 4;
+        let (kept, shown) = number_nodes(std::slice::from_ref(&node), budget);
+        assert_eq!(kept, [node.clone()], "cited whole");
+        assert!(shown[0].text.ends_with("(shortened to fit the model's context)"), "{}", shown[0].text);
+        let tokens = estimate_text_tokens(&shown[0].text) + estimate_text_tokens(&shown[0].header) + 6;
+        assert!(tokens <= budget, "{tokens} > {budget}");
+        assert!(shown[0].text.starts_with("- 2020-01-15 20:51: Glucose: 64.3340001538300 mg/dL"));
+        // Within the budget, it is shown whole.
+        let (_, whole) = number_nodes(std::slice::from_ref(&node), node_tokens(&node));
+        assert!(!whole[0].text.contains("shortened"));
     }
 
     #[test]
