@@ -1968,7 +1968,7 @@ mod tests {
         };
         let budget = node_tokens(&node) / 4;
         let (kept, shown) = number_nodes(std::slice::from_ref(&node), budget);
-        assert_eq!(kept, [node.clone()], "cited whole");
+        assert_eq!(kept, std::slice::from_ref(&node), "cited whole");
         assert!(shown[0].text.ends_with("(shortened to fit the model's context)"), "{}", shown[0].text);
         let tokens = estimate_text_tokens(&shown[0].text) + estimate_text_tokens(&shown[0].header) + 6;
         assert!(tokens <= budget, "{tokens} > {budget}");
