@@ -1234,9 +1234,9 @@ mod tests {
         answer_schema(numbers, question, answer_type, shown, style_answers, CriteriaSets::builtin())
     }
 
-    #[test]
-    fn when_the_context_must_be_cut_the_items_naming_the_subject_come_first() {
-        let section = |id: &str, text: &str| Evidence::Section {
+    /// An undated lab-report section of document `id`.
+    fn section(id: &str, text: &str) -> Evidence {
+        Evidence::Section {
             document_id: id.into(),
             section_id: 1,
             kind: evident_model::DocKind::LabReport,
@@ -1245,7 +1245,11 @@ mod tests {
             start: 0,
             end: text.len(),
             text: text.into(),
-        };
+        }
+    }
+
+    #[test]
+    fn when_the_context_must_be_cut_the_items_naming_the_subject_come_first() {
         let nodes = vec![
             section("lab", "Laboratory results: Potassium 4.1 mmol/L; Sodium 140 mmol/L"),
             section("rx", "Penicillin V Potassium 500 MG Oral Tablet (stopped)"),
@@ -1956,16 +1960,7 @@ mod tests {
         let text: String = (0..60)
             .map(|i| format!("- 2020-01-15 20:51: Glucose: 64.33400015383{i:02} mg/dL [Observation/99c18803-0c77-401c-90a9-8{i:02}]\n"))
             .collect();
-        let node = Evidence::Section {
-            document_id: "labs".into(),
-            section_id: 1,
-            kind: evident_model::DocKind::LabReport,
-            date: None,
-            heading: None,
-            start: 0,
-            end: text.len(),
-            text: text.clone(),
-        };
+        let node = section("labs", &text);
         let budget = node_tokens(&node) / 4;
         let (kept, shown) = number_nodes(std::slice::from_ref(&node), budget);
         assert_eq!(kept, std::slice::from_ref(&node), "cited whole");
