@@ -255,11 +255,7 @@ impl RecordView<'_> {
             .filter_map(|c| Some((c.input.as_str(), inputs.as_object_mut()?.remove(&c.input)?)))
             .collect();
         let store = self.lock();
-        let documents = store.documents(&self.patient_id)?;
-        let lists: Vec<_> = documents
-            .iter()
-            .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of))
-            .collect();
+        let lists = self.problem_lists(&store)?;
         let mut found: Vec<&str> = Vec::new();
         for doc in &lists {
             for (lower, entry) in timeline_entries(&store, doc)? {

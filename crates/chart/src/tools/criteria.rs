@@ -74,12 +74,9 @@ impl RecordView<'_> {
             }
             Rule::Condition(c) => {
                 let store = self.lock();
-                let documents = store.documents(&self.patient_id)?;
-                let lists = documents
-                    .iter()
-                    .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
+                let lists = self.problem_lists(&store)?;
                 let on = self.as_of.date().to_string();
-                for doc in lists {
+                for doc in &lists {
                     let shown = timeline_entries(&store, doc)?
                         .into_iter()
                         .find(|(l, _)| c.shown_in(l) && !(c.current && ended_by(l, &on)));

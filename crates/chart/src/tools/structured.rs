@@ -69,11 +69,7 @@ impl RecordView<'_> {
         let lowered = question.to_lowercase();
         let question_words: BTreeSet<&str> = lowered.split(|c: char| !c.is_alphanumeric()).collect();
         let store = self.lock();
-        let mut documents: Vec<_> = store
-            .documents(&self.patient_id)?
-            .into_iter()
-            .filter(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of))
-            .collect();
+        let mut documents = self.problem_lists(&store)?;
         documents.reverse();
         let mut named = Vec::new();
         for doc in &documents {
@@ -87,6 +83,19 @@ impl RecordView<'_> {
         }
         named.truncate(MAX_K);
         Ok(named)
+    }
+}
+
+impl RecordView<'_> {
+    /// The patient's problem-list documents dated on or before the
+    /// reference date, oldest first, from the locked `store`.
+    pub(crate) fn problem_lists(
+        &self,
+        store: &Store,
+    ) -> Result<Vec<evident_store::DocumentSummary>, evident_store::StoreError> {
+        let mut documents = store.documents(&self.patient_id)?;
+        documents.retain(|d| d.kind == DocKind::ProblemList && d.date.is_some_and(|t| t <= self.as_of));
+        Ok(documents)
     }
 }
 
