@@ -53,7 +53,9 @@ pub(crate) use execute::execute;
 pub use execute::yes_no_lookup;
 pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
-pub(crate) use synthesise::{calculation_reasoning, node_tokens, number_nodes, synthesise, ShownNode};
+pub(crate) use synthesise::{
+    calculation_reasoning, criteria_reasoning, node_tokens, number_nodes, synthesise, ShownNode,
+};
 pub use synthesise::{context_items, recorded_yes};
 
 /// The chart prompts, compiled in; a prompts folder may override them.
@@ -400,7 +402,9 @@ pub struct Trace {
     pub policy: Option<Resolution>,
     pub synthesis_attempts: u32,
     /// Where the reasoning was written by Evident rather than the model
-    /// ([`synthesise::calculation_reasoning`]), what it was written from.
+    /// (from a calculation or criteria check the question names, or from
+    /// the record's entries that gave a Yes or a date answer), what it was
+    /// written from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_from: Option<String>,
 }
@@ -595,7 +599,9 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, order, &mut trace) {
             Ok(Ok((mut two, raw))) => {
                 if ctx.config.constrained_answer && ctx.config.use_calculators {
-                    let written = calculation_reasoning(ctx.question, ctx.answer_type, &two.answer, &kept);
+                    let (question, answer_type, answer) = (ctx.question, ctx.answer_type, &two.answer);
+                    let written = calculation_reasoning(question, answer_type, answer, &kept)
+                        .or_else(|| criteria_reasoning(question, answer_type, answer, &kept, ctx.view.criteria()));
                     if let Some((reasoning, number)) = written {
                         trace.reasoning_from = Some(format!(
                             "the calculation [{number}] (Evident's; the model's reasoning is in the raw answer)"

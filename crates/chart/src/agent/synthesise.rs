@@ -162,6 +162,9 @@ pub(crate) struct ShownValues {
     /// mention it.
     pub subject_records_only: bool,
     pub subject_intervals: Vec<String>,
+    /// The numbers of the items that name the subject most fully (those
+    /// [`ShownValues::subject_dates`] come from), each with its own date.
+    pub subject_items: Vec<(usize, String)>,
     /// Whether a shown structured record's line answers a yes/no question
     /// "Yes" by itself ([`recorded_yes`]).
     pub subject_recorded: bool,
@@ -189,37 +192,41 @@ impl ShownValues {
         if words.is_empty() {
             return self;
         }
-        let mut named: Vec<&str> =
-            numbered_lines(prompt).map(|(_, text)| text).filter(|text| names_subject(&words, text)).collect();
+        let mut named: Vec<(usize, &str)> =
+            numbered_lines(prompt).filter(|(_, text)| names_subject(&words, text)).collect();
         self.subject_named = !named.is_empty();
         let item_dates: Vec<String> = numbered_lines(prompt).filter_map(|(_, t)| own_date(t)).map(|(d, _)| d).collect();
         // Dates and intervals come from the items that name it most fully:
         // a vital-sign line "Body mass index: 30.5" holds four of the five
         // words of "Body mass index 30+ - obesity", the condition's own
         // line all five (`0f49d2d0-G22`).
-        let most = named.iter().map(|t| subject_words_in(&words, t)).max().unwrap_or_default();
-        named.retain(|t| subject_words_in(&words, t) == most);
+        let most = named.iter().map(|(_, t)| subject_words_in(&words, t)).max().unwrap_or_default();
+        named.retain(|(_, t)| subject_words_in(&words, t) == most);
         // Of those, the ones that repeat the longest run of the question's
         // own words: "Metoprolol Tartrate 12.5 mg PO" is named by a line
         // of it, not by one of "... 12.5 mg PO/NG", which holds the same
         // words (`10005817-G21`, MIMIC-IV).
-        let run = named.iter().map(|t| shared_run(question, t)).max().unwrap_or_default();
-        named.retain(|t| shared_run(question, t) == run);
+        let run = named.iter().map(|(_, t)| shared_run(question, t)).max().unwrap_or_default();
+        named.retain(|(_, t)| shared_run(question, t) == run);
         // Of the structured records' items among those, the ones whose
         // entry is named by that run with the fewest other words: "D5LR
         // 1000 mL IV" is named by a line of it, not by one of "Potassium
         // Chl 20 mEq / 1000 mL D5LR 1000 mL IV", which ends with it
         // (MIMIC-IV). A note is kept as it was.
         let extra = |t: &str| record_name_extra(question, t, run);
-        if let Some(fewest) = named.iter().filter_map(|t| extra(t)).min() {
-            named.retain(|t| extra(t).is_none_or(|e| e == fewest));
+        if let Some(fewest) = named.iter().filter_map(|(_, t)| extra(t)).min() {
+            named.retain(|(_, t)| extra(t).is_none_or(|e| e == fewest));
         }
         // Each naming item's own date, the later dates its line states,
         // and whether it is a structured record's line.
-        self.subject_records_only = named.iter().all(|t| cites_record(t));
+        self.subject_records_only = named.iter().all(|(_, t)| cites_record(t));
         let naming: Vec<(String, Vec<String>, bool, bool)> = named
             .into_iter()
-            .filter_map(own_date)
+            .filter_map(|(number, text)| {
+                let (own, line) = own_date(text)?;
+                self.subject_items.push((number, own.clone()));
+                Some((own, line))
+            })
             .map(|(own, line)| {
                 let stated = dates_in(line).into_iter().filter(|d| *d > own).collect();
                 let lower = line.to_lowercase();
@@ -256,6 +263,32 @@ impl ShownValues {
         self.subject_dates.sort();
         self.subject_intervals.sort();
         self
+    }
+
+    /// The entries that structured records alone give a date, date-list or
+    /// interval-list answer (Evident's rule; [`answer_schema`] holds the
+    /// answer to them): where only structured records' lines name the
+    /// subject, a first occurrence is the oldest of their own dates (they
+    /// are sorted oldest first); a date list is every one of their dates,
+    /// oldest first (the embedded model gave one of a prescription's two
+    /// dates, `feb67a40-G21`, held out); an interval list is every
+    /// interval they start, where each start has one end. `None` where
+    /// the rule does not give the answer.
+    pub(crate) fn recorded_answer(&self, answer_type: Option<AnswerType>) -> Option<&[String]> {
+        if !self.subject_records_only {
+            return None;
+        }
+        let within = |entries: &[String]| !entries.is_empty() && entries.len() <= MAX_LIST_ENTRIES;
+        match answer_type? {
+            AnswerType::Date if self.order == EvidenceOrder::Earliest && !self.subject_dates.is_empty() => {
+                Some(&self.subject_dates[..1])
+            }
+            AnswerType::DateList if within(&self.subject_dates) => Some(&self.subject_dates),
+            AnswerType::IntervalList if within(&self.subject_intervals) && one_end_each(&self.subject_intervals) => {
+                Some(&self.subject_intervals)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -445,16 +478,87 @@ pub(crate) fn recorded_yes_entries(
 /// drug on a given date" (q16f).
 pub(crate) fn recorded_yes_reasoning(entries: &[(usize, String)]) -> Option<(String, usize)> {
     let (number, entry) = entries.first()?;
+    let text = entry_words(entry);
+    (!text.is_empty()).then(|| (format!("The record shows {text} [{number}]."), *number))
+}
+
+/// A structured record's entry as words: without its codes and record
+/// citation (whatever is in brackets), its white space collapsed, without
+/// a leading list dash or a closing dot.
+fn entry_words(entry: &str) -> String {
     let mut text = String::new();
-    let mut rest = entry.as_str();
+    let mut rest = entry;
     while let Some(open) = rest.find('[') {
         text.push_str(&rest[..open]);
         rest = rest[open..].find(']').map_or("", |close| &rest[open + close + 1..]);
     }
     text.push_str(rest);
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let text = text.trim_start_matches(['-', ' ']).trim_end_matches(['.', ' ']);
-    (!text.is_empty()).then(|| (format!("The record shows {text} [{number}]."), *number))
+    text.trim_start_matches(['-', ' ']).trim_end_matches(['.', ' ']).to_string()
+}
+
+/// Evident's reasoning for a date, date-list or interval-list answer that
+/// structured records alone gave ([`ShownValues::recorded_answer`]): the
+/// entry that names the subject in the item of each answered date (an
+/// interval's start), cited ("The earliest entry the record shows is
+/// Penicillin V Potassium 250 MG Oral Tablet (stopped) on 2017-08-26
+/// [1].").
+/// Beside such answers the embedded model copied the style skill's
+/// sentences or gave a date the answer does not hold. Returns the
+/// reasoning and the numbers it cites; `None` where `answer` is not the
+/// records' answer or an item cannot be found.
+pub(crate) fn recorded_dates_reasoning(
+    question: &str,
+    prompt: &str,
+    answer_type: Option<AnswerType>,
+    shown: &ShownValues,
+    answer: &str,
+) -> Option<(String, Vec<usize>)> {
+    let recorded = shown.recorded_answer(answer_type)?;
+    let list = match answer.split_once(": ") {
+        Some(("Administered" | "Active", list)) if answer_type == Some(AnswerType::IntervalList) => list,
+        _ => answer,
+    };
+    let entries: Vec<&str> = list.split(" | ").collect();
+    if entries.len() != recorded.len() || entries.iter().zip(recorded).any(|(e, r)| *e != r.as_str()) {
+        return None;
+    }
+    let words = subject_words(question);
+    let lines: Vec<(usize, &str)> = numbered_lines(prompt).collect();
+    let mut cited = Vec::new();
+    let mut first_text = None;
+    for entry in entries.iter().copied() {
+        let start = entry.split('–').next().unwrap_or(entry);
+        let (number, _) = shown.subject_items.iter().find(|(_, own)| own == start)?;
+        let (_, text) = lines.iter().find(|(n, _)| n == number)?;
+        let (_, line) = own_date(text)?;
+        if first_text.is_none() {
+            let candidates = record_entries(line);
+            let naming = candidates.iter().find(|e| names_subject(&words, e)).or(candidates.first())?;
+            // Without the stamp before it ("Medications on 2020-09-18 -
+            // 2020-09-18 23:57: "): the answer's date is stated apart.
+            let named = entry_words(naming);
+            let stamped =
+                named.match_indices(": ").filter(|(i, _)| named[..*i].ends_with(|c: char| c.is_ascii_digit()));
+            let unstamped = stamped.last().map_or(named.as_str(), |(i, _)| &named[i + 2..]);
+            first_text = Some(unstamped.to_string()).filter(|t| !t.is_empty());
+        }
+        cited.push(*number);
+    }
+    let text = first_text?;
+    let on = if answer_type == Some(AnswerType::IntervalList) { "for" } else { "on" };
+    let cite = |i: usize| format!("{on} {} [{}]", entries[i], cited[i]);
+    let reasoning = match entries.len() {
+        1 if answer_type == Some(AnswerType::Date) => {
+            format!("The earliest entry the record shows is {text} {}.", cite(0))
+        }
+        1 => format!("The record shows {text} {}.", cite(0)),
+        n => {
+            let rest: Vec<String> = (1..n).map(cite).collect();
+            format!("The record shows {text} {}, and again {}.", cite(0), rest.join(", "))
+        }
+    };
+    Some((reasoning, cited))
 }
 
 /// A yes/no question's subject as [`recorded_yes`] reads it: its
@@ -764,6 +868,47 @@ pub(crate) fn calculation_reasoning(
     })
 }
 
+/// Evident's (with the constrained answer step and the calculators): where
+/// a Yes / No / Unclear answer (or one of a question without its answer
+/// type) is the result of a context item's check of the criteria set the
+/// question names, the reasoning is written from that check, cited: the
+/// set, its result and each criterion's status with what it read from the
+/// record ("statin-criteria gives Yes [1]: age 40-75 years: met (58);
+/// documented diabetes: met (2013-03-29 16:42: Diabetes mellitus type 2
+/// (disorder) (active))."). Returns the reasoning and the item's number.
+pub(crate) fn criteria_reasoning(
+    question: &str,
+    answer_type: Option<AnswerType>,
+    answer: &str,
+    nodes: &[Evidence],
+    criteria: &CriteriaSets,
+) -> Option<(String, usize)> {
+    if !matches!(answer_type, Some(AnswerType::YesNoUnclear) | None) {
+        return None;
+    }
+    let set = criteria.named_in(question)?;
+    nodes.iter().enumerate().find_map(|(i, node)| {
+        let Evidence::Calculation { calculator, inputs, output, .. } = node else { return None };
+        if *calculator != set.id || output["result"].as_str() != Some(answer) {
+            return None;
+        }
+        let read: Vec<String> = output["criteria"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| {
+                let (label, status) = (c["criterion"].as_str()?, c["status"].as_str()?);
+                let value = match &inputs[label] {
+                    Value::String(s) => entry_words(s),
+                    Value::Number(n) => n.to_string(),
+                    _ => return Some(format!("{label}: {status}")),
+                };
+                Some(format!("{label}: {status} ({value})"))
+            })
+            .collect();
+        Some((format!("{calculator} gives {answer} [{}]: {}.", i + 1, read.join("; ")), i + 1))
+    })
+}
+
 /// A calculator input as words: a true finding by its name, a false one
 /// not at all (but `female` false is "male"), a number with its unit.
 fn input_words(key: &str, value: &Value) -> Option<String> {
@@ -892,7 +1037,19 @@ pub(crate) fn answer_schema(
     }
     let documented = asks_whether_documented(question);
     let recorded = |choices| held(shown.subject_recorded, documented, choices);
+    let recorded_answer = shown.recorded_answer(answer_type);
     let answer = match answer_type {
+        Some(AnswerType::Date) if recorded_answer.is_some() => {
+            format!("^(?:{})$", alternatives(recorded_answer.unwrap_or_default()))
+        }
+        Some(AnswerType::DateList) if recorded_answer.is_some() => {
+            let each: Vec<String> = recorded_answer.unwrap_or_default().iter().map(|d| alternatives([d])).collect();
+            format!("^{}$", each.join(" \\| "))
+        }
+        Some(AnswerType::IntervalList) if recorded_answer.is_some() => {
+            let each: Vec<String> = recorded_answer.unwrap_or_default().iter().map(|i| alternatives([i])).collect();
+            format!("^(?:(?:Administered|Active): )?{}$", each.join(" \\| "))
+        }
         Some(AnswerType::YesNo) if !style_answers.is_empty() => {
             format!("^(?:{})$", alternatives(recorded(style_answers.iter().map(String::as_str).collect())))
         }
@@ -920,31 +1077,11 @@ pub(crate) fn answer_schema(
         }
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
-        // A first occurrence that only structured records' lines name is
-        // the oldest of their own dates (they are sorted oldest first).
-        Some(AnswerType::Date)
-            if shown.order == EvidenceOrder::Earliest
-                && shown.subject_records_only
-                && !shown.subject_dates.is_empty() =>
-        {
-            format!("^(?:{})$", alternatives(&shown.subject_dates[..1]))
-        }
         Some(AnswerType::Date) if shown.order == EvidenceOrder::Earliest && !shown.subject_dates.is_empty() => {
             format!("^(?:{})$", alternatives(&shown.subject_dates))
         }
         Some(AnswerType::Date) if shown.subject_named => format!("^(?:{})$", alternatives(&shown.dates)),
         Some(AnswerType::Date) => format!("^(?:{}|{UNKNOWN})$", alternatives(&shown.dates)),
-        // Where only structured records name the subject, the list is every
-        // one of their dates, oldest first: the embedded model gave one of
-        // a prescription's two dates (`feb67a40-G21`, held out).
-        Some(AnswerType::DateList)
-            if shown.subject_records_only
-                && !shown.subject_dates.is_empty()
-                && shown.subject_dates.len() <= MAX_LIST_ENTRIES =>
-        {
-            let each: Vec<String> = shown.subject_dates.iter().map(|d| alternatives([d])).collect();
-            format!("^{}$", each.join(" \\| "))
-        }
         Some(AnswerType::DateList) if !shown.dates.is_empty() => {
             let dates = if shown.subject_dates.is_empty() { &shown.dates } else { &shown.subject_dates };
             let list = format!("(?:{0})(?: \\| (?:{0})){{0,{1}}}", alternatives(dates), MAX_LIST_ENTRIES - 1);
@@ -1008,17 +1145,6 @@ pub(crate) fn answer_schema(
                 }
             }
         },
-        // Likewise every interval, oldest first, where only structured
-        // records name the subject and each start has one end.
-        Some(AnswerType::IntervalList)
-            if shown.subject_records_only
-                && !shown.subject_intervals.is_empty()
-                && shown.subject_intervals.len() <= MAX_LIST_ENTRIES
-                && one_end_each(&shown.subject_intervals) =>
-        {
-            let each: Vec<String> = shown.subject_intervals.iter().map(|i| alternatives([i])).collect();
-            format!("^(?:(?:Administered|Active): )?{}$", each.join(" \\| "))
-        }
         Some(AnswerType::IntervalList)
             if !shown.subject_intervals.is_empty() && shown.subject_intervals.len() <= MAX_INTERVALS =>
         {
@@ -1184,7 +1310,7 @@ fn synthesise_constrained(
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
     let schema = if ctx.config.reasoning_first { reasoning_first(schema) } else { schema };
-    let request = ctx.request(vec![Message::system(system), Message::user(user)], max_tokens);
+    let request = ctx.request(vec![Message::system(system), Message::user(user.clone())], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
         StructuredAnswer::Valid { value, raw_text, attempts } => {
             trace.synthesis_attempts = attempts;
@@ -1201,11 +1327,21 @@ fn synthesise_constrained(
                 (field("answer", "answer:"), distinct_sentences(&field("reasoning", "reasoning:")));
             let answer =
                 if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
-            // A "Yes" the record rule gave is reasoned from its entry.
+            // A "Yes" the record rule gave is reasoned from its entry, and
+            // dates the records gave from theirs.
             if let Some((written, number)) = recorded_yes_reasoning(&recorded).filter(|_| answer == "Yes") {
                 reasoning = written;
                 trace.reasoning_from = Some(format!(
                     "the record's entry [{number}] that answers Yes (Evident's; the model's reasoning is in the raw answer)"
+                ));
+            } else if let Some((written, numbers)) =
+                recorded_dates_reasoning(ctx.question, &user, ctx.answer_type, &shown, &answer)
+            {
+                reasoning = written;
+                let numbers: Vec<String> = numbers.iter().map(|n| format!("[{n}]")).collect();
+                trace.reasoning_from = Some(format!(
+                    "the record's entries {} that give the answer's dates (Evident's; the model's reasoning is in the raw answer)",
+                    numbers.join(", ")
                 ));
             }
             let cited = citation_numbers(&reasoning);
@@ -1934,6 +2070,78 @@ mod tests {
     }
 
     #[test]
+    fn a_criteria_checks_answer_is_reasoned_from_the_check() {
+        let check = Evidence::Calculation {
+            calculator: "statin-criteria".into(),
+            inputs: json!({"age 40-75 years": 58, "documented diabetes":
+                "- 2013-03-29 16:42: Diabetes mellitus type 2 (disorder) (active) [SNOMED 44054006] [Condition/c1]",
+                "LDL cholesterol of at least 190 mg/dL within 365 days": "no value within 365 days"}),
+            output: json!({"result": "Yes", "criteria": [
+                {"criterion": "age 40-75 years", "status": "met"},
+                {"criterion": "documented diabetes", "status": "met"},
+                {"criterion": "LDL cholesterol of at least 190 mg/dL within 365 days", "status": "not met"}]}),
+            used: vec![],
+        };
+        let nodes = vec![section("lab", "LDL 120 mg/dL"), check];
+        let question = "Does the patient meet the statin criteria on 2020-05-01?";
+        let sets = CriteriaSets::builtin();
+        let yes_no_unclear = Some(AnswerType::YesNoUnclear);
+        assert_eq!(
+            criteria_reasoning(question, yes_no_unclear, "Yes", &nodes, sets),
+            Some((
+                "statin-criteria gives Yes [2]: age 40-75 years: met (58); documented diabetes: met (2013-03-29 \
+                 16:42: Diabetes mellitus type 2 (disorder) (active)); LDL cholesterol of at least 190 mg/dL \
+                 within 365 days: not met (no value within 365 days)."
+                    .to_string(),
+                2
+            ))
+        );
+        // Not the check's result, another set, or another answer type:
+        // the model's reasoning stays.
+        assert_eq!(criteria_reasoning(question, yes_no_unclear, "No", &nodes, sets), None);
+        let anaemia = "Does the patient have clinically relevant anaemia on 2020-05-01?";
+        assert_eq!(criteria_reasoning(anaemia, yes_no_unclear, "Yes", &nodes, sets), None);
+        assert_eq!(criteria_reasoning(question, Some(AnswerType::Date), "Yes", &nodes, sets), None);
+    }
+
+    #[test]
+    fn dates_the_records_give_are_reasoned_from_their_entries() {
+        let prompt = "Context items:\n\
+            [1] (lab_report, 2016-01-05) Glucose 97 mg/dL\n\
+            [2] (medication_list, 2017-08-26) Medications on 2017-08-26 - 2017-08-26 10:02: Penicillin V Potassium 250 MG Oral Tablet (stopped) [RxNorm 834102] [MedicationRequest/p1]\n\
+            [3] (medication_list, 2019-03-01) Medications on 2019-03-01 - 2019-03-01 09:15: Penicillin V Potassium 250 MG Oral Tablet (stopped) [RxNorm 834102] [MedicationRequest/p2]\n";
+        let first = "When was Penicillin V Potassium 250 MG Oral Tablet first prescribed?";
+        let shown = ShownValues { order: EvidenceOrder::Earliest, ..shown_values(prompt).with_subject(first, prompt) };
+        assert_eq!(shown.subject_items, [(2, "2017-08-26".to_string()), (3, "2019-03-01".to_string())]);
+        let date = Some(AnswerType::Date);
+        assert_eq!(
+            recorded_dates_reasoning(first, prompt, date, &shown, "2017-08-26"),
+            Some((
+                "The earliest entry the record shows is Penicillin V Potassium 250 MG Oral Tablet (stopped) on 2017-08-26 [2]."
+                    .to_string(),
+                vec![2]
+            ))
+        );
+        // Not the records' answer: the model's reasoning stays.
+        assert_eq!(recorded_dates_reasoning(first, prompt, date, &shown, "2019-03-01"), None);
+        let dates = "On which dates was Penicillin V Potassium 250 MG Oral Tablet prescribed?";
+        let shown = shown_values(prompt).with_subject(dates, prompt);
+        let list = Some(AnswerType::DateList);
+        assert_eq!(
+            recorded_dates_reasoning(dates, prompt, list, &shown, "2017-08-26 | 2019-03-01").map(|r| r.0),
+            Some(
+                "The record shows Penicillin V Potassium 250 MG Oral Tablet (stopped) on 2017-08-26 [2], and again on 2019-03-01 [3]."
+                    .to_string()
+            )
+        );
+        // A note naming it too: the records alone no longer give the answer.
+        let noted =
+            format!("{prompt}[4] (progress_note, 2018-02-02) Penicillin V Potassium 250 MG Oral Tablet restarted.\n");
+        let shown = shown_values(&noted).with_subject(dates, &noted);
+        assert_eq!(recorded_dates_reasoning(dates, &noted, list, &shown, "2017-08-26 | 2019-03-01"), None);
+    }
+
+    #[test]
     fn a_recorded_yes_is_reasoned_from_the_entry_that_answers_it() {
         let prompt = "Context items:\n\
             [1] (lab_report, 2020-09-01) Glucose 97 mg/dL\n\
@@ -2145,6 +2353,28 @@ mod date_rules_on_the_banks {
         day.unwrap().and_hms_opt(23, 59, 59).unwrap()
     }
 
+    /// Whether Evident writes the reasoning for `answer` (the records'
+    /// answer, [`recorded_dates_reasoning`]); where it does, each answered
+    /// date is in the reasoning, cited by an item whose own date it is (an
+    /// interval's start), and the reasoning names the subject.
+    fn is_written(question: &str, prompt: &str, answer_type: AnswerType, shown: &ShownValues, answer: &str) -> bool {
+        let Some((reasoning, cited)) = recorded_dates_reasoning(question, prompt, Some(answer_type), shown, answer)
+        else {
+            return false;
+        };
+        let own: Vec<(usize, String)> =
+            numbered_lines(prompt).filter_map(|(n, t)| own_date(t).map(|(d, _)| (n, d))).collect();
+        let list = answer.strip_prefix("Active: ").unwrap_or(answer);
+        for entry in list.split(" | ") {
+            let start = entry.split('–').next().unwrap();
+            let cited_by = own.iter().find(|(n, d)| d == start && reasoning.contains(&format!("{entry} [{n}]")));
+            assert!(cited_by.is_some(), "{question}: {entry} uncited in {reasoning}");
+        }
+        assert_eq!(cited, citation_numbers(&reasoning).into_iter().collect::<Vec<_>>(), "{reasoning}");
+        assert!(names_subject(&subject_words(question), &reasoning), "{question}: {reasoning}");
+        true
+    }
+
     /// The first-occurrence rule: for every question of both banks asking
     /// when a condition was first documented or a medication first
     /// prescribed (templates G23, G24), under the agent's earliest
@@ -2155,15 +2385,18 @@ mod date_rules_on_the_banks {
     /// (its record query and report search, sections with their
     /// headings), on all 24 and 116 (`10025463-G24` too, where every line
     /// naming the subject left no one date). Before the fewest-other-words
-    /// rule of the date list below, 114 and 115.
+    /// rule of the date list below, 114 and 115. Evident writes the
+    /// reasoning from the records' entries ([`is_written`]) wherever
+    /// records alone give the one date: all 24 Synthea questions both
+    /// ways, 116 and 117 of MIMIC-IV's (one of them not the gold date).
     #[test]
     fn the_first_occurrence_rule_gives_the_gold_first_date() {
-        for (folder, file, questions, exact) in [
-            ("synthea/generated-sample-data-R4", "dev.jsonl", 24, [24, 24]),
-            ("mimic-iv-demo", "dev-mimic.jsonl", 117, [115, 116]),
+        for (folder, file, questions, exact, reasoned) in [
+            ("synthea/generated-sample-data-R4", "dev.jsonl", 24, [24, 24], [24, 24]),
+            ("mimic-iv-demo", "dev-mimic.jsonl", 117, [115, 116], [116, 117]),
         ] {
             let (_dir, store, bank) = ingested(folder, file);
-            let (mut asked, mut same, mut other) = (0, [0; 2], Vec::new());
+            let (mut asked, mut same, mut written, mut other) = (0, [0; 2], [0; 2], Vec::new());
             for q in bank.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
                 let (kind, record) = match q["template"].as_str().unwrap() {
                     "G23" => (evident_model::DocKind::ProblemList, "conditions"),
@@ -2191,6 +2424,9 @@ mod date_rules_on_the_banks {
                         |a: &str| validator.check(&json!({"answer": a, "reasoning": "From [1]."}).to_string()).is_ok();
                     let gold = q["gold_answer"].as_str().unwrap();
                     let allowed: Vec<&String> = shown.dates.iter().filter(|d| allows(d)).collect();
+                    if let [only] = &allowed[..] {
+                        written[way] += usize::from(is_written(question, prompt, AnswerType::Date, &shown, only));
+                    }
                     if allowed.len() == 1 && allowed[0] == gold {
                         same[way] += 1;
                     } else {
@@ -2198,7 +2434,7 @@ mod date_rules_on_the_banks {
                     }
                 }
             }
-            assert_eq!((asked, same), (questions, exact), "{file}: {other:?}");
+            assert_eq!((asked, same, written), (questions, exact, reasoned), "{file}: {other:?}");
         }
     }
 
@@ -2208,11 +2444,12 @@ mod date_rules_on_the_banks {
     /// the condition shown, and with what the agent's tools return for the
     /// question shown, the intervals the answer step offers are exactly
     /// the gold intervals on the questions counted here, and hold every
-    /// gold interval on all.
+    /// gold interval on all; Evident writes the reasoning from the
+    /// records' entries on all of them.
     #[test]
     fn the_interval_rule_offers_the_gold_intervals() {
         let (_dir, store, bank) = ingested("synthea/generated-sample-data-R4", "dev.jsonl");
-        let (mut asked, mut same, mut other) = (0, [0; 2], Vec::new());
+        let (mut asked, mut same, mut written, mut other) = (0, [0; 2], [0; 2], Vec::new());
         for q in bank.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
             if q["template"] != "G22" {
                 continue;
@@ -2248,6 +2485,7 @@ mod date_rules_on_the_banks {
                 let answer = |a: &str| json!({"answer": a, "reasoning": "Listed [1]."}).to_string();
                 let whole = format!("Active: {}", offered.join(" | "));
                 assert!(validator.check(&answer(&whole)).is_ok(), "{id}: {whole}");
+                written[way] += usize::from(is_written(question, prompt, AnswerType::IntervalList, &shown, &whole));
                 if offered.len() > 1 {
                     assert!(validator.check(&answer(offered[0])).is_err(), "{id}: one of them only");
                 }
@@ -2258,7 +2496,7 @@ mod date_rules_on_the_banks {
                 }
             }
         }
-        assert_eq!((asked, same), (16, [16, 16]), "{other:?}");
+        assert_eq!((asked, same, written), (16, [16, 16], [16, 16]), "{other:?}");
     }
 
     /// The date-list rule: for every question of both banks asking the
@@ -2269,15 +2507,16 @@ mod date_rules_on_the_banks {
     /// the drug's first word shown, and the same with what the agent's
     /// tools return for the question shown (54 and 54 before a compound
     /// product's line stopped naming the drug its name ends with); where
-    /// it is not, every gold date must be among the allowed ones.
+    /// it is not, every gold date must be among the allowed ones. Evident
+    /// writes the reasoning from the records' entries on all of them.
     #[test]
     fn the_date_list_rule_gives_the_gold_prescription_dates() {
-        for (folder, file, questions, exact) in [
-            ("synthea/generated-sample-data-R4", "dev.jsonl", 13, [13, 13]),
-            ("mimic-iv-demo", "dev-mimic.jsonl", 55, [55, 55]),
+        for (folder, file, questions, exact, reasoned) in [
+            ("synthea/generated-sample-data-R4", "dev.jsonl", 13, [13, 13], [13, 13]),
+            ("mimic-iv-demo", "dev-mimic.jsonl", 55, [55, 55], [55, 55]),
         ] {
             let (_dir, store, bank) = ingested(folder, file);
-            let (mut asked, mut same, mut other) = (0, [0; 2], Vec::new());
+            let (mut asked, mut same, mut written, mut other) = (0, [0; 2], [0; 2], Vec::new());
             for q in bank.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()) {
                 if q["template"] != "G21" {
                     continue;
@@ -2314,6 +2553,7 @@ mod date_rules_on_the_banks {
                     let id = format!("{} (way {way})", q["id"]);
                     assert!(shown.subject_records_only, "{id}: {prompt}");
                     assert!(validator.check(&answer(&allowed)).is_ok(), "{id}: {allowed}");
+                    written[way] += usize::from(is_written(question, prompt, AnswerType::DateList, &shown, &allowed));
                     if allowed == gold {
                         same[way] += 1;
                     } else {
@@ -2324,7 +2564,7 @@ mod date_rules_on_the_banks {
                     }
                 }
             }
-            assert_eq!((asked, same), (questions, exact), "{file}: {other:?}");
+            assert_eq!((asked, same, written), (questions, exact, reasoned), "{file}: {other:?}");
         }
     }
 }
