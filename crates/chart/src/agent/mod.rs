@@ -601,10 +601,14 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
                 if ctx.config.constrained_answer && ctx.config.use_calculators {
                     let (question, answer_type, answer) = (ctx.question, ctx.answer_type, &two.answer);
                     let written = calculation_reasoning(question, answer_type, answer, &kept)
-                        .or_else(|| criteria_reasoning(question, answer_type, answer, &kept, ctx.view.criteria()));
-                    if let Some((reasoning, number)) = written {
+                        .map(|(reasoning, number)| (reasoning, number, "calculation"))
+                        .or_else(|| {
+                            criteria_reasoning(question, answer_type, answer, &kept, ctx.view.criteria())
+                                .map(|(reasoning, number)| (reasoning, number, "criteria check"))
+                        });
+                    if let Some((reasoning, number, what)) = written {
                         trace.reasoning_from = Some(format!(
-                            "the calculation [{number}] (Evident's; the model's reasoning is in the raw answer)"
+                            "the {what} [{number}] (Evident's; the model's reasoning is in the raw answer)"
                         ));
                         two.reasoning = reasoning;
                         two.cited = vec![number];

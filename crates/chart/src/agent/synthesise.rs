@@ -869,7 +869,7 @@ pub(crate) fn calculation_reasoning(
 }
 
 /// Evident's (with the constrained answer step and the calculators): where
-/// a Yes / No / Unclear answer (or one of a question without its answer
+/// a yes/no answer (or one of a question without its answer
 /// type) is the result of a context item's check of the criteria set the
 /// question names, the reasoning is written from that check, cited: the
 /// set, its result and each criterion's status with what it read from the
@@ -883,7 +883,7 @@ pub(crate) fn criteria_reasoning(
     nodes: &[Evidence],
     criteria: &CriteriaSets,
 ) -> Option<(String, usize)> {
-    if !matches!(answer_type, Some(AnswerType::YesNoUnclear) | None) {
+    if !matches!(answer_type, Some(AnswerType::YesNo | AnswerType::YesNoUnclear) | None) {
         return None;
     }
     let set = criteria.named_in(question)?;
@@ -1008,8 +1008,10 @@ const MAX_LIST_ENTRIES: usize = 12;
 /// value of a shown calculator the question names when there is one
 /// (nothing else: the score is computed), else one a shown calculator
 /// computed; a category among the options the question lists; else any
-/// short line. A yes/no answer is "Yes" alone where a shown record's
-/// entry answers it ([`recorded_yes`]; Evident's rule).
+/// short line. A yes/no answer (with or without "Never" and "Not
+/// documented") is the result of a shown check of the criteria set the
+/// question names, where that is a choice; else "Yes" alone where a shown
+/// record's entry answers it ([`recorded_yes`]; Evident's rules).
 pub(crate) fn answer_schema(
     numbers: &[usize],
     question: &str,
@@ -1036,7 +1038,24 @@ pub(crate) fn answer_schema(
         choices
     }
     let documented = asks_whether_documented(question);
-    let recorded = |choices| held(shown.subject_recorded, documented, choices);
+    // The result of a shown check of the criteria set the question names
+    // is the answer, where it is a choice (the embedded model answered
+    // "Not documented" to a yes/no anaemia question beside the check's
+    // Yes: `ca3d7b05-G15`); else the record rule's.
+    fn checked<'c>(shown: &ShownValues, named: Option<&str>, documented: bool, choices: Vec<&'c str>) -> Vec<&'c str> {
+        let checked: Vec<&str> = choices
+            .iter()
+            .copied()
+            .filter(|o| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o))
+            .collect();
+        if checked.is_empty() {
+            held(shown.subject_recorded, documented, choices)
+        } else {
+            checked
+        }
+    }
+    let named = criteria.named_in(question).map(|set| set.id.as_str());
+    let recorded = |choices| checked(shown, named, documented, choices);
     let recorded_answer = shown.recorded_answer(answer_type);
     let answer = match answer_type {
         Some(AnswerType::Date) if recorded_answer.is_some() => {
@@ -1064,16 +1083,7 @@ pub(crate) fn answer_schema(
                 .filter(|o| style_answers.is_empty() || style_answers.iter().any(|s| s == o))
                 .collect();
             let styled = if styled.is_empty() { &options[..] } else { &styled };
-            // The result of a shown check of the criteria set the question
-            // names is the answer.
-            let named = criteria.named_in(question).map(|set| set.id.as_str());
-            let checked: Vec<&str> = styled
-                .iter()
-                .copied()
-                .filter(|o| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o))
-                .collect();
-            let choices = if checked.is_empty() { recorded(styled.to_vec()) } else { checked };
-            format!("^(?:{})$", alternatives(choices))
+            format!("^(?:{})$", alternatives(recorded(styled.to_vec())))
         }
         Some(AnswerType::Date) if shown.items == 0 => format!("^(?:[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}|{UNKNOWN})$"),
         Some(AnswerType::Date) if shown.dates.is_empty() => format!("^(?:{UNKNOWN})$"),
@@ -1680,6 +1690,15 @@ mod tests {
         assert_eq!(answers("Is the patient eligible for metformin on 2020-09-07?", &[]), ["Yes", "No", "Unclear"]);
         // A style that does not allow the check's result leaves the style's.
         assert_eq!(answers(statin, &["No".to_string(), "Unclear".to_string()]), ["No", "Unclear"]);
+        // A yes/no question (with "Never" and "Not documented" besides) is
+        // held to the check's result too.
+        let schema = schema_of(&[1], statin, Some(AnswerType::YesNo), &checked, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let allowed: Vec<&str> = ["Yes", "No", "Never", "Not documented", "Unclear"]
+            .into_iter()
+            .filter(|a| validator.check(&json!({"answer": a, "reasoning": "Met [1]."}).to_string()).is_ok())
+            .collect();
+        assert_eq!(allowed, ["Yes"]);
     }
 
     #[test]
@@ -2102,6 +2121,7 @@ mod tests {
         let anaemia = "Does the patient have clinically relevant anaemia on 2020-05-01?";
         assert_eq!(criteria_reasoning(anaemia, yes_no_unclear, "Yes", &nodes, sets), None);
         assert_eq!(criteria_reasoning(question, Some(AnswerType::Date), "Yes", &nodes, sets), None);
+        assert_eq!(criteria_reasoning(question, Some(AnswerType::YesNo), "Yes", &nodes, sets).map(|r| r.1), Some(2));
     }
 
     #[test]
