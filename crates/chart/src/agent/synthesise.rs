@@ -1210,7 +1210,19 @@ pub(crate) fn answer_schema(
         let alternatives = numbers.iter().map(usize::to_string).collect::<Vec<_>>().join("|");
         format!("\\[(?:{alternatives})\\]")
     };
-    let reasoning = if figures.is_empty() {
+    // Where the answer has one value only (a rule, a check or the records
+    // gave it, and Evident then writes the reasoning from what gave it),
+    // the model's reasoning is one short clause without figures, cited:
+    // beside such a "Yes" the embedded model wrote Arabic-Indic digits and
+    // long decimals until the 512-token limit cut it off, twice
+    // (`6f8ccac9-G15`, a pipeline failure).
+    let reasoning = if one_value(&answer) {
+        if numbers.is_empty() {
+            format!("^{START}{unit}{{0,120}}{TAIL}$")
+        } else {
+            format!("^{START}{unit}{{0,80}}{TAIL}{}{TAIL}$", citation())
+        }
+    } else if figures.is_empty() {
         if numbers.is_empty() {
             format!("^{START}{unit}{{0,199}}{TAIL}$")
         } else {
@@ -1232,6 +1244,25 @@ pub(crate) fn answer_schema(
         "answer": {"type": "string", "pattern": answer},
         "reasoning": {"type": "string", "pattern": reasoning}},
         "required": ["answer", "reasoning"], "additionalProperties": false})
+}
+
+/// Whether an answer pattern (as [`answer_schema`] writes them) admits one
+/// value only: `^(?:...)$` or `^...$` around literal characters and
+/// escapes, no alternation, group, class or repetition.
+fn one_value(pattern: &str) -> bool {
+    let Some(inner) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$')) else { return false };
+    let inner = inner.strip_prefix("(?:").and_then(|p| p.strip_suffix(')')).unwrap_or(inner);
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '|' | '(' | ')' | '[' | ']' | '?' | '*' | '+' | '{' | '}' | '.' | '^' | '$' => return false,
+            _ => {}
+        }
+    }
+    !inner.is_empty()
 }
 
 /// The answer schema with the reasoning decoded first: the decoder
@@ -2086,6 +2117,35 @@ mod tests {
             calculation_reasoning(bmi, Some(AnswerType::Category), "obese", &nodes).map(|r| r.0),
             Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.0 kg, height 1.74 m.".into())
         );
+    }
+
+    #[test]
+    fn an_answer_of_one_value_leaves_the_model_a_short_reasoning() {
+        assert!(one_value("^(?:Yes)$"));
+        assert!(one_value("^(?:2017\\-08\\-26)$"));
+        assert!(one_value("^2017-08-26 \\| 2019-03-01$"));
+        assert!(!one_value("^(?:Yes|No)$"));
+        assert!(!one_value("^(?:(?:Administered|Active): )?2017-08-26–ongoing$"));
+        assert!(!one_value("^(?:4)(?:; [^0-9]{1,60})?$"));
+        let checked = ShownValues {
+            labels: vec![("clinically-relevant-anaemia".into(), "Yes".into())],
+            figures: vec!["15.13646438169292".into()],
+            ..ShownValues::default()
+        };
+        let question = "Is clinically relevant anaemia present on 2020-01-15?";
+        let schema = schema_of(&[1, 2], question, Some(AnswerType::YesNo), &checked, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let check = |reasoning: &str| validator.check(&json!({"answer": "Yes", "reasoning": reasoning}).to_string());
+        assert!(check("The check gives Yes [1].").is_ok());
+        assert!(check("Haemoglobin 15.13646438169292 g/dL [2].").is_err(), "no figures");
+        assert!(check(&format!("{} [1].", "The check gives Yes".repeat(6))).is_err(), "short");
+        assert!(check("The check gives Yes [1], and the list [2].").is_err(), "one citation");
+        // Where the answer is open, figures and citations are as before.
+        let open = ShownValues { labels: vec![], ..checked };
+        let schema = schema_of(&[1, 2], question, Some(AnswerType::YesNo), &open, &[]);
+        let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
+        let answer = json!({"answer": "No", "reasoning": "Haemoglobin 15.13646438169292 g/dL [2], not low [1]."});
+        assert!(validator.check(&answer.to_string()).is_ok());
     }
 
     #[test]
