@@ -107,6 +107,14 @@ fn check_bank(store: &Mutex<Store>, file: &str) -> std::collections::BTreeMap<(b
             if criterion["status"] == "met" {
                 assert!(!used.is_empty(), "{}: {criterion} read {read} and cites nothing", q["id"]);
             }
+            // A value read is shown to at most two decimals.
+            let long_decimals = read.as_str().unwrap_or_default().split(' ').any(|w| {
+                w.split_once('.').is_some_and(|(whole, part)| {
+                    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+                    digits(whole) && digits(part) && part.len() > 2
+                })
+            });
+            assert!(!long_decimals, "{}: {criterion} read {read}", q["id"]);
         }
         let cited = flatten(used);
         for gold in q["gold_evidence"].as_array().unwrap() {

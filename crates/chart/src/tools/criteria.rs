@@ -129,7 +129,14 @@ impl RecordView<'_> {
             let value = l.converted(v.value_num.expect("filtered to numeric values"), v.unit.as_deref())?;
             Some((value, v))
         });
-        let read = |value: f64, v: &LabRecord| json!(format!("{value} {} on {}", l.units[0].unit, v.time.date()));
+        // Shown to two decimals (Synthea stores "15.13646438169292"); the
+        // criterion decides on the stored value, and the cited lab item
+        // shows it whole.
+        let read = |value: f64, v: &LabRecord| {
+            let shown = format!("{value:.2}");
+            let shown = shown.trim_end_matches('0').trim_end_matches('.');
+            json!(format!("{shown} {} on {}", l.units[0].unit, v.time.date()))
+        };
         let none = || {
             let days = l.within_days;
             if foreign > 0 {
