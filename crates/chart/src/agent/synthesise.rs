@@ -1022,14 +1022,23 @@ pub(crate) fn answer_schema(
 ) -> Value {
     const TEXT: &str = r"[^\[\]\n\r]";
     const UNKNOWN: &str = "Not documented|Unclear";
-    // Where a shown record's line answers a yes/no question ([`recorded_yes`]),
+    // The choices a yes/no answer keeps. The result of a shown check of
+    // the criteria set the question names is the answer, where it is a
+    // choice (the embedded model answered "Not documented" to a yes/no
+    // anaemia question beside the check's Yes: `ca3d7b05-G15`). Else,
+    // where a shown record's line answers the question ([`recorded_yes`]),
     // "Yes" is the answer, when it is a choice at all. A question that
     // asks whether its subject is documented is answered "No" when it is
     // not: "Not documented" would say the same, and is no choice (the
     // embedded model answered "Not documented" to "Is chronic kidney
     // disease or renal failure documented?", gold No: `77f70af5-G08`).
-    fn held(recorded: bool, documented: bool, mut choices: Vec<&str>) -> Vec<&str> {
-        if recorded && choices.contains(&"Yes") {
+    fn held<'c>(shown: &ShownValues, named: Option<&str>, documented: bool, mut choices: Vec<&'c str>) -> Vec<&'c str> {
+        let checked = |o: &&str| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o);
+        if choices.iter().any(checked) {
+            choices.retain(checked);
+            return choices;
+        }
+        if shown.subject_recorded && choices.contains(&"Yes") {
             return vec!["Yes"];
         }
         if documented && choices.len() > 1 {
@@ -1038,36 +1047,19 @@ pub(crate) fn answer_schema(
         choices
     }
     let documented = asks_whether_documented(question);
-    // The result of a shown check of the criteria set the question names
-    // is the answer, where it is a choice (the embedded model answered
-    // "Not documented" to a yes/no anaemia question beside the check's
-    // Yes: `ca3d7b05-G15`); else the record rule's.
-    fn checked<'c>(shown: &ShownValues, named: Option<&str>, documented: bool, choices: Vec<&'c str>) -> Vec<&'c str> {
-        let checked: Vec<&str> = choices
-            .iter()
-            .copied()
-            .filter(|o| shown.labels.iter().any(|(name, label)| Some(name.as_str()) == named && label == o))
-            .collect();
-        if checked.is_empty() {
-            held(shown.subject_recorded, documented, choices)
-        } else {
-            checked
-        }
-    }
     let named = criteria.named_in(question).map(|set| set.id.as_str());
-    let recorded = |choices| checked(shown, named, documented, choices);
-    let recorded_answer = shown.recorded_answer(answer_type);
+    let recorded = |choices| held(shown, named, documented, choices);
+    // The records' own answer ([`ShownValues::recorded_answer`]), its
+    // entries in order.
+    let recorded_list = shown
+        .recorded_answer(answer_type)
+        .map(|entries| entries.iter().map(|e| alternatives([e])).collect::<Vec<_>>().join(" \\| "));
     let answer = match answer_type {
-        Some(AnswerType::Date) if recorded_answer.is_some() => {
-            format!("^(?:{})$", alternatives(recorded_answer.unwrap_or_default()))
+        Some(AnswerType::Date | AnswerType::DateList) if recorded_list.is_some() => {
+            format!("^(?:{})$", recorded_list.as_deref().unwrap_or_default())
         }
-        Some(AnswerType::DateList) if recorded_answer.is_some() => {
-            let each: Vec<String> = recorded_answer.unwrap_or_default().iter().map(|d| alternatives([d])).collect();
-            format!("^{}$", each.join(" \\| "))
-        }
-        Some(AnswerType::IntervalList) if recorded_answer.is_some() => {
-            let each: Vec<String> = recorded_answer.unwrap_or_default().iter().map(|i| alternatives([i])).collect();
-            format!("^(?:(?:Administered|Active): )?{}$", each.join(" \\| "))
+        Some(AnswerType::IntervalList) if recorded_list.is_some() => {
+            format!("^(?:(?:Administered|Active): )?{}$", recorded_list.as_deref().unwrap_or_default())
         }
         Some(AnswerType::YesNo) if !style_answers.is_empty() => {
             format!("^(?:{})$", alternatives(recorded(style_answers.iter().map(String::as_str).collect())))
