@@ -480,6 +480,7 @@ fn llm_baseline(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         ctx,
         ctx.prompts.render("chart_baseline.prompt.md", json!({}))?,
         user,
+        &[],
         512,
         &[],
         policy::EvidenceOrder::MostRecent,

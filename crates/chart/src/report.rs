@@ -403,6 +403,9 @@ pub fn answer_page(answer: &ChartAnswer, documents: &BTreeMap<String, Document>)
         (Some(a), Some(r)) => {
             let _ = write!(h, "<div class=\"answer\"><b>Answer:</b> {}</div>", esc(a));
             let _ = write!(h, "<div class=\"reasoning\"><b>Reasoning:</b> {}</div>", linked_reasoning(r));
+            if let Some(from) = &answer.trace.reasoning_from {
+                let _ = write!(h, "<p class=\"muted\">The reasoning was written by Evident from {}.</p>", esc(from));
+            }
         }
         _ => {
             let _ = write!(

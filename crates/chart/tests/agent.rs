@@ -1383,6 +1383,51 @@ fn a_question_naming_a_calculator_gets_it_run_when_retrieval_ends() {
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("calculator check")), "{:?}", out.trace.rounds);
 }
 
+/// On the embedded model (the constrained answer step), where the answer
+/// step's schema admits one answer and Evident writes its reasoning (here
+/// from the BMI calculation), no model is asked for the two lines: the
+/// answer is the calculation's, the reasoning Evident's, the trace says
+/// so and no model text is stored. Where the schema admits more (the
+/// no-calculators ablation), the model is asked as before.
+#[test]
+fn an_answer_the_calculation_decides_is_written_without_asking_the_model() {
+    let store = store_with_vitals();
+    let question = "What is the adult BMI category (underweight, normal, overweight, obese) on 2023-12-31, from the last BMI at most 365 days before?";
+    let criteria = evident_chart::criteria::CriteriaSets::builtin();
+    let answer = json!({"answer": "obese", "reasoning": "BMI [1]."}).to_string();
+    let embedded = |method: Method| method.agent_config(&AgentConfig::default().with_model_context(32_768)).unwrap();
+    let model = three_searches_of("calculate", json!({"calculator": "bmi"}), &answer);
+    let out = ask_of_p1_with(
+        &store,
+        &model,
+        question,
+        Some(AnswerType::Category),
+        Method::Agent,
+        criteria,
+        &embedded(Method::Agent),
+    );
+    assert_eq!(out.answer.as_deref(), Some("overweight"), "{:?}", out.failure);
+    let reasoning = out.reasoning.unwrap();
+    assert!(reasoning.starts_with("bmi gives 27.9 kg/m2 (overweight) [1]"), "{reasoning}");
+    assert_eq!(out.trace.synthesis_attempts, 0);
+    let from = out.trace.reasoning_from.unwrap_or_default();
+    assert!(from.starts_with("the calculation [1]") && from.contains("no model was asked"), "{from}");
+    assert_eq!(out.raw_text, "");
+    assert!(out.citations.iter().all(|c| c.supported) && out.citations.len() == 1, "{:?}", out.citations);
+    let requests = model.requests();
+    assert!(requests.len() >= 3, "assessment, plan, actions: {}", requests.len());
+    let answer_step =
+        |r: &evident_llm::ChatRequest| r.json_schema.as_ref().is_some_and(|s| s["properties"]["reasoning"].is_object());
+    assert!(!requests.iter().any(answer_step));
+
+    let model = three_searches_of("search_reports", json!({"query": "weight"}), &answer);
+    let method = Method::AgentNoCalculators;
+    let out = ask_of_p1_with(&store, &model, question, Some(AnswerType::Category), method, criteria, &embedded(method));
+    assert!(out.trace.synthesis_attempts >= 1, "{:?}", out.failure);
+    assert_eq!(out.trace.reasoning_from, None);
+    assert!(model.requests().last().is_some_and(answer_step));
+}
+
 /// The embedded model called the BMI calculator with a weight of 1 kg and a
 /// height of 1 m, cited to nothing. Numbers the call gives are never used:
 /// the newest weight and height on or before the reference date are read
@@ -1477,15 +1522,27 @@ fn ask_of_p1(
     method: Method,
     criteria: &evident_chart::criteria::CriteriaSets,
 ) -> ChartAnswer {
+    let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
+    ask_of_p1_with(store, model, question, answer_type, method, criteria, &config)
+}
+
+fn ask_of_p1_with(
+    store: &std::sync::Mutex<evident_store::Store>,
+    model: &Scripted,
+    question: &str,
+    answer_type: Option<AnswerType>,
+    method: Method,
+    criteria: &evident_chart::criteria::CriteriaSets,
+    config: &AgentConfig,
+) -> ChartAnswer {
     let view = RecordView::new(store, "P1", day(AS_OF)).with_criteria(criteria);
     let skills = SkillLibrary::builtin().unwrap();
-    let config = method.agent_config(&AgentConfig::default()).unwrap_or_default();
     let q = Question {
         text: question,
         answer_type,
         method,
         skills: &skills,
-        config: &config,
+        config,
         patient: "female, 67 years".into(),
         embedder: None,
     };

@@ -94,6 +94,12 @@ fn an_answer_page_marks_cited_passages_and_escapes_everything() {
     // The hostile note is retrieved (cited or not) and shown as text.
     assert!(out.context.iter().any(|n| n.document_id() == Some("d5")), "{:?}", out.context);
     assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;quoted&quot;"));
+    // A reasoning Evident wrote says so, and from what.
+    assert!(!page.contains("written by Evident"));
+    let mut written = out.clone();
+    written.trace.reasoning_from = Some("the calculation [1] <i>".into());
+    let page = answer_page(&written, &documents);
+    assert!(page.contains("The reasoning was written by Evident from the calculation [1] &lt;i&gt;."));
 }
 
 #[test]

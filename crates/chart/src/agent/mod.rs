@@ -53,10 +53,8 @@ pub(crate) use execute::execute;
 pub use execute::yes_no_lookup;
 pub use plan::question_names;
 pub(crate) use plan::{agent_system, plan};
-pub(crate) use synthesise::{
-    calculation_reasoning, criteria_reasoning, node_tokens, number_nodes, synthesise, ShownNode,
-};
 pub use synthesise::{context_items, recorded_yes};
+pub(crate) use synthesise::{node_tokens, number_nodes, synthesise, ShownNode};
 
 /// The chart prompts, compiled in; a prompts folder may override them.
 pub const CHART_PROMPTS: &[(&str, &str)] = &[
@@ -596,24 +594,8 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
         let resolution = resolve_in(&kept, order);
         trace.policy = Some(resolution.clone());
         let user = render(&shown, Some(&resolution))?;
-        match synthesise(ctx, ctx.baseline()?, user.clone(), 512, &style_answers, order, &mut trace) {
-            Ok(Ok((mut two, raw))) => {
-                if ctx.config.constrained_answer && ctx.config.use_calculators {
-                    let (question, answer_type, answer) = (ctx.question, ctx.answer_type, &two.answer);
-                    let written = calculation_reasoning(question, answer_type, answer, &kept)
-                        .map(|(reasoning, number)| (reasoning, number, "calculation"))
-                        .or_else(|| {
-                            criteria_reasoning(question, answer_type, answer, &kept, ctx.view.criteria())
-                                .map(|(reasoning, number)| (reasoning, number, "criteria check"))
-                        });
-                    if let Some((reasoning, number, what)) = written {
-                        trace.reasoning_from = Some(format!(
-                            "the {what} [{number}] (Evident's; the model's reasoning is in the raw answer)"
-                        ));
-                        two.reasoning = reasoning;
-                        two.cited = vec![number];
-                    }
-                }
+        match synthesise(ctx, ctx.baseline()?, user.clone(), &kept, 512, &style_answers, order, &mut trace) {
+            Ok(Ok((two, raw))) => {
                 return Ok(Produced { nodes: kept, outcome: Ok((two, raw)), trace });
             }
             Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),

@@ -88,18 +88,21 @@ pub(crate) fn node_tokens(node: &Evidence) -> usize {
 /// Phase IV (and every comparator's answer step): asks for the two-line
 /// answer, repairing once, then records a pipeline failure. With
 /// [`AgentConfig::constrained_answer`] the two fields are decoded under a
-/// schema (Evident's variant, [`synthesise_constrained`]).
+/// schema (Evident's variant, [`synthesise_constrained`]). `nodes` are the
+/// numbered context items the prompt shows (`[n]` is `nodes[n - 1]`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn synthesise(
     ctx: &Ctx<'_>,
     system: String,
     user: String,
+    nodes: &[Evidence],
     max_tokens: u32,
     style_answers: &[String],
     order: EvidenceOrder,
     trace: &mut Trace,
 ) -> Result<Result<(TwoLine, String), PipelineFailure>, ChartError> {
     if ctx.config.constrained_answer {
-        return synthesise_constrained(ctx, system, user, max_tokens, style_answers, order, trace);
+        return synthesise_constrained(ctx, system, user, nodes, max_tokens, style_answers, order, trace);
     }
     let mut messages = vec![Message::system(system), Message::user(user)];
     let mut last_error = String::new();
@@ -1208,7 +1211,7 @@ pub(crate) fn answer_schema(
     // beside such a "Yes" the embedded model wrote Arabic-Indic digits and
     // long decimals until the 512-token limit cut it off, twice
     // (`6f8ccac9-G15`, a pipeline failure).
-    let reasoning = if one_value(&answer) {
+    let reasoning = if one_value(&answer).is_some() {
         if numbers.is_empty() {
             format!("^{START}{unit}{{0,120}}{TAIL}$")
         } else {
@@ -1238,23 +1241,23 @@ pub(crate) fn answer_schema(
         "required": ["answer", "reasoning"], "additionalProperties": false})
 }
 
-/// Whether an answer pattern (as [`answer_schema`] writes them) admits one
-/// value only: `^(?:...)$` or `^...$` around literal characters and
-/// escapes, no alternation, group, class or repetition.
-fn one_value(pattern: &str) -> bool {
-    let Some(inner) = pattern.strip_prefix('^').and_then(|p| p.strip_suffix('$')) else { return false };
+/// The one value an answer pattern (as [`answer_schema`] writes them)
+/// admits: `^(?:...)$` or `^...$` around literal characters and escapes,
+/// no alternation, group, class or repetition; `None` where it admits
+/// more than one.
+fn one_value(pattern: &str) -> Option<String> {
+    let inner = pattern.strip_prefix('^')?.strip_suffix('$')?;
     let inner = inner.strip_prefix("(?:").and_then(|p| p.strip_suffix(')')).unwrap_or(inner);
+    let mut value = String::new();
     let mut chars = inner.chars();
     while let Some(c) = chars.next() {
         match c {
-            '\\' => {
-                chars.next();
-            }
-            '|' | '(' | ')' | '[' | ']' | '?' | '*' | '+' | '{' | '}' | '.' | '^' | '$' => return false,
-            _ => {}
+            '\\' => value.push(chars.next()?),
+            '|' | '(' | ')' | '[' | ']' | '?' | '*' | '+' | '{' | '}' | '.' | '^' | '$' => return None,
+            _ => value.push(c),
         }
     }
-    !inner.is_empty()
+    (!value.is_empty()).then_some(value)
 }
 
 /// The answer schema with the reasoning decoded first: the decoder
@@ -1320,14 +1323,71 @@ fn distinct_sentences(reasoning: &str) -> String {
     }
 }
 
+/// A reasoning Evident wrote from what gave the answer, and what that was.
+struct Written {
+    reasoning: String,
+    cited: Vec<usize>,
+    /// What it was written from, for the trace ("the calculation [2]").
+    from: String,
+}
+
+/// Evident's reasoning for `answer` where a calculator or a criteria check
+/// the question names gave it (with the calculators), or the record's
+/// entries did (a "Yes", dates); `None` where none gave it.
+fn written_reasoning(
+    ctx: &Ctx<'_>,
+    prompt: &str,
+    nodes: &[Evidence],
+    shown: &ShownValues,
+    recorded: &[(usize, String)],
+    answer: &str,
+) -> Option<Written> {
+    let (question, answer_type) = (ctx.question, ctx.answer_type);
+    let one = |(reasoning, number): (String, usize), what: &str| Written {
+        reasoning,
+        cited: vec![number],
+        from: format!("the {what} [{number}]"),
+    };
+    let checked = || {
+        calculation_reasoning(question, answer_type, answer, nodes).map(|written| one(written, "calculation")).or_else(
+            || {
+                criteria_reasoning(question, answer_type, answer, nodes, ctx.view.criteria())
+                    .map(|written| one(written, "criteria check"))
+            },
+        )
+    };
+    let recorded_yes = || {
+        recorded_yes_reasoning(recorded).filter(|_| answer == "Yes").map(|(reasoning, number)| Written {
+            reasoning,
+            cited: vec![number],
+            from: format!("the record's entry [{number}] that answers Yes"),
+        })
+    };
+    let recorded_dates = || {
+        recorded_dates_reasoning(question, prompt, answer_type, shown, answer).map(|(reasoning, cited)| {
+            let numbers: Vec<String> = cited.iter().map(|n| format!("[{n}]")).collect();
+            let from = format!("the record's entries {} that give the answer's dates", numbers.join(", "));
+            Written { reasoning, cited, from }
+        })
+    };
+    ctx.config.use_calculators.then(checked).flatten().or_else(recorded_yes).or_else(recorded_dates)
+}
+
 /// Evident's answer step for a constrained decoder: the same prompt, the
 /// answer and reasoning decoded as JSON under [`answer_schema`], so that
 /// the two lines always come back and every `[n]` names a shown item; two
-/// attempts (one JSON repair), then a recorded pipeline failure.
+/// attempts (one JSON repair), then a recorded pipeline failure. Where a
+/// calculator, a criteria check or the record's entries gave the answer,
+/// Evident writes the reasoning from it ([`written_reasoning`]); and where
+/// the schema then admits that one answer only, no model is asked: its
+/// reasoning would be replaced, and beside such answers the embedded
+/// model had written runs of digits to its token limit (`6f8ccac9-G15`).
+#[allow(clippy::too_many_arguments)]
 fn synthesise_constrained(
     ctx: &Ctx<'_>,
     system: String,
     user: String,
+    nodes: &[Evidence],
     max_tokens: u32,
     style_answers: &[String],
     order: EvidenceOrder,
@@ -1342,6 +1402,15 @@ fn synthesise_constrained(
     shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
+    let decided = schema["properties"]["answer"]["pattern"].as_str().and_then(one_value);
+    if let Some(answer) = decided {
+        if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
+            trace.synthesis_attempts = 0;
+            trace.reasoning_from =
+                Some(format!("{} (Evident's; the answer had one value, so no model was asked)", written.from));
+            return Ok(Ok((TwoLine { answer, reasoning: written.reasoning, cited: written.cited }, String::new())));
+        }
+    }
     let schema = if ctx.config.reasoning_first { reasoning_first(schema) } else { schema };
     let request = ctx.request(vec![Message::system(system), Message::user(user.clone())], max_tokens);
     match chat_json(ctx.model, &request, &schema, RepairPolicy { repair_attempts: 1 }, ctx.prompts)? {
@@ -1360,24 +1429,13 @@ fn synthesise_constrained(
                 (field("answer", "answer:"), distinct_sentences(&field("reasoning", "reasoning:")));
             let answer =
                 if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
-            // A "Yes" the record rule gave is reasoned from its entry, and
-            // dates the records gave from theirs.
-            if let Some((written, number)) = recorded_yes_reasoning(&recorded).filter(|_| answer == "Yes") {
-                reasoning = written;
-                trace.reasoning_from = Some(format!(
-                    "the record's entry [{number}] that answers Yes (Evident's; the model's reasoning is in the raw answer)"
-                ));
-            } else if let Some((written, numbers)) =
-                recorded_dates_reasoning(ctx.question, &user, ctx.answer_type, &shown, &answer)
-            {
-                reasoning = written;
-                let numbers: Vec<String> = numbers.iter().map(|n| format!("[{n}]")).collect();
-                trace.reasoning_from = Some(format!(
-                    "the record's entries {} that give the answer's dates (Evident's; the model's reasoning is in the raw answer)",
-                    numbers.join(", ")
-                ));
+            let mut cited = citation_numbers(&reasoning);
+            if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
+                reasoning = written.reasoning;
+                cited = written.cited;
+                trace.reasoning_from =
+                    Some(format!("{} (Evident's; the model's reasoning is in the raw answer)", written.from));
             }
-            let cited = citation_numbers(&reasoning);
             Ok(Ok((TwoLine { answer, reasoning, cited }, raw_text)))
         }
         StructuredAnswer::PipelineFailure(f) => {
@@ -2113,12 +2171,13 @@ mod tests {
 
     #[test]
     fn an_answer_of_one_value_leaves_the_model_a_short_reasoning() {
-        assert!(one_value("^(?:Yes)$"));
-        assert!(one_value("^(?:2017\\-08\\-26)$"));
-        assert!(one_value("^2017-08-26 \\| 2019-03-01$"));
-        assert!(!one_value("^(?:Yes|No)$"));
-        assert!(!one_value("^(?:(?:Administered|Active): )?2017-08-26–ongoing$"));
-        assert!(!one_value("^(?:4)(?:; [^0-9]{1,60})?$"));
+        assert_eq!(one_value("^(?:Yes)$").as_deref(), Some("Yes"));
+        assert_eq!(one_value("^(?:2017\\-08\\-26)$").as_deref(), Some("2017-08-26"));
+        assert_eq!(one_value("^2017-08-26 \\| 2019-03-01$").as_deref(), Some("2017-08-26 | 2019-03-01"));
+        assert_eq!(one_value("^(?:Yes|No)$"), None);
+        assert_eq!(one_value("^(?:(?:Administered|Active): )?2017-08-26–ongoing$"), None);
+        assert_eq!(one_value("^(?:4)(?:; [^0-9]{1,60})?$"), None);
+        assert_eq!(one_value("^(?:)$"), None);
         let checked = ShownValues {
             labels: vec![("clinically-relevant-anaemia".into(), "Yes".into())],
             figures: vec!["15.13646438169292".into()],

@@ -269,7 +269,7 @@ pub(crate) fn answer(
     trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
     trace.stopped_because = describe(nodes.len(), total);
     let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, ANSWER_TOKENS, &[], EvidenceOrder::MostRecent, trace)?;
+    let outcome = agent::synthesise(ctx, system, user, &nodes, ANSWER_TOKENS, &[], EvidenceOrder::MostRecent, trace)?;
     Ok(agent::Produced { nodes, outcome, trace: std::mem::take(trace) })
 }
 
