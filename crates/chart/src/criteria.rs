@@ -248,6 +248,32 @@ impl Rule {
         }
     }
 
+    /// The atoms whose outcomes decide the rule's outcome, `truth` giving
+    /// each atom's, in the file's order: of an "all" that is met, or an
+    /// "any" that is not, every part; otherwise the parts whose outcome is
+    /// the rule's (an "all" not met by the parts not met, an "any" met by
+    /// the parts met, either unknown by the parts unknown); an "all" that
+    /// a sex criterion fails is decided by it alone (the rest is the other
+    /// sex's). A check's reasoning states these, not the criteria that
+    /// changed nothing.
+    pub fn deciding(&self, truth: &impl Fn(&Rule) -> Truth) -> Vec<&Rule> {
+        let outcome = |rule: &Rule| rule.evaluate(&mut |atom| Ok::<_, ()>(truth(atom))).unwrap_or(Truth::Unknown);
+        match self {
+            Rule::All(rules) | Rule::Any(rules) => {
+                let own = outcome(self);
+                if matches!(self, Rule::All(_)) && own == Truth::NotMet {
+                    let other_sex = rules.iter().find(|r| matches!(r, Rule::Sex(_)) && truth(r) == Truth::NotMet);
+                    if let Some(sex) = other_sex {
+                        return vec![sex];
+                    }
+                }
+                let every = matches!((self, own), (Rule::All(_), Truth::Met) | (Rule::Any(_), Truth::NotMet));
+                rules.iter().filter(|r| every || outcome(r) == own).flat_map(|r| r.deciding(truth)).collect()
+            }
+            atom => vec![atom],
+        }
+    }
+
     /// The rule's outcome from its atoms' outcomes, by `atom`.
     pub fn evaluate<E>(&self, atom: &mut impl FnMut(&Rule) -> Result<Truth, E>) -> Result<Truth, E> {
         match self {
@@ -483,6 +509,39 @@ fn check_rule(p: &mut Vec<String>, at: &str, rule: &Rule) {
 mod tests {
     use super::*;
     use Truth::{Met, NotMet, Unknown};
+
+    /// A check's deciding criteria: the anaemia set (any of the problem
+    /// list, a woman's haemoglobin, a man's) met by the problem list is
+    /// decided by it alone; not met for a man, by each part, the women's
+    /// limit by the sex criterion only; the statin set (age and any of
+    /// diabetes or LDL) met, by the age and the diabetes; unknown, by the
+    /// unknown part.
+    #[test]
+    fn a_checks_result_is_decided_by_the_criteria_that_give_it() {
+        let sets = CriteriaSets::builtin();
+        let labels = |set: &str, statuses: &[(&str, Truth)]| -> Vec<String> {
+            let truth = |atom: &Rule| {
+                let label = atom.label().unwrap_or_default();
+                statuses.iter().find(|(l, _)| label.starts_with(l)).map_or(Truth::Unknown, |(_, t)| *t)
+            };
+            let rule = &sets.get(set).unwrap().rule;
+            rule.deciding(&truth).into_iter().filter_map(Rule::label).map(String::from).collect()
+        };
+        use Truth::{Met, NotMet, Unknown};
+        let anaemia = "clinically-relevant-anaemia";
+        let man = [("female", NotMet), ("male", Met)];
+        let documented = [&man[..], &[("current anaemia", Met), ("last haemoglobin", NotMet)]].concat();
+        assert_eq!(labels(anaemia, &documented), ["current anaemia on the problem list"]);
+        let none = [&man[..], &[("current anaemia", NotMet), ("last haemoglobin", NotMet)]].concat();
+        assert_eq!(
+            labels(anaemia, &none),
+            ["current anaemia on the problem list", "female", "last haemoglobin within 90 days below 13 g/dL (men)"]
+        );
+        let statin = [("age", Met), ("documented diabetes", Met), ("LDL", NotMet)];
+        assert_eq!(labels("statin-criteria", &statin), ["age 40-75 years", "documented diabetes"]);
+        let unclear = [("age", Met), ("documented diabetes", NotMet), ("LDL", Unknown)];
+        assert_eq!(labels("statin-criteria", &unclear), ["LDL cholesterol of at least 190 mg/dL within 365 days"]);
+    }
 
     #[test]
     fn the_builtin_sets_validate() {

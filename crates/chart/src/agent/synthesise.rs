@@ -9,7 +9,7 @@ use super::*;
 use crate::answer::{citation_numbers, parse_two_line};
 use crate::bank::AnswerType;
 use crate::calculators::Calculator;
-use crate::criteria::CriteriaSets;
+use crate::criteria::{CriteriaSets, Rule, Truth};
 use crate::policy::EvidenceOrder;
 use crate::question_names;
 use crate::tools::{names_subject, subject_words, subject_words_in};
@@ -875,8 +875,9 @@ pub(crate) fn calculation_reasoning(
 /// a yes/no answer (or one of a question without its answer
 /// type) is the result of a context item's check of the criteria set the
 /// question names, the reasoning is written from that check, cited: the
-/// set, its result and each criterion's status with what it read from the
-/// record ("statin-criteria gives Yes [1]: age 40-75 years: met (58);
+/// set, its result and the status of each criterion that decides it
+/// ([`Rule::deciding`]) with what it read from the record
+/// ("statin-criteria gives Yes [1]: age 40-75 years: met (58);
 /// documented diabetes: met (2013-03-29 16:42: Diabetes mellitus type 2
 /// (disorder) (active))."). Returns the reasoning and the item's number.
 pub(crate) fn criteria_reasoning(
@@ -895,12 +896,34 @@ pub(crate) fn criteria_reasoning(
         if *calculator != set.id || output["result"].as_str() != Some(answer) {
             return None;
         }
-        let read: Vec<String> = output["criteria"]
+        let status: Vec<(&str, &str)> = output["criteria"]
             .as_array()?
             .iter()
-            .filter_map(|c| {
-                let (label, status) = (c["criterion"].as_str()?, c["status"].as_str()?);
+            .filter_map(|c| Some((c["criterion"].as_str()?, c["status"].as_str()?)))
+            .collect();
+        let status_of = |label: &str| status.iter().find(|(l, _)| *l == label).map(|(_, s)| *s);
+        let truth = |atom: &Rule| match atom.label().and_then(status_of) {
+            Some("met") => Truth::Met,
+            Some("not met") => Truth::NotMet,
+            _ => Truth::Unknown,
+        };
+        // Only the criteria that decide the result (a met "any" by the
+        // parts met): the embedded model's anaemia check listed both
+        // sexes' haemoglobin limits beside the problem-list entry that
+        // gave its Yes.
+        let read: Vec<String> = set
+            .rule
+            .deciding(&truth)
+            .into_iter()
+            .filter_map(|atom| {
+                let label = atom.label()?;
+                let status = status_of(label)?;
                 let value = match &inputs[label] {
+                    // A sex criterion met needs no word more ("male: met").
+                    Value::String(_) if matches!(atom, Rule::Sex(_)) && status == "met" => {
+                        return Some(format!("{label}: {status}"))
+                    }
+                    Value::String(s) if matches!(atom, Rule::Sex(_)) => format!("recorded {s}"),
                     Value::String(s) => entry_words(s),
                     Value::Number(n) => n.to_string(),
                     _ => return Some(format!("{label}: {status}")),
@@ -2220,8 +2243,7 @@ mod tests {
             criteria_reasoning(question, yes_no_unclear, "Yes", &nodes, sets),
             Some((
                 "statin-criteria gives Yes [2]: age 40-75 years: met (58); documented diabetes: met (2013-03-29 \
-                 16:42: Diabetes mellitus type 2 (disorder) (active)); LDL cholesterol of at least 190 mg/dL \
-                 within 365 days: not met (no value within 365 days)."
+                 16:42: Diabetes mellitus type 2 (disorder) (active))."
                     .to_string(),
                 2
             ))
