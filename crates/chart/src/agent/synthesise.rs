@@ -1081,11 +1081,11 @@ pub(crate) fn answer_schema(
         .recorded_answer(answer_type)
         .map(|entries| entries.iter().map(|e| alternatives([e])).collect::<Vec<_>>().join(" \\| "));
     let answer = match answer_type {
-        Some(AnswerType::Date | AnswerType::DateList) if recorded_list.is_some() => {
+        // An interval list the records give has entries, so no status
+        // field ("Administered: ") says more than they do, and the answer
+        // is one value (whose reasoning Evident writes, asking no model).
+        Some(AnswerType::Date | AnswerType::DateList | AnswerType::IntervalList) if recorded_list.is_some() => {
             format!("^(?:{})$", recorded_list.as_deref().unwrap_or_default())
-        }
-        Some(AnswerType::IntervalList) if recorded_list.is_some() => {
-            format!("^(?:(?:Administered|Active): )?{}$", recorded_list.as_deref().unwrap_or_default())
         }
         Some(AnswerType::YesNo) if !style_answers.is_empty() => {
             format!("^(?:{})$", alternatives(recorded(style_answers.iter().map(String::as_str).collect())))
@@ -2597,8 +2597,9 @@ mod date_rules_on_the_banks {
     /// the condition shown, and with what the agent's tools return for the
     /// question shown, the intervals the answer step offers are exactly
     /// the gold intervals on the questions counted here, and hold every
-    /// gold interval on all; Evident writes the reasoning from the
-    /// records' entries on all of them.
+    /// gold interval on all; the one answer it allows is all of them, with
+    /// no status field, and Evident writes the reasoning from the records'
+    /// entries on all of them (so no model is asked).
     #[test]
     fn the_interval_rule_offers_the_gold_intervals() {
         let (_dir, store, bank) = ingested("synthea/generated-sample-data-R4", "dev.jsonl");
@@ -2636,8 +2637,11 @@ mod date_rules_on_the_banks {
                 );
                 let validator = evident_llm::SchemaValidator::new(&schema).unwrap();
                 let answer = |a: &str| json!({"answer": a, "reasoning": "Listed [1]."}).to_string();
-                let whole = format!("Active: {}", offered.join(" | "));
+                // The one answer it allows: every interval, no status field.
+                let whole = offered.join(" | ");
                 assert!(validator.check(&answer(&whole)).is_ok(), "{id}: {whole}");
+                assert!(validator.check(&answer(&format!("Active: {whole}"))).is_err(), "{id}");
+                assert_eq!(schema["properties"]["answer"]["pattern"].as_str().and_then(one_value), Some(whole.clone()));
                 written[way] += usize::from(is_written(question, prompt, AnswerType::IntervalList, &shown, &whole));
                 if offered.len() > 1 {
                     assert!(validator.check(&answer(offered[0])).is_err(), "{id}: one of them only");
