@@ -1387,8 +1387,9 @@ fn a_question_naming_a_calculator_gets_it_run_when_retrieval_ends() {
 /// step's schema admits one answer and Evident writes its reasoning (here
 /// from the BMI calculation), no model is asked for the two lines: the
 /// answer is the calculation's, the reasoning Evident's, the trace says
-/// so and no model text is stored. Where the schema admits more (the
-/// no-calculators ablation), the model is asked as before.
+/// so and no model text is stored; likewise a score the named calculator
+/// gives. Where the schema admits more (the no-calculators ablation), the
+/// model is asked as before.
 #[test]
 fn an_answer_the_calculation_decides_is_written_without_asking_the_model() {
     let store = store_with_vitals();
@@ -1419,6 +1420,18 @@ fn an_answer_the_calculation_decides_is_written_without_asking_the_model() {
     let answer_step =
         |r: &evident_llm::ChatRequest| r.json_schema.as_ref().is_some_and(|s| s["properties"]["reasoning"].is_object());
     assert!(!requests.iter().any(answer_step));
+
+    // A score the calculator the question names gives: the baseline
+    // prompt's "<value>; <date of the inputs>; <source>", no model asked.
+    let iss = "What is the ISS stage on 2023-12-31?";
+    let model = three_searches_of("calculate", json!({"calculator": "iss"}), &answer);
+    let config = embedded(Method::Agent);
+    let out = ask_of_p1_with(&store, &model, iss, Some(AnswerType::Score), Method::Agent, criteria, &config);
+    let stage = out.answer.unwrap_or_default();
+    assert!(stage.starts_with("I; 20") && stage.ends_with("; iss calculation"), "{stage}");
+    assert_eq!(out.trace.synthesis_attempts, 0);
+    assert!(out.reasoning.unwrap_or_default().starts_with("iss gives I [1]"));
+    assert!(!model.requests().iter().any(answer_step));
 
     let model = three_searches_of("search_reports", json!({"query": "weight"}), &answer);
     let method = Method::AgentNoCalculators;

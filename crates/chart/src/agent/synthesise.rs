@@ -825,6 +825,40 @@ fn result_value(output: &Value) -> Option<String> {
     }
 }
 
+/// Evident's answer to a score question (with the constrained answer step
+/// and the calculators) where the context's calculations by the
+/// calculators the question names all give one value: the answer
+/// schema already holds the answer to that value, so Evident writes the
+/// rest of the baseline prompt's format, "<value>; <date of the inputs>;
+/// <source>" ("4; 2020-03-01; cha2ds2-vasc calculation"), the date the
+/// newest item the calculation read, or the reference date where it read
+/// the patient's age (which is the age on that date).
+fn calculated_score(
+    question: &str,
+    answer_type: Option<AnswerType>,
+    nodes: &[Evidence],
+    as_of: NaiveDateTime,
+) -> Option<String> {
+    if answer_type != Some(AnswerType::Score) {
+        return None;
+    }
+    let named: Vec<(&str, String, NaiveDateTime)> = nodes
+        .iter()
+        .filter_map(|node| {
+            let Evidence::Calculation { calculator, output, used, .. } = node else { return None };
+            Calculator::from_name(calculator).filter(|c| question_names(question, *c))?;
+            let dated = used.iter().all(|e| e.date().is_some());
+            let date = node.date().filter(|_| dated).unwrap_or(as_of);
+            Some((calculator.as_str(), result_value(output)?, date))
+        })
+        .collect();
+    let (calculator, value, date) = named.first()?;
+    if named.iter().any(|(_, other, _)| other != value) {
+        return None;
+    }
+    Some(format!("{value}; {}; {calculator} calculation", super::date_of(*date)))
+}
+
 /// Evident's (with the constrained answer step and the calculators): where
 /// a score or category answer (or one of a question without its answer
 /// type) is the result of a context item's
@@ -1402,9 +1436,11 @@ fn written_reasoning(
 /// attempts (one JSON repair), then a recorded pipeline failure. Where a
 /// calculator, a criteria check or the record's entries gave the answer,
 /// Evident writes the reasoning from it ([`written_reasoning`]); and where
-/// the schema then admits that one answer only, no model is asked: its
-/// reasoning would be replaced, and beside such answers the embedded
-/// model had written runs of digits to its token limit (`6f8ccac9-G15`).
+/// the schema then admits that one answer only, or a calculator the
+/// question names gives its score ([`calculated_score`]), no model is
+/// asked: its reasoning would be replaced, and beside such answers the
+/// embedded model had written runs of digits to its token limit
+/// (`6f8ccac9-G15`).
 #[allow(clippy::too_many_arguments)]
 fn synthesise_constrained(
     ctx: &Ctx<'_>,
@@ -1425,7 +1461,11 @@ fn synthesise_constrained(
     shown.figures.extend(figures_in(&super::date_of(ctx.view.as_of())));
     let schema =
         answer_schema(&shown_numbers(&user), ctx.question, ctx.answer_type, &shown, style_answers, ctx.view.criteria());
-    let decided = schema["properties"]["answer"]["pattern"].as_str().and_then(one_value);
+    let calculated = || {
+        let score = || calculated_score(ctx.question, ctx.answer_type, nodes, ctx.view.as_of());
+        ctx.config.use_calculators.then(score).flatten()
+    };
+    let decided = schema["properties"]["answer"]["pattern"].as_str().and_then(one_value).or_else(calculated);
     if let Some(answer) = decided {
         if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
             trace.synthesis_attempts = 0;
@@ -2190,6 +2230,52 @@ mod tests {
             calculation_reasoning(bmi, Some(AnswerType::Category), "obese", &nodes).map(|r| r.0),
             Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.0 kg, height 1.74 m.".into())
         );
+    }
+
+    /// A score a calculator the question names gives is written in the
+    /// baseline prompt's format: the date of the newest lab it read, or
+    /// the reference date where it read the patient's age; none where two
+    /// calculations disagree or the question asks no score.
+    #[test]
+    fn a_calculated_score_is_written_with_the_date_of_its_inputs() {
+        let at = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap().and_hms_opt(9, 0, 0).unwrap();
+        let lab = |day: &str| Evidence::Lab {
+            concept: "Albumin".into(),
+            original_name: "Albumin".into(),
+            value: "3.1".into(),
+            unit: Some("g/dL".into()),
+            reference_range: None,
+            flag: None,
+            time: at(day),
+            source_id: format!("lab-{day}"),
+        };
+        let patient =
+            Evidence::Patient { patient_id: "P".into(), birth_date: None, sex: None, as_of: at("2020-06-01") };
+        let calculation = |calculator: &str, output: Value, used: Vec<Evidence>| Evidence::Calculation {
+            calculator: calculator.into(),
+            inputs: json!({}),
+            output,
+            used,
+        };
+        let as_of = at("2020-06-01");
+        let iss = calculation("iss", json!({"stage": "II"}), vec![lab("2020-03-01"), lab("2020-04-15")]);
+        let vasc = calculation("cha2ds2-vasc", json!({"score": 3.0}), vec![patient, lab("2019-01-01")]);
+        let nodes = vec![iss.clone(), vasc];
+        let score = Some(AnswerType::Score);
+        let ask = |question: &str, nodes: &[Evidence]| calculated_score(question, score, nodes, as_of);
+        assert_eq!(
+            ask("What is the ISS stage on 2020-06-01?", &nodes).as_deref(),
+            Some("II; 2020-04-15; iss calculation")
+        );
+        assert_eq!(
+            ask("What is the CHA2DS2-VASc score on 2020-06-01?", &nodes).as_deref(),
+            Some("3; 2020-06-01; cha2ds2-vasc calculation")
+        );
+        assert_eq!(ask("What is the R-ISS stage?", &nodes), None, "no R-ISS calculation");
+        let other = calculation("iss", json!({"stage": "III"}), vec![lab("2020-05-01")]);
+        assert_eq!(ask("What is the ISS stage?", &[iss.clone(), other]), None, "two values");
+        let question = "What is the ISS stage?";
+        assert_eq!(calculated_score(question, Some(AnswerType::Category), &[iss], as_of), None);
     }
 
     #[test]
