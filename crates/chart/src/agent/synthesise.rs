@@ -1383,7 +1383,6 @@ fn distinct_sentences(reasoning: &str) -> String {
 /// A reasoning Evident wrote from what gave the answer, and what that was.
 struct Written {
     reasoning: String,
-    cited: Vec<usize>,
     /// What it was written from, for the trace ("the calculation [2]").
     from: String,
 }
@@ -1402,7 +1401,6 @@ fn written_reasoning(
     let (question, answer_type) = (ctx.question, ctx.answer_type);
     let one = |(reasoning, number): (String, usize), what: &str| Written {
         reasoning,
-        cited: vec![number],
         from: format!("the {what} [{number}]"),
     };
     let checked = || {
@@ -1416,7 +1414,6 @@ fn written_reasoning(
     let recorded_yes = || {
         recorded_yes_reasoning(recorded).filter(|_| answer == "Yes").map(|(reasoning, number)| Written {
             reasoning,
-            cited: vec![number],
             from: format!("the record's entry [{number}] that answers Yes"),
         })
     };
@@ -1424,7 +1421,7 @@ fn written_reasoning(
         recorded_dates_reasoning(question, prompt, answer_type, shown, answer).map(|(reasoning, cited)| {
             let numbers: Vec<String> = cited.iter().map(|n| format!("[{n}]")).collect();
             let from = format!("the record's entries {} that give the answer's dates", numbers.join(", "));
-            Written { reasoning, cited, from }
+            Written { reasoning, from }
         })
     };
     ctx.config.use_calculators.then(checked).flatten().or_else(recorded_yes).or_else(recorded_dates)
@@ -1471,7 +1468,8 @@ fn synthesise_constrained(
             trace.synthesis_attempts = 0;
             trace.reasoning_from =
                 Some(format!("{} (Evident's; the answer had one value, so no model was asked)", written.from));
-            return Ok(Ok((TwoLine { answer, reasoning: written.reasoning, cited: written.cited }, String::new())));
+            let cited = citation_numbers(&written.reasoning);
+            return Ok(Ok((TwoLine { answer, reasoning: written.reasoning, cited }, String::new())));
         }
     }
     let schema = if ctx.config.reasoning_first { reasoning_first(schema) } else { schema };
@@ -1492,13 +1490,12 @@ fn synthesise_constrained(
                 (field("answer", "answer:"), distinct_sentences(&field("reasoning", "reasoning:")));
             let answer =
                 if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
-            let mut cited = citation_numbers(&reasoning);
             if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
                 reasoning = written.reasoning;
-                cited = written.cited;
                 trace.reasoning_from =
                     Some(format!("{} (Evident's; the model's reasoning is in the raw answer)", written.from));
             }
+            let cited = citation_numbers(&reasoning);
             Ok(Ok((TwoLine { answer, reasoning, cited }, raw_text)))
         }
         StructuredAnswer::PipelineFailure(f) => {
