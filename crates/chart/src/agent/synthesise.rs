@@ -1467,7 +1467,7 @@ fn synthesise_constrained(
         if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
             trace.synthesis_attempts = 0;
             trace.reasoning_from =
-                Some(format!("{} (Evident's; the answer had one value, so no model was asked)", written.from));
+                Some(format!("{} (Evident's; the answer was decided, so no model was asked)", written.from));
             let cited = citation_numbers(&written.reasoning);
             return Ok(Ok((TwoLine { answer, reasoning: written.reasoning, cited }, String::new())));
         }
