@@ -527,7 +527,6 @@ mod tests {
             let rule = &sets.get(set).unwrap().rule;
             rule.deciding(&truth).into_iter().filter_map(Rule::label).map(String::from).collect()
         };
-        use Truth::{Met, NotMet, Unknown};
         let anaemia = "clinically-relevant-anaemia";
         let man = [("female", NotMet), ("male", Met)];
         let documented = [&man[..], &[("current anaemia", Met), ("last haemoglobin", NotMet)]].concat();

@@ -43,7 +43,7 @@ pub(crate) fn number_nodes(nodes: &[Evidence], budget_tokens: usize) -> (Vec<Evi
         // model, and halving the budget could not cut the only item
         // (`6f8ccac9-G16`, a pipeline failure).
         if t > budget_tokens {
-            text = shortened(&text, budget_tokens.saturating_sub(node_tokens(&n) - estimate_text_tokens(&n.text())));
+            text = shortened(&text, budget_tokens.saturating_sub(header_tokens(&n)));
         }
         kept.push(n.clone());
         shown.push(ShownNode { number: kept.len(), header: n.header(), text });
@@ -82,7 +82,13 @@ pub fn context_items(nodes: &[Evidence]) -> String {
 /// lines, whose record ids and values are mostly digits: simple RAG's
 /// prompts overflowed the embedded model's context by up to 500 tokens.)
 pub(crate) fn node_tokens(node: &Evidence) -> usize {
-    estimate_text_tokens(&node.text()) + estimate_text_tokens(&node.header()) + 6
+    estimate_text_tokens(&node.text()) + header_tokens(node)
+}
+
+/// The tokens of a node's header and number: what [`node_tokens`] counts
+/// beside its text.
+fn header_tokens(node: &Evidence) -> usize {
+    estimate_text_tokens(&node.header()) + 6
 }
 
 /// Phase IV (and every comparator's answer step): asks for the two-line
