@@ -12,58 +12,22 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-
 use common::{repo_root, shared_data, Sandbox};
 use serde_json::{json, Value};
 
-/// Serves chat completions on 127.0.0.1 until the test process ends; every
-/// answer is an assessment with the decision MET. Returns the base URL.
+/// A scripted endpoint (`common::scripted_endpoint`) whose every answer is
+/// an assessment with the decision MET.
 fn scripted_endpoint() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
-                }
-            }
-            let mut body = vec![0u8; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let answer = json!({
-                "medications_and_supplements": [],
-                "rationale": "scripted: the record is taken to meet the criterion",
-                "decision": "MET",
-                "confidence": "low",
-                "evidence": [],
-            });
-            let response = json!({
-                "model": "scripted",
-                "choices": [{"message": {"role": "assistant", "content": answer.to_string()}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{response}",
-                response.len()
-            );
-        }
-    });
-    url
+    common::scripted_endpoint(|_| {
+        let answer = json!({
+            "medications_and_supplements": [],
+            "rationale": "scripted: the record is taken to meet the criterion",
+            "decision": "MET",
+            "confidence": "low",
+            "evidence": [],
+        });
+        json!({"message": {"role": "assistant", "content": answer.to_string()}, "finish_reason": "stop"})
+    })
 }
 
 #[test]

@@ -12,9 +12,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-
 use common::{repo_root, shared_data, Sandbox};
 use serde_json::{json, Value};
 
@@ -23,53 +20,19 @@ fn p_one(prompt: &str) -> f64 {
     0.55 + 0.1 * (prompt.len() % 5) as f64
 }
 
-/// Serves chat completions on 127.0.0.1 until the test process ends.
-/// Returns the base URL.
+/// A scripted endpoint (`common::scripted_endpoint`) that answers "1",
+/// with the log-probabilities [`p_one`] gives where the request asks for them.
 fn scripted_endpoint() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':') {
-                    if name.eq_ignore_ascii_case("content-length") {
-                        length = value.trim().parse().unwrap_or(0);
-                    }
-                }
-            }
-            let mut body = vec![0u8; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-            let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
-            let p = p_one(prompt);
-            let mut choice = json!({"message": {"role": "assistant", "content": "1"}, "finish_reason": "stop"});
-            if request["logprobs"] == true {
-                choice["logprobs"] = json!({"content": [{"token": "1", "logprob": p.ln(), "top_logprobs": [
-                    {"token": "1", "logprob": p.ln()}, {"token": "0", "logprob": (1.0 - p).ln()}]}]});
-            }
-            let response = json!({
-                "model": "scripted",
-                "choices": [choice],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1},
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{response}",
-                response.len()
-            );
+    common::scripted_endpoint(|request| {
+        let prompt = request["messages"][0]["content"].as_str().unwrap_or_default();
+        let p = p_one(prompt);
+        let mut choice = json!({"message": {"role": "assistant", "content": "1"}, "finish_reason": "stop"});
+        if request["logprobs"] == true {
+            choice["logprobs"] = json!({"content": [{"token": "1", "logprob": p.ln(), "top_logprobs": [
+                {"token": "1", "logprob": p.ln()}, {"token": "0", "logprob": (1.0 - p).ln()}]}]});
         }
-    });
-    url
+        choice
+    })
 }
 
 #[test]

@@ -103,3 +103,48 @@ impl Run {
         self
     }
 }
+
+/// Serves OpenAI-compatible chat completions on 127.0.0.1 until the test
+/// process ends, so a test needs no real model: `choice` turns each request
+/// (its JSON body) into the response's `choices[0]` (the message and, where
+/// the test wants them, log-probabilities). Returns the base URL.
+pub fn scripted_endpoint(choice: impl Fn(&serde_json::Value) -> serde_json::Value + Send + 'static) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut body = vec![0u8; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let response = serde_json::json!({
+                "model": "scripted",
+                "choices": [choice(&request)],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{response}",
+                response.len()
+            );
+        }
+    });
+    url
+}
