@@ -10,9 +10,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use evident_rwe::agent::env::StudyEnv;
-use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentRun, StepStore};
+use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, AgentError, AgentRun, StepStore};
 pub use evident_rwe::agent::{Strategy, Termination};
-use evident_rwe::audit::{judge_cohort, judge_database_facts, rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
+use evident_rwe::audit::{
+    judge_cohort, judge_database_facts, rule_checks, AuditError, AuditTable, CohortAudit, AUDIT_FILE,
+};
 use evident_rwe::bundle::{prompts_sha256, read_cohort_sql, sha256_file, write_bundle, Bundle, DatabaseInfo};
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
@@ -79,6 +81,24 @@ pub struct StudyReport {
     pub bundle: PathBuf,
     /// The run's `report.html`.
     pub report: PathBuf,
+}
+
+/// An agent's error as the user should read it: a model call that failed
+/// or was refused stays the model layer's error (so the command line can
+/// say which flag lets patient data reach a remote endpoint).
+fn agent_error(e: AgentError) -> AppError {
+    match e {
+        AgentError::Model(e) => AppError::Llm(e),
+        e => AppError::Setup(e.to_string()),
+    }
+}
+
+/// The cohort judge's error as the user should read it (as [`agent_error`]).
+fn audit_error(e: AuditError) -> AppError {
+    match e {
+        AuditError::Model(e) => AppError::Llm(e),
+        e => AppError::Setup(e.to_string()),
+    }
 }
 
 /// A database error as the user should read it: their input (a URL that
@@ -185,13 +205,8 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
     let prompts = study_prompts(None);
     let store = StepStore::new(&request.out);
-    let run: AgentRun =
-        run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files).map_err(|e| {
-            AppError::Interrupted {
-                what: format!("study {}", task.id),
-                cause: Box::new(AppError::Setup(e.to_string())),
-            }
-        })?;
+    let run: AgentRun = run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files)
+        .map_err(|e| AppError::Interrupted { what: format!("study {}", task.id), cause: Box::new(agent_error(e)) })?;
 
     let audit_path = env.workspace().root().join(AUDIT_FILE);
     let mut audit_table = None;
@@ -201,14 +216,8 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         let (judge, database_judge) = if rules.passed() && request.judge {
             let definition = &task.protocol.methods;
             (
-                Some(
-                    judge_cohort(&model, &prompts, definition, &table, 1)
-                        .map_err(|e| AppError::Setup(e.to_string()))?,
-                ),
-                Some(
-                    judge_database_facts(&model, &prompts, definition, &table, &mut conn, 1)
-                        .map_err(|e| AppError::Setup(e.to_string()))?,
-                ),
+                Some(judge_cohort(&model, &prompts, definition, &table, 1).map_err(audit_error)?),
+                Some(judge_database_facts(&model, &prompts, definition, &table, &mut conn, 1).map_err(audit_error)?),
             )
         } else {
             (None, None)
@@ -513,7 +522,7 @@ pub fn check_judge(session: &Session, request: &JudgeCheckRequest) -> Result<Jud
     )
     .map_err(|e| AppError::Interrupted {
         what: format!("cohort judge check {}", task.id),
-        cause: Box::new(AppError::Setup(e.to_string())),
+        cause: Box::new(audit_error(e)),
     })?;
     session.finish_model_run(&run_id)?;
     Ok(check)

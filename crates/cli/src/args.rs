@@ -1,6 +1,6 @@
 //! Argument groups more than one command takes (flattened into each
 //! command's `Args`), and how each becomes an `evident_app` request: the
-//! model to use, the embedding model's folder, how to screen, and which
+//! model to ask, the embedding model's folder, how to screen, and which
 //! hash of a study database the evidence bundle carries.
 
 use std::path::PathBuf;
@@ -9,6 +9,35 @@ use evident_app::screening::{parse_definitions, parse_method, parse_retrieval, E
 use evident_app::study::{DatabaseHashMode, DatabaseHashRequest};
 use evident_app::{EmbedderChoice, ModelChoice};
 use evident_match::batch::Method;
+
+/// The model a command asks: embedded, or an OpenAI-compatible server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// The model: a known model, a GGUF path, or a name under [llm.models].
+    #[arg(long, conflicts_with = "endpoint")]
+    pub model: Option<String>,
+    /// An OpenAI-compatible base URL (vLLM, Ollama, llama.cpp server, a
+    /// hosted API).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The model name sent to --endpoint.
+    #[arg(long, default_value = "default", requires = "endpoint")]
+    pub endpoint_model: String,
+    /// Allow patient text to reach a non-loopback endpoint.
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
+impl ModelArgs {
+    pub fn choice(&self) -> ModelChoice {
+        ModelChoice {
+            model: self.model.clone(),
+            endpoint: self.endpoint.clone(),
+            endpoint_model: self.endpoint_model.clone(),
+            allow_remote: self.allow_remote,
+        }
+    }
+}
 
 /// Where the embedding model comes from.
 #[derive(clap::Args, Debug, Clone)]
@@ -53,17 +82,9 @@ pub struct ScreenArgs {
     /// Patients worked on at once (useful against servers).
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
-    /// The matching model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long, conflicts_with = "endpoint")]
-    pub model: Option<String>,
-    /// An OpenAI-compatible base URL for the matching model.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    #[arg(long, default_value = "default", requires = "endpoint")]
-    pub endpoint_model: String,
-    /// Allow patient text to reach a non-loopback endpoint.
-    #[arg(long)]
-    pub allow_remote: bool,
+    /// The matching model.
+    #[command(flatten)]
+    pub llm: ModelArgs,
     /// MAKAR: the model that augments criteria (criteria are not patient
     /// data, so it may be remote); default: the matching model.
     #[arg(long, conflicts_with = "augment_endpoint")]
@@ -110,12 +131,7 @@ pub struct ScreenArgs {
 
 impl ScreenArgs {
     pub fn options(&self) -> anyhow::Result<ScreeningOptions> {
-        let matching = ModelChoice {
-            model: self.model.clone(),
-            endpoint: self.endpoint.clone(),
-            endpoint_model: self.endpoint_model.clone(),
-            allow_remote: self.allow_remote,
-        };
+        let matching = self.llm.choice();
         let augmenting = (self.augment_model.is_some() || self.augment_endpoint.is_some()).then(|| ModelChoice {
             model: self.augment_model.clone(),
             endpoint: self.augment_endpoint.clone(),

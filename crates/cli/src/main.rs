@@ -126,3 +126,16 @@ fn quiet_on_broken_pipe() {
         default(info)
     }));
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's flags are consistent (no two arguments share an id,
+    /// every `requires` and `conflicts_with` names a real one), including
+    /// the groups flattened into several commands.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::Path;
 
 use evident_llm::prompts::Prompts;
-use evident_llm::{chat_json, ChatRequest, Message, RepairPolicy, StructuredAnswer, StructuredModel};
+use evident_llm::{chat_json, ChatRequest, LlmError, Message, RepairPolicy, StructuredAnswer, StructuredModel};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -99,6 +99,10 @@ pub enum AuditError {
     Lookup(String),
     #[error("cohort judge: {0}")]
     Judge(String),
+    /// A model call failed or was refused (a non-loopback endpoint without
+    /// the user's opt-in).
+    #[error("cohort judge: {0}")]
+    Model(#[from] LlmError),
 }
 
 impl AuditTable {
@@ -273,8 +277,7 @@ pub fn judge_case<'m>(
 ) -> Result<Option<JudgeVerdict>, AuditError> {
     let mut request = judge_request(prompts, definition, facts)?;
     request.seed = seed;
-    let answer = chat_json(model.into(), &request, &judge_schema(), RepairPolicy::default(), prompts)
-        .map_err(|e| AuditError::Judge(e.to_string()))?;
+    let answer = chat_json(model.into(), &request, &judge_schema(), RepairPolicy::default(), prompts)?;
     match answer {
         StructuredAnswer::Valid { value, .. } => {
             Ok(Some(serde_json::from_value(value).map_err(|e| AuditError::Judge(e.to_string()))?))

@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use evident_app::chart::AskRequest;
-use evident_app::ModelChoice;
 
+use crate::args::ModelArgs;
 use crate::commands::Context;
 use crate::Exit;
 
@@ -55,17 +55,8 @@ pub struct Args {
     /// highlighted in their documents, and the trace) into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// The model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long, conflicts_with = "endpoint")]
-    pub model: Option<String>,
-    /// An OpenAI-compatible base URL.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    #[arg(long, default_value = "default", requires = "endpoint")]
-    pub endpoint_model: String,
-    /// Allow patient text to reach a non-loopback endpoint.
-    #[arg(long)]
-    pub allow_remote: bool,
+    #[command(flatten)]
+    pub llm: ModelArgs,
     /// Do not serve answers from the model cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -88,12 +79,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         method: args.method.clone(),
         skills_dir: args.skills.clone(),
         criteria_file: args.criteria.clone(),
-        model: ModelChoice {
-            model: args.model.clone(),
-            endpoint: args.endpoint.clone(),
-            endpoint_model: args.endpoint_model.clone(),
-            allow_remote: args.allow_remote,
-        },
+        model: args.llm.choice(),
         use_cache: !args.no_cache,
         temperature: args.temperature,
         seed: args.seed,

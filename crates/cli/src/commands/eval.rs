@@ -13,9 +13,8 @@ use std::path::PathBuf;
 
 use evident_app::evaluation::{N2c2Request, TrialgptRequest};
 use evident_app::study::{EvalRequest as RweRequest, Strategy as RweStrategy};
-use evident_app::ModelChoice;
 
-use crate::args::{method, ScreenArgs};
+use crate::args::{method, ModelArgs, ScreenArgs};
 use crate::commands::Context;
 use crate::Exit;
 
@@ -94,17 +93,8 @@ struct ChartArgs {
     /// crates/chart/data/criteria_sets.json) added to the built-in ones.
     #[arg(long)]
     criteria: Option<PathBuf>,
-    /// The model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long, conflicts_with = "endpoint")]
-    model: Option<String>,
-    /// An OpenAI-compatible base URL.
-    #[arg(long)]
-    endpoint: Option<String>,
-    #[arg(long, default_value = "default", requires = "endpoint")]
-    endpoint_model: String,
-    /// Allow patient text to reach a non-loopback endpoint.
-    #[arg(long)]
-    allow_remote: bool,
+    #[command(flatten)]
+    llm: ModelArgs,
     /// Do not serve answers from the model cache.
     #[arg(long)]
     no_cache: bool,
@@ -149,9 +139,9 @@ struct CohortJudgeArgs {
     /// Seed of the case sampling.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The judge model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long)]
-    model: Option<String>,
+    /// The judge model.
+    #[command(flatten)]
+    llm: ModelArgs,
     /// Do not serve answers from the model cache.
     #[arg(long)]
     no_cache: bool,
@@ -233,9 +223,9 @@ struct RweArgs {
     /// Skip the LLM cohort judge (the rule checks still run).
     #[arg(long)]
     no_judge: bool,
-    /// The model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long)]
-    model: Option<String>,
+    /// The agent's and the judge's model.
+    #[command(flatten)]
+    llm: ModelArgs,
     /// Do not serve answers from the model cache.
     #[arg(long)]
     no_cache: bool,
@@ -281,7 +271,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             let request = RweRequest {
                 tasks: a.tasks.clone(),
                 db: a.database.clone(),
-                model: ModelChoice { model: a.model.clone(), ..ModelChoice::default() },
+                model: a.llm.choice(),
                 strategy: RweStrategy::from_name(&a.strategy).unwrap_or(RweStrategy::R),
                 runs: a.runs,
                 out: a.out.clone(),
@@ -296,7 +286,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             let request = evident_app::study::JudgeCheckRequest {
                 task: a.task.clone(),
                 db: a.database.clone(),
-                model: ModelChoice { model: a.model.clone(), ..ModelChoice::default() },
+                model: a.llm.choice(),
                 runs: a.runs,
                 counts: evident_app::study::CaseCounts {
                     members: a.members,
@@ -318,12 +308,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 sample_seed: a.sample_seed,
                 skip: a.skip,
                 limit: a.limit,
-                model: ModelChoice {
-                    model: a.model.clone(),
-                    endpoint: a.endpoint.clone(),
-                    endpoint_model: a.endpoint_model.clone(),
-                    allow_remote: a.allow_remote,
-                },
+                model: a.llm.choice(),
                 use_cache: !a.no_cache,
                 resamples: a.resamples,
                 seed: a.seed,

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use evident_app::llm::{ChatJob, ServeJob};
-use evident_app::ModelChoice;
 
+use crate::args::ModelArgs;
 use crate::commands::Context;
 use crate::Exit;
 
@@ -29,15 +29,8 @@ enum LlmCommand {
 struct ChatArgs {
     /// The question.
     prompt: String,
-    /// A known model, a GGUF path, or a name under [llm.models].
-    #[arg(long, conflicts_with = "endpoint")]
-    model: Option<String>,
-    /// An OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1).
-    #[arg(long)]
-    endpoint: Option<String>,
-    /// The model name sent to --endpoint.
-    #[arg(long, default_value = "default", requires = "endpoint")]
-    endpoint_model: String,
+    #[command(flatten)]
+    llm: ModelArgs,
     /// A JSON Schema file: the answer must be JSON valid against it.
     #[arg(long)]
     schema: Option<PathBuf>,
@@ -53,9 +46,6 @@ struct ChatArgs {
     /// Do not answer from (or add to) the model cache.
     #[arg(long)]
     no_cache: bool,
-    /// Allow the prompt to reach a non-loopback endpoint.
-    #[arg(long)]
-    allow_remote: bool,
     /// Declare that the prompt carries no patient text.
     #[arg(long)]
     no_patient_text: bool,
@@ -89,12 +79,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
 fn chat(ctx: &Context, args: &ChatArgs) -> anyhow::Result<Exit> {
     let job = ChatJob {
         prompt: args.prompt.clone(),
-        model: ModelChoice {
-            model: args.model.clone(),
-            endpoint: args.endpoint.clone(),
-            endpoint_model: args.endpoint_model.clone(),
-            allow_remote: args.allow_remote,
-        },
+        model: args.llm.choice(),
         schema: args.schema.clone(),
         system: args.system.clone(),
         max_tokens: args.max_tokens,

@@ -9,10 +9,9 @@ use std::fmt;
 use std::path::PathBuf;
 
 use evident_app::study::{Strategy, StudyReport, StudyRequest};
-use evident_app::ModelChoice;
 use serde::Serialize;
 
-use crate::args::DatabaseHashArgs;
+use crate::args::{DatabaseHashArgs, ModelArgs};
 use crate::commands::Context;
 use crate::Exit;
 
@@ -39,17 +38,8 @@ pub struct Args {
     /// Skip the LLM cohort judge (the rule checks still run).
     #[arg(long)]
     pub no_judge: bool,
-    /// The model: a known model, a GGUF path, or a name under [llm.models].
-    #[arg(long, conflicts_with = "endpoint")]
-    pub model: Option<String>,
-    /// An OpenAI-compatible base URL.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    #[arg(long, default_value = "default", requires = "endpoint")]
-    pub endpoint_model: String,
-    /// Allow patient data to reach a non-loopback endpoint.
-    #[arg(long)]
-    pub allow_remote: bool,
+    #[command(flatten)]
+    pub llm: ModelArgs,
     /// Do not serve answers from the model cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -82,12 +72,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
         let request = StudyRequest {
             task: args.task.clone(),
             db: args.database.clone(),
-            model: ModelChoice {
-                model: args.model.clone(),
-                endpoint: args.endpoint.clone(),
-                endpoint_model: args.endpoint_model.clone(),
-                allow_remote: args.allow_remote,
-            },
+            model: args.llm.choice(),
             strategy: *strategy,
             out,
             max_steps: args.max_steps,
