@@ -1726,3 +1726,51 @@ fn a_users_criteria_set_is_checked_when_a_question_names_it() {
     let out = ask_after_three_ct_searches_with(&store, question, None, Method::Agent, answer, builtin);
     assert!(out.trace.rounds.iter().all(|r| !r.action.starts_with("criteria check")), "{:?}", out.trace.rounds);
 }
+
+/// An answer of absence whose searches found nothing at all is reasoned
+/// by Evident from the searches: what was searched (the reports, the
+/// medications, conditions and procedures, a class with its substances)
+/// and that nothing was found; the answer stays the model's. Where
+/// something was found, or no structured lookup ran (the paper's
+/// broadening), the model's reasoning stays.
+#[test]
+fn an_absence_answer_whose_searches_found_nothing_is_reasoned_from_the_searches() {
+    let store = store();
+    let criteria = evident_chart::criteria::CriteriaSets::builtin();
+    let ask_answering = |question: &str, query: &str, method: Method, reasoning: &str| {
+        let answer = json!({"answer": "No", "reasoning": reasoning});
+        let model = three_searches(json!({"query": query}), &answer.to_string());
+        let config = method.agent_config(&AgentConfig::default().with_model_context(32_768)).unwrap();
+        ask_of_p1_with(&store, &model, question, Some(AnswerType::YesNo), method, criteria, &config)
+    };
+    let ask_with = |question: &str, query: &str, method: Method| {
+        ask_answering(question, query, method, "The patient did not receive dialysis before any search.")
+    };
+    let out = ask_with("Has the patient received dialysis?", "dialysis", Method::Agent);
+    assert_eq!(out.answer.as_deref(), Some("No"), "{:?}", out.failure);
+    assert_eq!(
+        out.reasoning.as_deref(),
+        Some(
+            "The record up to 2023-12-31 has nothing on dialysis: the report search \"dialysis\" found nothing, \
+             and no medication, condition or procedure entry names it."
+        )
+    );
+    let from = out.trace.reasoning_from.unwrap_or_default();
+    assert!(from.starts_with("the searches, which found nothing (Evident's"), "{from}");
+    assert!(out.raw_text.contains("before any search"), "the model's own is kept: {}", out.raw_text);
+
+    let out = ask_with("Has the patient received at least one statin?", "statin", Method::Agent);
+    let reasoning = out.reasoning.unwrap_or_default();
+    assert!(reasoning.starts_with("The record up to 2023-12-31 has nothing on statin:"), "{reasoning}");
+    assert!(reasoning.contains("entry names it or any of atorvastatin, "), "{reasoning}");
+
+    // Something found (the CT report), though nothing names dialysis.
+    let cited = "The CT report does not mention dialysis [1].";
+    let out = ask_answering("Has the patient received dialysis?", "CT", Method::Agent, cited);
+    assert!(out.context.iter().any(|n| n.document_id() == Some("d3")), "{:?}", out.context);
+    assert_eq!(out.reasoning.as_deref(), Some(cited), "{:?}", out.failure);
+    // No structured lookup: the searches cannot be spoken for.
+    let out = ask_with("Has the patient received dialysis?", "dialysis", Method::AgentPaperBroadening);
+    assert_eq!(out.reasoning.as_deref(), Some("The patient did not receive dialysis before any search."));
+    assert_eq!(out.trace.reasoning_from, None);
+}

@@ -575,6 +575,10 @@ fn add_looked_up(
     });
 }
 
+/// The action of a yes/no structured lookup's rounds in the trace.
+pub(crate) const YES_NO_LOOKUP: &str =
+    "structured lookup (the context did not answer Yes by the record rule; Evident's, not the paper's)";
+
 /// The yes/no half of [`structured_lookup`]: when the context at the end
 /// of retrieval does not answer the question "Yes" by the record rule
 /// ([`recorded_yes`], with the parsing skills where the agent expands
@@ -597,9 +601,7 @@ fn yes_no_structured_lookup(
     }
     for (args, holding) in yes_no_lookup(ctx.view, ctx.question, skills)? {
         state.seen_calls.insert(identity_of(ToolName::QueryRecords, &args));
-        let action =
-            "structured lookup (the context did not answer Yes by the record rule; Evident's, not the paper's)";
-        add_looked_up((state, memory, trace), args, &holding, action);
+        add_looked_up((state, memory, trace), args, &holding, YES_NO_LOOKUP);
     }
     Ok(())
 }

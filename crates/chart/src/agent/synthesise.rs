@@ -1433,6 +1433,61 @@ fn written_reasoning(
     ctx.config.use_calculators.then(checked).flatten().or_else(recorded_yes).or_else(recorded_dates)
 }
 
+/// Evident's reasoning for an answer of absence ("No", "Not documented",
+/// "Never") where the agent's searches found nothing at all: the context
+/// is empty, and the structured lookup of the question's subject
+/// ([`super::execute::yes_no_lookup`]) ran over the medications, conditions
+/// and procedures and found no entry that names it. It says what was
+/// searched and that nothing was found, which is true whatever the answer;
+/// the answer stays the model's. Beside such answers the embedded model
+/// wrote reasons the record could not give ("The patient did not receive
+/// dialysis before any search", `1fc53917-G14`). `None` elsewhere, and
+/// for the methods that run no structured lookup (the comparators, the
+/// paper's broadening), whose searches it could not speak for.
+fn nothing_found_reasoning(ctx: &Ctx<'_>, rounds: &[Round], nodes: &[Evidence], answer: &str) -> Option<Written> {
+    let absence = ["No", "Not documented", "Never"].iter().any(|a| a.eq_ignore_ascii_case(answer.trim()));
+    if !absence || !nodes.is_empty() {
+        return None;
+    }
+    let looked_up: Vec<&Round> = rounds.iter().filter(|r| r.action == super::execute::YES_NO_LOOKUP).collect();
+    let records = |r: &&Round| r.arguments.as_ref().and_then(|a| a["record"].as_str()).map(String::from);
+    let searched: BTreeSet<String> = looked_up.iter().filter_map(records).collect();
+    if searched != BTreeSet::from(["conditions", "medications", "procedures"].map(String::from))
+        || looked_up.iter().any(|r| r.evidence_found > 0)
+    {
+        return None;
+    }
+    let skills = (ctx.config.use_skills && ctx.config.expand_queries).then_some(ctx.skills);
+    let subject = YesNoSubject::of(ctx.question, skills)?;
+    let words = subject.words().join(" ");
+    let query = looked_up[0].arguments.as_ref().and_then(|a| a["query"].as_str()).unwrap_or(&words);
+    let also: Vec<&str> = query.split_whitespace().filter(|w| !subject.words().iter().any(|s| s == w)).collect();
+    let mut queries: Vec<String> = Vec::new();
+    for r in rounds.iter().filter(|r| r.tool.as_deref() == Some("search_reports") && !r.action.contains("blocked")) {
+        if let Some(q) = r.arguments.as_ref().and_then(|a| a["query"].as_str()) {
+            let q = format!("\"{}\"", q.trim());
+            if !queries.contains(&q) {
+                queries.push(q);
+            }
+        }
+    }
+    let reports = match queries.as_slice() {
+        [] => String::new(),
+        [one] => format!("the report search {one} found nothing, and "),
+        [first @ .., last] => format!("the report searches {} and {last} found nothing, and ", first.join(", ")),
+    };
+    let names = match also.as_slice() {
+        [] => "names it".to_string(),
+        [one] => format!("names it or {one}"),
+        [first @ .., last] => format!("names it or any of {} or {last}", first.join(", ")),
+    };
+    let reasoning = format!(
+        "The record up to {} has nothing on {words}: {reports}no medication, condition or procedure entry {names}.",
+        super::date_of(ctx.view.as_of())
+    );
+    Some(Written { reasoning, from: "the searches, which found nothing".into() })
+}
+
 /// Evident's answer step for a constrained decoder: the same prompt, the
 /// answer and reasoning decoded as JSON under [`answer_schema`], so that
 /// the two lines always come back and every `[n]` names a shown item; two
@@ -1496,7 +1551,9 @@ fn synthesise_constrained(
                 (field("answer", "answer:"), distinct_sentences(&field("reasoning", "reasoning:")));
             let answer =
                 if ctx.answer_type.is_some_and(AnswerType::is_list) { distinct_entries(&answer) } else { answer };
-            if let Some(written) = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer) {
+            let written = written_reasoning(ctx, &user, nodes, &shown, &recorded, &answer)
+                .or_else(|| nothing_found_reasoning(ctx, &trace.rounds, nodes, &answer));
+            if let Some(written) = written {
                 reasoning = written.reasoning;
                 trace.reasoning_from =
                     Some(format!("{} (Evident's; the model's reasoning is in the raw answer)", written.from));
