@@ -995,6 +995,12 @@ fn input_words(key: &str, value: &Value) -> Option<String> {
         Value::Bool(true) => return Some(name),
         Value::Bool(false) if key == "female" => return Some("male".into()),
         Value::Bool(false) => return None,
+        // To two decimals (Synthea stores "78.35762647441827" kg); the
+        // calculation used the stored value, and the cited item shows it.
+        Value::Number(n) if n.is_f64() => {
+            let shown = format!("{:.2}", n.as_f64().unwrap_or_default());
+            shown.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
         Value::Number(n) => n.to_string(),
         Value::String(s) => s.clone(),
         _ => return None,
@@ -2263,7 +2269,7 @@ mod tests {
             ),
             calculation(
                 "bmi",
-                json!({"weight_kg": 92.0, "height_m": 1.74}),
+                json!({"weight_kg": 92.03762647441827, "height_m": 1.7400000000000002}),
                 json!({"value": 30.387, "unit": "kg/m2", "reported": 30.4, "category": "obese"}),
             ),
         ];
@@ -2288,7 +2294,8 @@ mod tests {
         let bmi = "What is the adult BMI category (underweight, normal, overweight, obese) on 2021-02-22?";
         assert_eq!(
             calculation_reasoning(bmi, Some(AnswerType::Category), "obese", &nodes).map(|r| r.0),
-            Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.0 kg, height 1.74 m.".into())
+            Some("bmi gives 30.4 kg/m2 (obese) [3], from the record: weight 92.04 kg, height 1.74 m.".into()),
+            "inputs shown to two decimals"
         );
     }
 
