@@ -40,6 +40,16 @@ impl Default for ModelChoice {
 }
 
 impl ModelChoice {
+    /// Whether answers may come from (and go to) the model cache. The cache
+    /// knows a model by its id, and an endpoint's id is the model name sent
+    /// to it: under the unnamed "default" (which a llama.cpp server
+    /// ignores, answering with whatever weights it loaded), two servers'
+    /// or two loads' answers would share one id, so they are never cached.
+    /// Name the model (`endpoint_model`) to cache its answers.
+    pub fn cacheable(&self) -> bool {
+        self.endpoint.is_none() || self.endpoint_model != ModelChoice::default().endpoint_model
+    }
+
     /// The embedded or configured model called `name`.
     pub fn named(name: impl Into<String>) -> ModelChoice {
         ModelChoice { model: Some(name.into()), ..ModelChoice::default() }
@@ -66,12 +76,15 @@ pub struct EmbedderChoice {
 
 impl Session {
     /// Builds the chat model `choice` names, recording its calls into the
-    /// model run `run_id` (cached unless `use_cache` is false).
+    /// model run `run_id` (cached unless `use_cache` is false, or the
+    /// choice is an endpoint whose model is not named: see
+    /// [`ModelChoice::cacheable`]).
     pub fn chat_model(&self, choice: &ModelChoice, run_id: &str, use_cache: bool) -> Result<RecordingModel> {
         let llm = &self.config().llm;
         let (name, inner) = self.provider(choice)?;
         let price = llm.price_for(&name, inner.model_id());
-        Ok(RecordingModel::new(inner, self.store()?, run_id).with_cache(llm.cache && use_cache).with_price(price))
+        let cache = llm.cache && use_cache && choice.cacheable();
+        Ok(RecordingModel::new(inner, self.store()?, run_id).with_cache(cache).with_price(price))
     }
 
     /// The provider behind `choice`, unrecorded; only this module and the

@@ -1,19 +1,23 @@
-//! The studies' evaluation commands take the model flags every model
-//! command takes (`--model`, `--endpoint`, `--endpoint-model`,
-//! `--allow-remote`): the cohort judge answers from an OpenAI-compatible
-//! server, so a larger model on another machine's GPU can be measured with
-//! the same command; and an endpoint off this machine is refused without
-//! `--allow-remote` before any patient fact is sent.
+//! The model flags every command that asks about patients takes
+//! (`--model`, `--endpoint`, `--endpoint-model`, `--allow-remote`):
+//! the studies' evaluations take them too, so the cohort judge answers
+//! from an OpenAI-compatible server (a larger model on another machine's
+//! GPU is measured with the same command); an endpoint off this machine is
+//! refused without `--allow-remote` before any patient fact is sent; and
+//! an endpoint's answers are cached only under a named model.
 //!
-//! The server is scripted on loopback (`common::scripted_endpoint`): it
-//! keeps every case ("Do not exclude"), so the measures follow from the
-//! cases the check builds.
+//! The servers are scripted on loopback (`common::scripted_endpoint`).
 
 mod common;
 
 use common::{repo_root, shared_data, Sandbox};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
 use serde_json::json;
 
+/// The judge keeps every case ("Do not exclude"), so the measures follow
+/// from the cases the check builds.
 #[test]
 fn the_cohort_judge_asks_an_openai_compatible_endpoint_and_refuses_a_remote_one() {
     let s = Sandbox::new();
@@ -91,4 +95,29 @@ fn the_cohort_judge_asks_an_openai_compatible_endpoint_and_refuses_a_remote_one(
         ])
         .fails_with(2, "refusing to send patient text to non-loopback endpoint http://192.0.2.1:8000/v1");
     assert!(refused.stderr().contains("pass --allow-remote if this is intended"), "{}", refused.stderr());
+}
+
+/// An endpoint's answers are cached under the model name sent to it. The
+/// unnamed "default" (which a llama.cpp server ignores, answering with
+/// whatever weights it loaded) is never cached: two servers' or two loads'
+/// answers would share it.
+#[test]
+fn an_unnamed_endpoint_model_is_never_answered_from_the_cache() {
+    let s = Sandbox::new();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let endpoint = common::scripted_endpoint(move |_| {
+        counter.fetch_add(1, SeqCst);
+        json!({"message": {"role": "assistant", "content": "Fine."}, "finish_reason": "stop"})
+    });
+    let chat = |more: &[&str]| {
+        let args = [&["llm", "chat", "How are you?", "--endpoint", endpoint.as_str()], more].concat();
+        assert_eq!(s.run(&args).ok().stdout().trim(), "Fine.");
+    };
+    chat(&[]);
+    chat(&[]);
+    assert_eq!(asked.load(SeqCst), 2, "unnamed: asked both times");
+    chat(&["--endpoint-model", "qwen2.5-72b"]);
+    chat(&["--endpoint-model", "qwen2.5-72b"]);
+    assert_eq!(asked.load(SeqCst), 3, "named: the second answer is the cache's");
 }
