@@ -570,6 +570,25 @@ pub(crate) fn recorded_dates_reasoning(
     Some((reasoning, cited))
 }
 
+/// The stretch of `part` from its first subject word to its last, as
+/// written ("digoxin 0.125 mg oral tablet", not the words "0" and "125");
+/// the words joined where they cannot be found in order.
+fn span_of(part: &str, words: &[String]) -> String {
+    let at_word = |from: usize, word: &str| {
+        part[from..].match_indices(word).map(|(i, _)| from + i).find(|&i| {
+            let before = part[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            let after = part[i + word.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+            before && after
+        })
+    };
+    let (Some(first), Some(last)) = (words.first(), words.last()) else { return String::new() };
+    let Some(start) = at_word(0, first) else { return words.join(" ") };
+    match at_word(start, last) {
+        Some(end) => part[start..end + last.len()].to_string(),
+        None => words.join(" "),
+    }
+}
+
 /// A yes/no question's subject as [`recorded_yes`] reads it: its
 /// alternatives (joined by "or"), each drug classes or words with their
 /// spellings from the parsing skills.
@@ -578,6 +597,8 @@ pub(crate) struct YesNoSubject<'a> {
     /// Every subject word outside parentheses.
     words: Vec<String>,
     alternatives: Vec<Alternative<'a>>,
+    /// Each alternative's words, as the question gives them.
+    phrases: Vec<String>,
 }
 
 impl<'a> YesNoSubject<'a> {
@@ -600,8 +621,10 @@ impl<'a> YesNoSubject<'a> {
         let and = question_words.contains(&"and");
         let parts: Vec<&str> = if and { vec![lowered.as_str()] } else { outside.split(" or ").collect() };
         let mut alternatives = Vec::new();
+        let mut phrases = Vec::new();
         for part in parts {
             let words = subject_of(part);
+            phrases.push(span_of(part, &words));
             match skills.filter(|_| !and).and_then(|s| s.classes_named(&words)) {
                 Some(classes) => alternatives.push(Alternative::Classes(classes)),
                 None if words.is_empty() => return None,
@@ -612,12 +635,18 @@ impl<'a> YesNoSubject<'a> {
                 }
             }
         }
-        Some(YesNoSubject { question, words: subject_of(&outside), alternatives })
+        Some(YesNoSubject { question, words: subject_of(&outside), alternatives, phrases })
     }
 
     /// The subject's words, for a record query.
     pub(crate) fn words(&self) -> &[String] {
         &self.words
+    }
+
+    /// The subject as a reader is told it: its alternatives' words joined
+    /// by "or" ("chronic kidney disease or renal failure").
+    pub(crate) fn phrase(&self) -> String {
+        self.phrases.join(" or ")
     }
 
     /// Whether a structured record's entry ([`YES_NO_RECORDS`]) holds the
@@ -1465,8 +1494,7 @@ fn nothing_found_reasoning(ctx: &Ctx<'_>, rounds: &[Round], nodes: &[Evidence], 
     }
     let skills = (ctx.config.use_skills && ctx.config.expand_queries).then_some(ctx.skills);
     let subject = YesNoSubject::of(ctx.question, skills)?;
-    let words = subject.words().join(" ");
-    let query = looked_up[0].arguments.as_ref().and_then(|a| a["query"].as_str()).unwrap_or(&words);
+    let query = looked_up[0].arguments.as_ref().and_then(|a| a["query"].as_str()).unwrap_or_default();
     let also: Vec<&str> = query.split_whitespace().filter(|w| !subject.words().iter().any(|s| s == w)).collect();
     let mut queries: Vec<String> = Vec::new();
     for r in rounds.iter().filter(|r| r.tool.as_deref() == Some("search_reports") && !r.action.contains("blocked")) {
@@ -1482,13 +1510,14 @@ fn nothing_found_reasoning(ctx: &Ctx<'_>, rounds: &[Round], nodes: &[Evidence], 
         [one] => format!("the report search {one} found nothing, and "),
         [first @ .., last] => format!("the report searches {} and {last} found nothing, and ", first.join(", ")),
     };
+    let phrase = subject.phrase();
     let names = match also.as_slice() {
-        [] => "names it".to_string(),
-        [one] => format!("names it or {one}"),
-        [first @ .., last] => format!("names it or any of {} or {last}", first.join(", ")),
+        [] => phrase.clone(),
+        [one] => format!("{phrase}, nor {one}"),
+        [first @ .., last] => format!("{phrase}, nor any of {} or {last}", first.join(", ")),
     };
     let reasoning = format!(
-        "The record up to {} has nothing on {words}: {reports}no medication, condition or procedure entry {names}.",
+        "The record up to {} has nothing on {phrase}: {reports}no medication, condition or procedure entry names {names}.",
         super::date_of(ctx.view.as_of())
     );
     Some(Written { reasoning, from: "the searches, which found nothing".into() })
@@ -2876,5 +2905,32 @@ mod date_rules_on_the_banks {
             }
             assert_eq!((asked, same, written), (questions, exact, reasoned), "{file}: {other:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod subject_phrase_tests {
+    use super::YesNoSubject;
+
+    /// A yes/no subject is told as the question writes it: its
+    /// alternatives joined by "or", a strength with its decimal point.
+    #[test]
+    fn a_yes_no_subject_is_told_as_the_question_writes_it() {
+        let skills = crate::skills::SkillLibrary::builtin().unwrap();
+        let phrase = |q: &str| YesNoSubject::of(q, Some(&skills)).unwrap().phrase();
+        assert_eq!(phrase("Has the patient been diagnosed with diabetes mellitus?"), "diabetes mellitus");
+        assert_eq!(
+            phrase("Is chronic kidney disease or renal failure documented?"),
+            "chronic kidney disease or renal failure"
+        );
+        assert_eq!(
+            phrase("Has the patient received at least one oral anticoagulant or heparin?"),
+            "oral anticoagulant or heparin"
+        );
+        assert_eq!(phrase("Is there documented evidence that a colonoscopy has been performed?"), "colonoscopy");
+        assert_eq!(
+            phrase("Is the patient receiving Digoxin 0.125 MG Oral Tablet on 2021-03-28?"),
+            "digoxin 0.125 mg oral tablet"
+        );
     }
 }
