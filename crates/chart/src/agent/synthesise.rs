@@ -12,7 +12,7 @@ use crate::calculators::Calculator;
 use crate::criteria::{CriteriaSets, Rule, Truth};
 use crate::policy::EvidenceOrder;
 use crate::question_names;
-use crate::tools::{names_subject, subject_words, subject_words_in};
+use crate::tools::{names_subject, phrase_spans, subject_words, subject_words_in};
 
 /// A numbered node as the synthesis prompt shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -574,18 +574,12 @@ pub(crate) fn recorded_dates_reasoning(
 /// written ("digoxin 0.125 mg oral tablet", not the words "0" and "125");
 /// the words joined where they cannot be found in order.
 fn span_of(part: &str, words: &[String]) -> String {
-    let at_word = |from: usize, word: &str| {
-        part[from..].match_indices(word).map(|(i, _)| from + i).find(|&i| {
-            let before = part[..i].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
-            let after = part[i + word.len()..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-            before && after
-        })
-    };
     let (Some(first), Some(last)) = (words.first(), words.last()) else { return String::new() };
-    let Some(start) = at_word(0, first) else { return words.join(" ") };
-    match at_word(start, last) {
-        Some(end) => part[start..end + last.len()].to_string(),
-        None => words.join(" "),
+    let start = phrase_spans(part, first).first().map(|&(start, _)| start);
+    let end = start.and_then(|start| phrase_spans(part, last).into_iter().find(|&(s, _)| s >= start));
+    match (start, end) {
+        (Some(start), Some((_, end))) => part[start..end].to_string(),
+        _ => words.join(" "),
     }
 }
 
