@@ -15,7 +15,9 @@ pub use evident_rwe::agent::{Strategy, Termination};
 use evident_rwe::audit::{
     judge_cohort, judge_database_facts, rule_checks, AuditError, AuditTable, CohortAudit, AUDIT_FILE,
 };
-use evident_rwe::bundle::{prompts_sha256, read_cohort_sql, sha256_file, write_bundle, Bundle, DatabaseInfo};
+use evident_rwe::bundle::{
+    prompts_sha256, read_bundle, read_cohort_sql, sha256_file, write_bundle, Bundle, DatabaseInfo, StoredBundle,
+};
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
 use evident_rwe::database::r_database;
@@ -81,6 +83,77 @@ pub struct StudyReport {
     pub bundle: PathBuf,
     /// The run's `report.html`.
     pub report: PathBuf,
+    /// The run had finished before: this report was read back from its
+    /// `bundle.json`, and neither the agent nor the judge ran again.
+    pub from_bundle: bool,
+}
+
+/// The inputs a finished run's bundle must have been made from to answer
+/// a rerun in its place.
+struct RunInputs<'a> {
+    task_sha256: &'a str,
+    strategy: Strategy,
+    model: &'a str,
+    database_url: &'a str,
+    judge: bool,
+    max_steps: u32,
+}
+
+/// Whether `stored` answers a run with `inputs`: made by this version of
+/// Evident with the same prompts from the same task file, strategy, model
+/// and database; judged if the judge is asked for and the rules passed;
+/// and not cut short by a step budget smaller than the one asked for now.
+/// `Err` says why not.
+fn answers_rerun(stored: &StoredBundle, inputs: &RunInputs) -> std::result::Result<(), &'static str> {
+    if stored.evident_version != env!("CARGO_PKG_VERSION") || stored.prompts_sha256 != prompts_sha256() {
+        return Err("made by another version of Evident or its prompts");
+    }
+    if stored.task_sha256 != inputs.task_sha256 {
+        return Err("made from another version of the task file");
+    }
+    if stored.strategy != inputs.strategy || stored.model != inputs.model {
+        return Err("made with another strategy or model");
+    }
+    if stored.database.url != inputs.database_url {
+        return Err("made on another database");
+    }
+    let unjudged = stored.cohort_audit.as_ref().is_some_and(|a| a.rules.passed() && a.judge.is_none());
+    if inputs.judge && unjudged {
+        return Err("its cohort was not judged");
+    }
+    if stored.run.termination == Termination::StepBudget && (stored.run.steps.len() as u64) < inputs.max_steps as u64 {
+        return Err("it stopped at a smaller step budget");
+    }
+    Ok(())
+}
+
+/// The report of a run that finished before, read back from `out`'s
+/// bundle, when that bundle answers a run with `inputs` (and its page is
+/// still there).
+fn finished_run(out: &Path, inputs: &RunInputs) -> Option<StudyReport> {
+    let stored = read_bundle(out)?;
+    answers_rerun(&stored, inputs).ok()?;
+    let report = out.join("report.html");
+    if !report.is_file() {
+        return None;
+    }
+    let qualified = stored.cohort_audit.as_ref().map_or(Some(false), CohortAudit::qualified);
+    Some(StudyReport {
+        task: stored.score.task.clone(),
+        strategy: stored.strategy,
+        termination: stored.run.termination,
+        steps: stored.run.steps.len(),
+        resumed_steps: stored.run.resumed_steps,
+        cohort_qualified: qualified,
+        audit: stored.cohort_audit,
+        score: stored.score,
+        prompt_tokens: stored.run.prompt_tokens,
+        completion_tokens: stored.run.completion_tokens,
+        elapsed_ms: stored.run.steps.iter().map(|st| st.elapsed_ms).sum(),
+        bundle: out.join("bundle.json"),
+        report,
+        from_bundle: true,
+    })
 }
 
 /// An agent's error as the user should read it: a model call that failed
@@ -201,8 +274,22 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     if request.model.endpoint.is_none() {
         config.context_tokens = Some(session.config().llm.context_size as usize);
     }
+    let task_sha256 = sha256_file(&loaded.path).map_err(|cause| AppError::File { path: loaded.path.clone(), cause })?;
     let run_id = session.begin_model_run(&format!("study {} ({})", task.id, request.strategy.as_str()))?;
     let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let model_id = evident_llm::ChatModel::model_id(&model).to_string();
+    let inputs = RunInputs {
+        task_sha256: &task_sha256,
+        strategy: request.strategy,
+        model: &model_id,
+        database_url: &url.redacted(),
+        judge: request.judge,
+        max_steps: config.max_steps,
+    };
+    if let Some(report) = finished_run(&request.out, &inputs) {
+        session.finish_model_run(&run_id)?;
+        return Ok(report);
+    }
     let prompts = study_prompts(None);
     let store = StepStore::new(&request.out);
     let run: AgentRun = run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files)
@@ -236,10 +323,10 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     let bundle = Bundle {
         evident_version: env!("CARGO_PKG_VERSION"),
         task: &task,
-        task_sha256: sha256_file(&loaded.path).map_err(|cause| AppError::File { path: loaded.path.clone(), cause })?,
+        task_sha256,
         prompts_sha256: prompts_sha256(),
         strategy: request.strategy,
-        model: evident_llm::ChatModel::model_id(&model).to_string(),
+        model: model_id,
         database: database_info(&url, &request.database_hash, &mut StoreHashCache(session)),
         cohort_audit: audit.as_ref(),
         cohort_sql: read_cohort_sql(env.workspace().root()),
@@ -267,6 +354,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         elapsed_ms: run.steps.iter().map(|st| st.elapsed_ms).sum(),
         bundle: bundle_path,
         report: report_path,
+        from_bundle: false,
     })
 }
 
@@ -280,6 +368,9 @@ impl fmt::Display for StudyReport {
             self.termination,
             self.steps
         )?;
+        if self.from_bundle {
+            writeln!(f, "read back from its bundle: this run had finished, and nothing was run again")?;
+        }
         match &self.audit {
             None => writeln!(f, "cohort audit: no cohort_audit.csv was exported")?,
             Some(a) => {
@@ -419,10 +510,11 @@ impl fmt::Display for EvalReport {
                 };
                 writeln!(
                     f,
-                    "| {} | {} | {:?} | {} | {} + {} | {:.0} s | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {:?}{} | {} | {} + {} | {:.0} s | {} | {} | {} | {} | {} |",
                     i + 1,
                     r.task,
                     r.termination,
+                    if r.from_bundle { " (read back)" } else { "" },
                     r.steps,
                     r.prompt_tokens,
                     r.completion_tokens,
@@ -552,6 +644,72 @@ mod tests {
         let summary_row = |text: String| text.lines().last().unwrap().to_string();
         assert_eq!(summary_row(table(&[run(None)])), "| typed | 100.0 | - | 0.0 | 0.0 | - | 100.0 | 4.0 |");
         assert_eq!(summary_row(table(&[run(Some(0.0))])), "| typed | 100.0 | - | 0.0 | 0.0 | 0.0 | 100.0 | 4.0 |");
+    }
+
+    /// A finished run's bundle answers a rerun made from the same inputs
+    /// (so `eval rwe` resumed asks neither the agent nor the judge again),
+    /// and no rerun whose inputs differ.
+    #[test]
+    fn a_finished_bundle_answers_only_a_rerun_of_the_same_inputs() {
+        use evident_rwe::agent::AgentRun;
+        use evident_rwe::audit::{RuleCheck, RuleReport};
+        use evident_rwe::bundle::StoredDatabase;
+        let rules = RuleReport {
+            rows: 3,
+            checks: vec![RuleCheck { rule: "non_empty".into(), passed: true, detail: "3 rows".into() }],
+        };
+        let stored = StoredBundle {
+            evident_version: env!("CARGO_PKG_VERSION").into(),
+            task_sha256: "a".repeat(64),
+            prompts_sha256: prompts_sha256(),
+            strategy: Strategy::TypedRead,
+            model: "qwen".into(),
+            database: StoredDatabase { url: "sqlite:demo.db".into() },
+            cohort_audit: Some(CohortAudit { rules, judge: None, database_judge: None }),
+            score: TaskScore {
+                task: "t".into(),
+                acc: Some(1.0),
+                rar: None,
+                smr: None,
+                success: true,
+                success_screened: None,
+                complete: true,
+                steps: 0,
+            },
+            run: AgentRun {
+                steps: Vec::new(),
+                termination: Termination::Completed,
+                resumed_steps: 0,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+            },
+        };
+        let task = "a".repeat(64);
+        let inputs = || RunInputs {
+            task_sha256: &task,
+            strategy: Strategy::TypedRead,
+            model: "qwen",
+            database_url: "sqlite:demo.db",
+            judge: false,
+            max_steps: 100,
+        };
+        assert_eq!(answers_rerun(&stored, &inputs()), Ok(()));
+        let other_task = "b".repeat(64);
+        assert!(answers_rerun(&stored, &RunInputs { task_sha256: &other_task, ..inputs() }).is_err());
+        assert!(answers_rerun(&stored, &RunInputs { strategy: Strategy::Typed, ..inputs() }).is_err());
+        assert!(answers_rerun(&stored, &RunInputs { model: "llama", ..inputs() }).is_err());
+        assert!(answers_rerun(&stored, &RunInputs { database_url: "sqlite:other.db", ..inputs() }).is_err());
+        // The rules passed but the judge never ran: a judged rerun judges.
+        assert_eq!(answers_rerun(&stored, &RunInputs { judge: true, ..inputs() }), Err("its cohort was not judged"));
+        let mut older = stored.clone();
+        older.prompts_sha256 = "0".repeat(64);
+        assert!(answers_rerun(&older, &inputs()).is_err());
+        // Cut short by its step budget: a larger budget goes on; the same does not.
+        let mut cut = stored.clone();
+        cut.run.termination = Termination::StepBudget;
+        cut.run.steps = Vec::new();
+        assert!(answers_rerun(&cut, &RunInputs { max_steps: 1, ..inputs() }).is_err());
+        assert_eq!(answers_rerun(&cut, &RunInputs { max_steps: 0, ..inputs() }), Ok(()));
     }
 
     #[test]

@@ -77,8 +77,9 @@ fn a_killed_study_resumes_without_repeating_its_step_and_writes_bundle_and_repor
     assert_eq!(bundle["database"]["sha256"].as_str().unwrap().len(), 64);
     assert_eq!(bundle["task"]["id"], "lactate-hospital-mortality");
     assert!(s.path().join("run/workspace/db_connect.R").is_file());
-    // A third time: the run is read back, nothing repeated.
+    // A third time: the finished run is read back from its bundle, nothing repeated.
     let again = s.run(&args).ok().json();
+    assert_eq!(again[0]["from_bundle"], true, "{:#}", again[0]);
     assert_eq!(again[0]["resumed_steps"], 1);
     assert_eq!(again[0]["steps"], 1);
     assert_eq!(std::fs::read_to_string(s.path().join("run/steps.jsonl")).unwrap().lines().count(), 1);

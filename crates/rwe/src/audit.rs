@@ -140,7 +140,7 @@ pub struct Fact {
 }
 
 /// One rule check and what it found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleCheck {
     pub rule: String,
     pub passed: bool,
@@ -148,7 +148,7 @@ pub struct RuleCheck {
 }
 
 /// The rule checks of one audit file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuleReport {
     pub rows: usize,
     pub checks: Vec<RuleCheck>,
@@ -287,14 +287,14 @@ pub fn judge_case<'m>(
 }
 
 /// One sampled row and what the judge made of it (`None`: no valid answer).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseJudgement {
     pub line: u64,
     pub verdict: Option<JudgeVerdict>,
 }
 
 /// The judge's pass over a cohort.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgeReport {
     pub model: String,
     pub sampled: usize,
@@ -401,7 +401,7 @@ pub fn judge_database_facts<'m>(
 /// pass) on the agent's table, as in the paper; beside it, the judge on
 /// Evident's facts from the database, reported separately (it does not
 /// decide qualification).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CohortAudit {
     pub rules: RuleReport,
     pub judge: Option<JudgeReport>,

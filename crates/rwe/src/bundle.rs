@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::agent::{AgentRun, Strategy, AGENT_PROMPTS};
@@ -98,6 +98,36 @@ pub struct Bundle<'a> {
     pub answers: &'a BTreeMap<String, RecordedAnswer>,
     pub score: &'a TaskScore,
     pub run: &'a AgentRun,
+}
+
+/// A finished run's `bundle.json` read back: what a rerun needs to tell
+/// whether the bundle answers it (the inputs it was made from) and to
+/// report it again without running the agent or the judge.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredBundle {
+    pub evident_version: String,
+    pub task_sha256: String,
+    pub prompts_sha256: String,
+    pub strategy: Strategy,
+    pub model: String,
+    pub database: StoredDatabase,
+    pub cohort_audit: Option<CohortAudit>,
+    pub score: TaskScore,
+    pub run: AgentRun,
+}
+
+/// The part of [`DatabaseInfo`] a rerun compares.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoredDatabase {
+    pub url: String,
+}
+
+/// The bundle in `dir`, if there is one that reads as this version's
+/// bundles do (`None`: none, or one of another shape, which a rerun
+/// replaces).
+pub fn read_bundle(dir: &Path) -> Option<StoredBundle> {
+    let text = std::fs::read_to_string(dir.join("bundle.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// The cohort's definition, `cohort.sql` in a run's workspace, if there is

@@ -25,14 +25,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::gold::{significance, Gold};
 use crate::sheet::{AnswerSheet, AnswerValue, RecordedAnswer};
 use crate::task::{FieldKind, Task};
 
 /// One task's scores in one run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskScore {
     pub task: String,
     /// `None` when the task has no choice question.

@@ -17,7 +17,7 @@ use evident_rwe::agent::env::StudyEnv;
 use evident_rwe::agent::{run_agent, study_prompts, AgentConfig, StepStore, Strategy, Termination};
 use evident_rwe::analysis::AnalysisOutput;
 use evident_rwe::audit::{rule_checks, AuditTable, CohortAudit, AUDIT_FILE};
-use evident_rwe::bundle::Bundle;
+use evident_rwe::bundle::{read_bundle, write_bundle, Bundle};
 use evident_rwe::database::r_database;
 use evident_rwe::database_hash::{database_info, DatabaseHashMethod, DatabaseHashRequest, MemoryHashCache};
 use evident_rwe::report::{baseline_table, render_report, write_report, AttritionReport};
@@ -212,4 +212,21 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
     assert!(!html.contains("<b>bold</b>"));
     assert!(html.contains("&lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;"));
     assert_eq!(html.matches("<details>").count(), run.steps.len(), "one trace entry per step");
+
+    // The bundle reads back as written: a rerun can report the finished
+    // run from it (score, audit, every step with its analysis).
+    write_bundle(&run_dir, &bundle).unwrap();
+    let stored = read_bundle(&run_dir).expect("the bundle just written reads back");
+    assert_eq!((stored.evident_version.as_str(), stored.model.as_str()), ("test", "scripted"));
+    assert_eq!(stored.strategy, Strategy::Typed);
+    assert_eq!(stored.database.url, bundle.database.url);
+    assert_eq!(stored.score, score);
+    assert_eq!(stored.cohort_audit.as_ref(), Some(&audit));
+    // Steps compared as text: JSON keeps the analyses' doubles to about
+    // the last bit, as above.
+    assert_eq!((stored.run.termination, stored.run.prompt_tokens), (run.termination, run.prompt_tokens));
+    let actions = |r: &evident_rwe::agent::AgentRun| -> Vec<(String, String)> {
+        r.steps.iter().map(|st| (st.action.clone(), st.observation.clone())).collect()
+    };
+    assert_eq!(actions(&stored.run), actions(&run));
 }

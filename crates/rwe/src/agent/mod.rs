@@ -355,7 +355,7 @@ pub enum AgentError {
 }
 
 /// A finished (or resumed-and-finished) run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRun {
     pub steps: Vec<StepRecord>,
     pub termination: Termination,
