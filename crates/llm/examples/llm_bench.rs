@@ -3,7 +3,8 @@
 //! JSON-schema constrained; Evident's total time per call against the time
 //! spent inside llama.cpp's own `llama_decode` in the same calls; and
 //! asking 13 criteria one at a time over one patient record with and
-//! without KV-cache prefix reuse.
+//! without KV-cache prefix reuse, and with and without fast-forwarding the
+//! tokens the schema forces (the answers of the two compared).
 //!
 //! Run: `cargo run --release -p evident-llm --features llama --example llm_bench [MODEL...]`
 
@@ -57,10 +58,11 @@ fn criterion_request(criterion: &str, constrained: bool, max_tokens: u32) -> Cha
     r
 }
 
-fn load(path: &std::path::Path, reuse: bool) -> LlamaChatModel {
+fn load(path: &std::path::Path, reuse: bool, fast_forward: bool) -> LlamaChatModel {
     let mut config = LlamaConfig::new(path);
     config.threads = Some(std::env::var("EVIDENT_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2));
     config.prefix_reuse = reuse;
+    config.fast_forward = fast_forward;
     LlamaChatModel::load(config).expect("load model")
 }
 
@@ -115,7 +117,7 @@ fn main() {
         let path = models::resolve_gguf(&name).expect("model present");
         println!("\n## {name}\n");
         let started = std::time::Instant::now();
-        let model = load(&path, false);
+        let model = load(&path, false, true);
         println!("load: {:.0} ms\n", started.elapsed().as_secs_f64() * 1000.0);
         println!("| mode | calls | prompt tok/s | generation tok/s (Evident) | generation tok/s (llama_decode only) | Evident total ms | llama_decode ms | decode / total |");
         println!("|---|---|---|---|---|---|---|---|");
@@ -137,7 +139,7 @@ fn main() {
         println!("| KV prefix reuse | total s | prompt tokens decoded | reused |");
         println!("|---|---|---|---|");
         for reuse in [false, true] {
-            let model = load(&path, reuse);
+            let model = load(&path, reuse, true);
             let (mut total, mut decoded, mut reused) = (0.0, 0, 0);
             for criterion in CRITERIA {
                 let (_, t) = model.chat_with_timings(&criterion_request(criterion, true, 48)).unwrap();
@@ -146,6 +148,39 @@ fn main() {
                 reused += t.reused_prompt_tokens;
             }
             println!("| {} | {:.1} | {decoded} | {reused} |", if reuse { "on" } else { "off" }, total / 1000.0);
+        }
+        println!("\nfast-forward, the same 13 criteria, prefix reuse on, constrained, 96 tokens max:\n");
+        println!(
+            "| fast-forward | total s | generation s | completion tokens | forced (batched) | answers as with it off |"
+        );
+        println!("|---|---|---|---|---|---|");
+        let mut answers_off: Vec<String> = Vec::new();
+        for fast_forward in [false, true] {
+            let model = load(&path, true, fast_forward);
+            let (mut total, mut generation, mut completion, mut forced, mut same) = (0.0, 0.0, 0, 0, 0);
+            for (i, criterion) in CRITERIA.iter().enumerate() {
+                let (r, t) = model.chat_with_timings(&criterion_request(criterion, true, 96)).unwrap();
+                total += t.total_ms;
+                generation += t.total_ms - t.prompt_decode_ms;
+                completion += t.completion_tokens;
+                forced += t.forced_tokens;
+                if fast_forward {
+                    let off = answers_off.get(i).map(String::as_str).unwrap_or_default();
+                    same += usize::from(off == r.text);
+                    if off != r.text {
+                        println!("<!-- criterion {}: off {off} | on {} -->", i + 1, r.text);
+                    }
+                } else {
+                    answers_off.push(r.text);
+                }
+            }
+            let same = if fast_forward { format!("{same} of {}", CRITERIA.len()) } else { "-".into() };
+            println!(
+                "| {} | {:.1} | {:.1} | {completion} | {forced} | {same} |",
+                if fast_forward { "on" } else { "off" },
+                total / 1000.0,
+                generation / 1000.0
+            );
         }
     }
 }

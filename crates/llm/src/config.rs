@@ -9,6 +9,7 @@
 //! repair_attempts = 2
 //! threads = 2
 //! context_size = 4096
+//! fast_forward = true         # embedded model: batch the tokens a schema forces
 //! prompts_dir = "prompts"     # overrides built-in templates of the same name
 //!
 //! [llm.models.vllm]
@@ -55,6 +56,11 @@ pub struct LlmConfig {
     pub threads: Option<u32>,
     #[serde(default = "default_context_size")]
     pub context_size: u32,
+    /// The embedded model decodes the tokens a JSON schema forces in one
+    /// batch ([`crate::providers::llama::LlamaConfig::fast_forward`]);
+    /// `false` samples every token one at a time, as builds before it did.
+    #[serde(default = "default_true")]
+    pub fast_forward: bool,
     #[serde(default)]
     pub prompts_dir: Option<PathBuf>,
     #[serde(default)]
@@ -82,6 +88,7 @@ impl Default for LlmConfig {
             repair_attempts: default_repair_attempts(),
             threads: None,
             context_size: default_context_size(),
+            fast_forward: true,
             prompts_dir: None,
             models: BTreeMap::new(),
             prices: BTreeMap::new(),
@@ -178,6 +185,7 @@ impl LlmConfig {
         let mut config = crate::providers::llama::LlamaConfig::new(path);
         config.threads = threads;
         config.context_size = context_size;
+        config.fast_forward = self.fast_forward;
         crate::providers::llama::LlamaChatModel::load(config)
     }
 

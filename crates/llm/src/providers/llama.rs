@@ -48,6 +48,14 @@ pub struct LlamaConfig {
     /// only: without a bound a small model can loop inside a string.
     #[serde(default = "default_max_string_length")]
     pub max_string_length: u32,
+    /// Under a JSON schema, decode the tokens the grammar forces (a key,
+    /// the rest of an enum value) in one batch instead of one at a time
+    /// (llguidance's fast-forward tokens, in their canonical
+    /// tokenisation). Off: every token is sampled one at a time. Requests
+    /// that ask for log-probabilities never fast-forward, so every token
+    /// has its own.
+    #[serde(default = "default_true")]
+    pub fast_forward: bool,
 }
 
 fn default_context_size() -> u32 {
@@ -72,6 +80,7 @@ impl LlamaConfig {
             batch_size: default_batch_size(),
             prefix_reuse: true,
             max_string_length: default_max_string_length(),
+            fast_forward: true,
         }
     }
 }
@@ -89,6 +98,9 @@ pub struct LlamaTimings {
     pub generation_decode_ms: f64,
     /// Time choosing tokens (logits → token, including the grammar mask).
     pub sampling_ms: f64,
+    /// Completion tokens the grammar forced, decoded in batches rather
+    /// than sampled ([`LlamaConfig::fast_forward`]).
+    pub forced_tokens: u32,
     /// Everything from receiving the request to returning the answer.
     pub total_ms: f64,
 }
@@ -319,7 +331,10 @@ impl Engine<'_> {
         }
     }
 
-    fn sampler(&mut self, request: &ChatRequest) -> Result<LlamaSampler, LlmError> {
+    /// The sampler chain for `request`, and beside it, where the request
+    /// has a schema and may fast-forward, a copy of the grammar's matcher
+    /// that is kept in step with the chain's to find forced tokens.
+    fn sampler(&mut self, request: &ChatRequest) -> Result<(LlamaSampler, Option<llguidance::Matcher>), LlmError> {
         // Never put top_k before the grammar (llama-cpp-rs#1082 aborts the
         // process); the grammar comes first and the chooser last.
         let chooser = |request: &ChatRequest| -> Vec<LlamaSampler> {
@@ -331,6 +346,7 @@ impl Engine<'_> {
             }
         };
         let mut chain = Vec::new();
+        let mut forward = None;
         if let Some(schema) = &request.json_schema {
             let mut schema = bound_strings(schema, self.config.max_string_length);
             // Compact JSON only: with llguidance's default flexible
@@ -338,7 +354,13 @@ impl Engine<'_> {
             if let Some(object) = schema.as_object_mut() {
                 object.entry("x-guidance").or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
             }
-            let tok_env = self.tok_env.get_or_insert_with(|| LlamaSampler::llguidance_tok_env(self.model)).clone();
+            let tok_env = match &self.tok_env {
+                Some(env) => env.clone(),
+                None => {
+                    let env = tokenizer_env(self.model, &self.config.model_path, self.config.fast_forward);
+                    self.tok_env.insert(env).clone()
+                }
+            };
             let factory = llguidance::ParserFactory::new_simple(&tok_env)
                 .map_err(|e| LlmError::Backend(format!("llguidance: {e}")))?;
             let grammar = llguidance::api::TopLevelGrammar::from_json_schema(schema);
@@ -346,10 +368,14 @@ impl Engine<'_> {
             if let Err(e) = &parser {
                 return Err(LlmError::InvalidSchema(format!("llguidance cannot use the schema: {e}")));
             }
-            chain.push(LlamaSampler::from(llguidance::Matcher::new(parser)));
+            let matcher = llguidance::Matcher::new(parser);
+            if self.config.fast_forward && request.logprobs.is_none() {
+                forward = Some(matcher.deep_clone());
+            }
+            chain.push(LlamaSampler::from(matcher));
         }
         chain.extend(chooser(request));
-        Ok(LlamaSampler::chain_simple(chain))
+        Ok((LlamaSampler::chain_simple(chain), forward))
     }
 
     fn run(&mut self, request: &ChatRequest) -> Result<(ChatResponse, LlamaTimings), LlmError> {
@@ -386,7 +412,7 @@ impl Engine<'_> {
         timings.prompt_tokens = prompt_len;
         timings.reused_prompt_tokens = keep as u32;
 
-        let mut sampler = self.sampler(request)?;
+        let (mut sampler, mut forward) = self.sampler(request)?;
         let batch_size = self.config.batch_size.max(1) as usize;
         let mut batch = LlamaBatch::new(batch_size, 1);
         let rest = &tokens[keep..];
@@ -452,14 +478,43 @@ impl Engine<'_> {
             if generated >= budget {
                 break;
             }
+            // The sampled token, then any the grammar now forces.
+            let forced = match forward.as_mut() {
+                // One batch holds the sampled token and what follows it.
+                Some(matcher) => forced_after(matcher, token, ((budget - generated) as usize).min(batch_size - 1)),
+                None => Vec::new(),
+            };
+            if forward.as_ref().is_some_and(|m| m.is_error()) {
+                forward = None;
+            }
+            if !forced.is_empty() {
+                sampler.accept_many(&forced);
+                for t in &forced {
+                    text_bytes.extend(self.model.vocab().token_to_piece(*t, false, None));
+                }
+                generated += forced.len() as u32;
+                timings.forced_tokens += forced.len() as u32;
+                if let Some(cut) = stop_position(&text_bytes, &request.stop) {
+                    text_bytes.truncate(cut);
+                    finish = FinishReason::Stop;
+                    break;
+                }
+                if generated >= budget {
+                    break;
+                }
+            }
             batch.clear();
-            let pos = self.cached.len() as i32;
-            batch.add(token, pos, &[0], true).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
+            let first = self.cached.len();
+            let step: Vec<LlamaToken> = std::iter::once(token).chain(forced).collect();
+            for (i, t) in step.iter().enumerate() {
+                let last = i + 1 == step.len();
+                batch.add(*t, (first + i) as i32, &[0], last).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
+            }
             let decode_started = Instant::now();
             self.ctx.decode(&mut batch).map_err(|e| LlmError::Backend(format!("llama.cpp decode failed: {e}")))?;
             timings.generation_decode_ms += ms(decode_started);
-            self.cached.push(token);
-            logits_index = 0;
+            self.cached.extend_from_slice(&step);
+            logits_index = batch.n_tokens() - 1;
         }
         timings.completion_tokens = generated;
         timings.total_ms = ms(started);
@@ -475,6 +530,60 @@ impl Engine<'_> {
         };
         Ok((response, timings))
     }
+}
+
+/// llguidance's view of the model's tokenizer: the token trie llama-cpp-2
+/// builds, and llama.cpp's own tokenizer for the bytes a grammar forces,
+/// so that fast-forward tokens are the model's canonical tokenisation. The
+/// tokenizer is a vocabulary-only load of the same GGUF, owned here,
+/// since llguidance keeps its environment for as long as it likes.
+/// llama-cpp-2's environment tokenises greedily and says it is not
+/// canonical, so llguidance forces no tokens with it.
+struct CanonicalTokEnv {
+    trie: toktrie::TokTrie,
+    vocabulary: LlamaModel,
+}
+
+impl toktrie::TokenizerEnv for CanonicalTokEnv {
+    fn tok_trie(&self) -> &toktrie::TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<toktrie::TokenId> {
+        self.vocabulary.vocab().tokenize(s, false, false).into_iter().map(|t| t.0 as u32).collect()
+    }
+}
+
+/// The tokenizer environment of `model` for llguidance: canonical (see
+/// [`CanonicalTokEnv`]) where `fast_forward` is on and the vocabulary
+/// loads, else llama-cpp-2's, as without fast-forward.
+fn tokenizer_env(model: &LlamaModel, path: &Path, fast_forward: bool) -> toktrie::TokEnv {
+    let approximate = LlamaSampler::llguidance_tok_env(model);
+    if !fast_forward {
+        return approximate;
+    }
+    let params = LlamaModelParams::default().with_vocab_only(true);
+    match backend().ok().and_then(|b| LlamaModel::load_from_file(b, path, &params).ok()) {
+        Some(vocabulary) => Arc::new(CanonicalTokEnv { trie: approximate.tok_trie().clone(), vocabulary }),
+        None => approximate,
+    }
+}
+
+/// The tokens the grammar forces after `sampled` (at most `room`; bytes
+/// of the answer, never an end of generation), consumed into `matcher`,
+/// which holds the same grammar as the sampler chain and has seen every
+/// token it has. An empty list where nothing is forced or the matcher
+/// fails (the caller then stops fast-forwarding).
+fn forced_after(matcher: &mut llguidance::Matcher, sampled: LlamaToken, room: usize) -> Vec<LlamaToken> {
+    if matcher.consume_token(sampled.0 as u32).is_err() || matcher.is_stopped() {
+        return Vec::new();
+    }
+    let mut forced = matcher.compute_ff_tokens();
+    forced.truncate(room);
+    if forced.is_empty() || matcher.consume_tokens(&forced).is_err() {
+        return Vec::new();
+    }
+    forced.into_iter().map(|t| LlamaToken::new(t as i32)).collect()
 }
 
 fn ms(since: Instant) -> f64 {
