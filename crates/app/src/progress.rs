@@ -31,6 +31,13 @@ pub enum ProgressEvent {
     /// A database load finished table `done` (1-based) of `total`,
     /// `table` (e.g. `mimiciv_hosp.labevents`); `done` 0 is the start.
     DatabaseTable { table: String, done: usize, total: usize },
+    /// A study run reached `stage` (the agent, the cohort judge, or read
+    /// back from its bundle); `label` names the task, its strategy and,
+    /// in an evaluation, the run and the task's place, e.g.
+    /// `age-baseline-mortality (typed-read, run 1 of 3, task 1 of 5)`.
+    StudyStage { label: String, stage: String },
+    /// The study run ended (finished, read back, or stopped).
+    StudyFinished,
 }
 
 /// Receives progress events. Jobs may call it from several threads.

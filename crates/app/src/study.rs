@@ -35,7 +35,7 @@ use serde::Serialize;
 use crate::error::AppError;
 use crate::evaluation::chart::run_seed;
 use crate::session::lock;
-use crate::{ModelChoice, Result, Session};
+use crate::{ModelChoice, ProgressEvent, ProgressSink, Result, Session};
 
 /// Run one study task.
 #[derive(Debug, Clone)]
@@ -244,11 +244,66 @@ pub fn database_hash(session: &Session, db: &str, request: &DatabaseHashRequest)
     Ok(database_info(&url, request, &mut StoreHashCache(session)))
 }
 
-/// Runs (or resumes) one task end to end and writes `bundle.json` in the run folder.
-pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
+/// Runs (or resumes) one task end to end and writes `bundle.json` in the
+/// run folder, reporting its stages to `progress`. A run that finished
+/// before is read back from its bundle ([`StudyReport::from_bundle`]).
+pub fn run(session: &Session, request: &StudyRequest, progress: &dyn ProgressSink) -> Result<StudyReport> {
+    run_as(session, request, None, progress)
+}
+
+/// [`run`], its progress under `label` (default: the task and strategy),
+/// ended with [`ProgressEvent::StudyFinished`] however it ends.
+fn run_as(
+    session: &Session,
+    request: &StudyRequest,
+    label: Option<String>,
+    progress: &dyn ProgressSink,
+) -> Result<StudyReport> {
+    let result = run_stages(session, request, label, progress);
+    progress.report(ProgressEvent::StudyFinished);
+    result
+}
+
+fn run_stages(
+    session: &Session,
+    request: &StudyRequest,
+    label: Option<String>,
+    progress: &dyn ProgressSink,
+) -> Result<StudyReport> {
     let (loaded, gold) = load_task(&request.task)?;
     let task = loaded.task.clone();
     let url = DatabaseUrl::parse(&request.db).map_err(db_error)?;
+    let mut config = AgentConfig::paper(request.strategy);
+    if let Some(steps) = request.max_steps {
+        config.max_steps = steps;
+    }
+    config.seed = request.seed;
+    // The embedded model's window: memory compression at a fraction of it
+    // when that is below the paper's 32,768 tokens (Evident's setting).
+    if request.model.endpoint.is_none() {
+        config.context_tokens = Some(session.config().llm.context_size as usize);
+    }
+    let label = label.unwrap_or_else(|| format!("{} ({})", task.id, request.strategy.as_str()));
+    let stage = |stage: &str| progress.report(ProgressEvent::StudyStage { label: label.clone(), stage: stage.into() });
+    let task_sha256 = sha256_file(&loaded.path).map_err(|cause| AppError::File { path: loaded.path.clone(), cause })?;
+    let run_id = session.begin_model_run(&format!("study {} ({})", task.id, request.strategy.as_str()))?;
+    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
+    let model_id = evident_llm::ChatModel::model_id(&model).to_string();
+    let inputs = RunInputs {
+        task_sha256: &task_sha256,
+        strategy: request.strategy,
+        model: &model_id,
+        database_url: &url.redacted(),
+        judge: request.judge,
+        max_steps: config.max_steps,
+    };
+    // A finished run is read back before the database is opened (a
+    // PostgreSQL run would make its read-only role for nothing).
+    if let Some(report) = finished_run(&request.out, &inputs) {
+        stage("read back from its bundle");
+        session.finish_model_run(&run_id)?;
+        return Ok(report);
+    }
     let limits = QueryLimits { max_rows: 50_001, ..QueryLimits::default() };
     let mut conn = ReadOnlyConnection::connect(&url, limits.clone()).map_err(db_error)?;
     std::fs::create_dir_all(&request.out).map_err(|cause| AppError::File { path: request.out.clone(), cause })?;
@@ -264,32 +319,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
     };
     let mut env =
         StudyEnv::new(AnswerSheet::new(task.clone(), gold.clone()), workspace, SandboxConfig::default(), typed_db);
-    let mut config = AgentConfig::paper(request.strategy);
-    if let Some(steps) = request.max_steps {
-        config.max_steps = steps;
-    }
-    config.seed = request.seed;
-    // The embedded model's window: memory compression at a fraction of it
-    // when that is below the paper's 32,768 tokens (Evident's setting).
-    if request.model.endpoint.is_none() {
-        config.context_tokens = Some(session.config().llm.context_size as usize);
-    }
-    let task_sha256 = sha256_file(&loaded.path).map_err(|cause| AppError::File { path: loaded.path.clone(), cause })?;
-    let run_id = session.begin_model_run(&format!("study {} ({})", task.id, request.strategy.as_str()))?;
-    let model = session.chat_model(&request.model, &run_id, request.use_cache)?;
-    let model_id = evident_llm::ChatModel::model_id(&model).to_string();
-    let inputs = RunInputs {
-        task_sha256: &task_sha256,
-        strategy: request.strategy,
-        model: &model_id,
-        database_url: &url.redacted(),
-        judge: request.judge,
-        max_steps: config.max_steps,
-    };
-    if let Some(report) = finished_run(&request.out, &inputs) {
-        session.finish_model_run(&run_id)?;
-        return Ok(report);
-    }
+    stage("the agent (stored steps are replayed)");
     let prompts = study_prompts(None);
     let store = StepStore::new(&request.out);
     let run: AgentRun = run_agent(&model, &model, &mut env, &prompts, &config, &store, &task.auxiliary_files)
@@ -301,6 +331,7 @@ pub fn run(session: &Session, request: &StudyRequest) -> Result<StudyReport> {
         let table = AuditTable::read(&audit_path).map_err(|e| AppError::Input(e.to_string()))?;
         let rules = rule_checks(&table, &mut conn).map_err(|e| AppError::Setup(e.to_string()))?;
         let (judge, database_judge) = if rules.passed() && request.judge {
+            stage("the cohort judge");
             let definition = &task.protocol.methods;
             (
                 Some(judge_cohort(&model, &prompts, definition, &table, 1).map_err(audit_error)?),
@@ -434,7 +465,7 @@ pub struct EvalReport {
 /// Runs every task `runs` times and computes ACC, RAR, SMR, SR, SR after
 /// screening, CR and steps (macro within tasks, then across tasks; mean
 /// and standard error over runs).
-pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> {
+pub fn evaluate(session: &Session, request: &EvalRequest, progress: &dyn ProgressSink) -> Result<EvalReport> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&request.tasks)
         .map_err(|cause| AppError::File { path: request.tasks.clone(), cause })?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -448,23 +479,30 @@ pub fn evaluate(session: &Session, request: &EvalRequest) -> Result<EvalReport> 
         )));
     }
     let mut runs = Vec::new();
-    for r in 1..=request.runs.max(1) {
+    let run_count = request.runs.max(1);
+    for r in 1..=run_count {
         let mut reports = Vec::new();
-        for dir in &dirs {
+        for (i, dir) in dirs.iter().enumerate() {
             let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let study = StudyRequest {
                 task: dir.clone(),
                 db: request.db.clone(),
                 model: request.model.clone(),
                 strategy: request.strategy,
-                out: request.out.join(format!("run-{r}")).join(name),
+                out: request.out.join(format!("run-{r}")).join(&name),
                 max_steps: request.max_steps,
                 judge: request.judge,
                 use_cache: request.use_cache,
                 seed: run_seed(r),
                 database_hash: request.database_hash,
             };
-            reports.push(run(session, &study)?);
+            let label = format!(
+                "{name} ({}, run {r} of {run_count}, task {} of {})",
+                request.strategy.as_str(),
+                i + 1,
+                dirs.len()
+            );
+            reports.push(run_as(session, &study, Some(label), progress)?);
         }
         runs.push(reports);
     }

@@ -50,6 +50,7 @@ const INGEST: &str = "{prefix} {bar:30} {pos}/{len} documents {elapsed}";
 const EMBED: &str = "embedding {bar:40} {pos}/{len} sections ({per_sec}, eta {eta})";
 const LOAD: &str = "loading {bar:30} {pos}/{len} tables {elapsed} {msg}";
 const SCREEN: &str = "{prefix} [{bar:30}] {pos}/{len} tasks {elapsed_precise} (eta {eta}) {msg}";
+const STUDY: &str = "{spinner} {prefix}: {msg} {elapsed_precise}";
 
 impl ProgressSink for Bars {
     fn report(&self, event: ProgressEvent) {
@@ -78,7 +79,15 @@ impl ProgressSink for Bars {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             }
-            ProgressEvent::EmbeddingFinished | ProgressEvent::ScreeningFinished => self.finish(),
+            ProgressEvent::EmbeddingFinished | ProgressEvent::ScreeningFinished | ProgressEvent::StudyFinished => {
+                self.finish()
+            }
+            ProgressEvent::StudyStage { label, stage } => {
+                let bar = self.current_or(STUDY);
+                bar.set_prefix(label);
+                bar.set_message(stage);
+                bar.enable_steady_tick(std::time::Duration::from_millis(250));
+            }
             ProgressEvent::ScreeningStarted { label } => self.start(SCREEN).set_prefix(label),
             ProgressEvent::ScreeningPlanned { total, done } => {
                 let bar = self.current_or(SCREEN);

@@ -280,7 +280,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 use_cache: !a.no_cache,
                 database_hash: a.database_hash.request(),
             };
-            ctx.print(&evident_app::study::evaluate(&ctx.session, &request)?)?;
+            ctx.print(&evident_app::study::evaluate(&ctx.session, &request, &ctx.bars())?)?;
         }
         EvalCommand::CohortJudge(a) => {
             let request = evident_app::study::JudgeCheckRequest {

@@ -81,7 +81,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             seed: args.seed,
             database_hash: args.database_hash.request(),
         };
-        reports.push(evident_app::study::run(&ctx.session, &request)?);
+        reports.push(evident_app::study::run(&ctx.session, &request, &ctx.bars())?);
     }
     ctx.print(&Reports(reports))?;
     Ok(Exit::Found)
