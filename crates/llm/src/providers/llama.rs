@@ -470,8 +470,7 @@ impl Engine<'_> {
             }
             generated += 1;
             text_bytes.extend(self.model.vocab().token_to_piece(token, false, None));
-            if let Some(cut) = stop_position(&text_bytes, &request.stop) {
-                text_bytes.truncate(cut);
+            if cut_at_stop(&mut text_bytes, &request.stop) {
                 finish = FinishReason::Stop;
                 break;
             }
@@ -494,8 +493,7 @@ impl Engine<'_> {
                 }
                 generated += forced.len() as u32;
                 timings.forced_tokens += forced.len() as u32;
-                if let Some(cut) = stop_position(&text_bytes, &request.stop) {
-                    text_bytes.truncate(cut);
+                if cut_at_stop(&mut text_bytes, &request.stop) {
                     finish = FinishReason::Stop;
                     break;
                 }
@@ -616,6 +614,17 @@ fn log_softmax_top(logits: &[f32], k: usize) -> (f32, Vec<(usize, f32)>) {
 }
 
 /// Where the first stop string begins in `text`, if any.
+/// Cuts `text` at the earliest stop string; true when there was one.
+fn cut_at_stop(text: &mut Vec<u8>, stops: &[String]) -> bool {
+    match stop_position(text, stops) {
+        Some(cut) => {
+            text.truncate(cut);
+            true
+        }
+        None => false,
+    }
+}
+
 fn stop_position(text: &[u8], stops: &[String]) -> Option<usize> {
     stops.iter().filter(|s| !s.is_empty()).filter_map(|s| text.windows(s.len()).position(|w| w == s.as_bytes())).min()
 }
