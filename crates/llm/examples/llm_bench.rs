@@ -4,9 +4,12 @@
 //! spent inside llama.cpp's own `llama_decode` in the same calls; and
 //! asking 13 criteria one at a time over one patient record with and
 //! without KV-cache prefix reuse, and with and without fast-forwarding the
-//! tokens the schema forces (the answers of the two compared).
+//! tokens the schema forces (the answers of the two compared); and the
+//! same 13 criteria asked by concurrent callers with 1, 2 and 4 slots
+//! ([`LlamaConfig::parallel`]: their tokens decoded in one batch).
 //!
-//! Run: `cargo run --release -p evident-llm --features llama --example llm_bench [MODEL...]`
+//! Run: `cargo run --release -p evident-llm --features llama --example llm_bench [MODEL...]`;
+//! `EVIDENT_BENCH_ONLY=parallel` runs the last section alone.
 
 use evident_llm::models;
 use evident_llm::providers::llama::{LlamaChatModel, LlamaConfig, LlamaTimings};
@@ -59,7 +62,12 @@ fn criterion_request(criterion: &str, constrained: bool, max_tokens: u32) -> Cha
 }
 
 fn load(path: &std::path::Path, reuse: bool, fast_forward: bool) -> LlamaChatModel {
+    load_parallel(path, reuse, fast_forward, 1)
+}
+
+fn load_parallel(path: &std::path::Path, reuse: bool, fast_forward: bool, parallel: u32) -> LlamaChatModel {
     let mut config = LlamaConfig::new(path);
+    config.parallel = parallel;
     config.threads = Some(std::env::var("EVIDENT_BENCH_THREADS").ok().and_then(|t| t.parse().ok()).unwrap_or(2));
     config.prefix_reuse = reuse;
     config.fast_forward = fast_forward;
@@ -116,6 +124,10 @@ fn main() {
     for name in names {
         let path = models::resolve_gguf(&name).expect("model present");
         println!("\n## {name}\n");
+        if std::env::var("EVIDENT_BENCH_ONLY").as_deref() == Ok("parallel") {
+            bench_parallel(&path);
+            continue;
+        }
         let started = std::time::Instant::now();
         let model = load(&path, false, true);
         println!("load: {:.0} ms\n", started.elapsed().as_secs_f64() * 1000.0);
@@ -182,5 +194,52 @@ fn main() {
                 generation / 1000.0
             );
         }
+        bench_parallel(&path);
+    }
+}
+
+/// The 13 criteria asked by as many threads as the model has slots (one
+/// criterion at a time per thread, all at once), 96 tokens max, prefix
+/// reuse and fast-forward on; the answers compared with one slot's.
+fn bench_parallel(path: &std::path::Path) {
+    println!("\nconcurrent callers, the 13 criteria, constrained, 96 tokens max, prefix reuse and fast-forward on:\n");
+    println!("| slots (parallel) and callers | wall s | completion tokens | tokens/s | decodes shared | choosing tokens s | answers as with one slot |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut single: Vec<String> = Vec::new();
+    for parallel in [1u32, 2, 4] {
+        let model = load_parallel(path, true, true, parallel);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let answers = std::sync::Mutex::new(vec![(String::new(), LlamaTimings::default()); CRITERIA.len()]);
+        let started = std::time::Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..parallel {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(criterion) = CRITERIA.get(i) else { break };
+                    let (r, t) = model.chat_with_timings(&criterion_request(criterion, true, 96)).unwrap();
+                    answers.lock().unwrap()[i] = (r.text, t);
+                });
+            }
+        });
+        let wall = started.elapsed().as_secs_f64();
+        let answers = answers.into_inner().unwrap();
+        let completion: u32 = answers.iter().map(|(_, t)| t.completion_tokens).sum();
+        let shared: u32 = answers.iter().map(|(_, t)| t.shared_decodes).sum();
+        let sampling: f64 = answers.iter().map(|(_, t)| t.sampling_ms).sum::<f64>() / 1000.0;
+        let same = if parallel == 1 {
+            single = answers.iter().map(|(a, _)| a.clone()).collect();
+            "-".to_string()
+        } else {
+            for (i, ((a, _), b)) in answers.iter().zip(&single).enumerate() {
+                if a != b {
+                    println!("<!-- criterion {}: one slot {b} | {parallel} slots {a} -->", i + 1);
+                }
+            }
+            format!("{} of {}", answers.iter().zip(&single).filter(|((a, _), b)| a == *b).count(), CRITERIA.len())
+        };
+        println!(
+            "| {parallel} | {wall:.1} | {completion} | {:.1} | {shared} | {sampling:.1} | {same} |",
+            completion as f64 / wall
+        );
     }
 }

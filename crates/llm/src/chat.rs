@@ -23,6 +23,13 @@ pub trait ChatModel: Send + Sync {
         let _ = messages;
         None
     }
+
+    /// How many requests the model answers at once: callers with
+    /// independent requests (a cohort judge's cases) send up to this many
+    /// from as many threads. 1 (the default): one at a time.
+    fn parallelism(&self) -> usize {
+        1
+    }
 }
 
 impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
@@ -34,5 +41,8 @@ impl<T: ChatModel + ?Sized> ChatModel for std::sync::Arc<T> {
     }
     fn count_tokens(&self, messages: &[Message]) -> Option<usize> {
         (**self).count_tokens(messages)
+    }
+    fn parallelism(&self) -> usize {
+        (**self).parallelism()
     }
 }

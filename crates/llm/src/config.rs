@@ -10,6 +10,7 @@
 //! threads = 2
 //! context_size = 4096
 //! fast_forward = true         # embedded model: batch the tokens a schema forces
+//! parallel = 1                # embedded model: requests decoded together (slots)
 //! prompts_dir = "prompts"     # overrides built-in templates of the same name
 //!
 //! [llm.models.vllm]
@@ -61,6 +62,12 @@ pub struct LlmConfig {
     /// `false` samples every token one at a time, as builds before it did.
     #[serde(default = "default_true")]
     pub fast_forward: bool,
+    /// The embedded model answers this many concurrent requests at once,
+    /// decoding them in one batch
+    /// ([`crate::providers::llama::LlamaConfig::parallel`]); each takes
+    /// its own `context_size` window of memory. 1: one at a time.
+    #[serde(default = "default_parallel")]
+    pub parallel: u32,
     #[serde(default)]
     pub prompts_dir: Option<PathBuf>,
     #[serde(default)]
@@ -71,6 +78,9 @@ pub struct LlmConfig {
 
 fn default_true() -> bool {
     true
+}
+fn default_parallel() -> u32 {
+    1
 }
 fn default_repair_attempts() -> u32 {
     2
@@ -89,6 +99,7 @@ impl Default for LlmConfig {
             threads: None,
             context_size: default_context_size(),
             fast_forward: true,
+            parallel: default_parallel(),
             prompts_dir: None,
             models: BTreeMap::new(),
             prices: BTreeMap::new(),
@@ -186,6 +197,7 @@ impl LlmConfig {
         config.threads = threads;
         config.context_size = context_size;
         config.fast_forward = self.fast_forward;
+        config.parallel = self.parallel.max(1);
         crate::providers::llama::LlamaChatModel::load(config)
     }
 

@@ -129,6 +129,10 @@ impl ChatModel for RecordingModel {
         self.inner.count_tokens(messages)
     }
 
+    fn parallelism(&self) -> usize {
+        self.inner.parallelism()
+    }
+
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let key = cache_key(self.inner.model_id(), request)?;

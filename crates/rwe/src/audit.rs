@@ -344,12 +344,47 @@ pub fn judge_cohort<'m>(
     seed: u64,
 ) -> Result<JudgeReport, AuditError> {
     let model: StructuredModel<'m> = model.into();
-    let mut cases = Vec::new();
-    for row in sample_rows(table.rows.len(), JUDGE_SAMPLE, seed) {
-        let verdict = judge_case(model, prompts, definition, &table.facts(row), None)?;
-        cases.push(CaseJudgement { line: table.lines[row], verdict });
+    let rows = sample_rows(table.rows.len(), JUDGE_SAMPLE, seed);
+    let facts: Vec<Vec<Fact>> = rows.iter().map(|&row| table.facts(row)).collect();
+    let verdicts = judge_cases(model, prompts, definition, &facts, None)?;
+    let cases = rows.iter().zip(verdicts).map(|(&row, verdict)| CaseJudgement { line: table.lines[row], verdict });
+    Ok(JudgeReport::of_cases(model.model_id(), cases.collect()))
+}
+
+/// [`judge_case`] on each case's facts (`seed` passed to each), sent from as many threads as the
+/// model answers at once ([`evident_llm::ChatModel::parallelism`]; one: in
+/// order on this thread); the verdicts in the cases' order. The first
+/// error ends the pass (cases already sent are answered first).
+pub fn judge_cases(
+    model: StructuredModel<'_>,
+    prompts: &Prompts,
+    definition: &str,
+    cases: &[Vec<Fact>],
+    seed: Option<u64>,
+) -> Result<Vec<Option<JudgeVerdict>>, AuditError> {
+    let judge = |facts: &Vec<Fact>| judge_case(model, prompts, definition, facts, seed);
+    let workers = model.chat.parallelism().clamp(1, cases.len().max(1));
+    if workers == 1 {
+        return cases.iter().map(judge).collect();
     }
-    Ok(JudgeReport::of_cases(model.model_id(), cases))
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let verdicts = std::sync::Mutex::new((0..cases.len()).map(|_| None).collect::<Vec<_>>());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                while !failed.load(std::sync::atomic::Ordering::SeqCst) {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(facts) = cases.get(i) else { break };
+                    let verdict = judge(facts);
+                    failed.fetch_or(verdict.is_err(), std::sync::atomic::Ordering::SeqCst);
+                    verdicts.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(verdict);
+                }
+            });
+        }
+    });
+    // In order: the first error (by case) is the one returned.
+    verdicts.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten().collect()
 }
 
 impl JudgeReport {
@@ -382,19 +417,22 @@ pub fn judge_database_facts<'m>(
 ) -> Result<JudgeReport, AuditError> {
     let model: StructuredModel<'m> = model.into();
     let id = |row: usize, c: IdColumn| table.column(c.name()).and_then(|i| table.rows[row][i].parse::<i64>().ok());
-    let mut cases = Vec::new();
-    for row in sample_rows(table.rows.len(), JUDGE_SAMPLE, seed) {
-        let facts = crate::database::database_facts(
-            conn,
-            id(row, IdColumn::SubjectId),
-            id(row, IdColumn::HadmId),
-            id(row, IdColumn::StayId),
-        )
-        .map_err(AuditError::Lookup)?;
-        let verdict = judge_case(model, prompts, definition, &facts, None)?;
-        cases.push(CaseJudgement { line: table.lines[row], verdict });
+    let rows = sample_rows(table.rows.len(), JUDGE_SAMPLE, seed);
+    let mut facts = Vec::new();
+    for &row in &rows {
+        facts.push(
+            crate::database::database_facts(
+                conn,
+                id(row, IdColumn::SubjectId),
+                id(row, IdColumn::HadmId),
+                id(row, IdColumn::StayId),
+            )
+            .map_err(AuditError::Lookup)?,
+        );
     }
-    Ok(JudgeReport::of_cases(model.model_id(), cases))
+    let verdicts = judge_cases(model, prompts, definition, &facts, None)?;
+    let cases = rows.iter().zip(verdicts).map(|(&row, verdict)| CaseJudgement { line: table.lines[row], verdict });
+    Ok(JudgeReport::of_cases(model.model_id(), cases.collect()))
 }
 
 /// The audit's verdict: rules, then the judge (run only when the rules

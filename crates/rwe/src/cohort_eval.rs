@@ -23,7 +23,7 @@ use evident_llm::prompts::Prompts;
 use evident_llm::StructuredModel;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{judge_case, sample_rows, AuditError, AuditTable, Fact, JudgeVerdict};
+use crate::audit::{judge_cases, sample_rows, AuditError, AuditTable, Fact, JudgeVerdict};
 use crate::metrics::{summary, MetricSummary};
 
 /// The file name of a task's CohortEval specification.
@@ -267,7 +267,8 @@ pub struct JudgeCheck {
 
 /// Judges every case `runs` times (run `r` passes seed `r` to the model;
 /// under greedy decoding the runs agree) and summarises the four measures
-/// as mean and standard error over runs.
+/// as mean and standard error over runs. A run's cases go to the model as
+/// [`judge_cases`] sends them; `progress` hears after each run.
 #[allow(clippy::too_many_arguments)]
 pub fn check_judge<'m>(
     model: impl Into<StructuredModel<'m>>,
@@ -284,14 +285,17 @@ pub fn check_judge<'m>(
     let total = cases.len() * runs.max(1) as usize;
     let mut done = 0;
     let mut all = Vec::new();
+    let facts: Vec<Vec<Fact>> = cases.iter().map(|c| c.facts.clone()).collect();
     for r in 0..runs.max(1) {
-        let mut results = Vec::new();
-        for (i, case) in cases.iter().enumerate() {
-            let verdict = judge_case(model, prompts, definition, &case.facts, Some(u64::from(r)))?;
-            results.push(CaseResult { case: i, kind: case.kind, verdict });
-            done += 1;
-            progress(done, total);
-        }
+        let verdicts = judge_cases(model, prompts, definition, &facts, Some(u64::from(r)))?;
+        let results: Vec<CaseResult> = cases
+            .iter()
+            .zip(verdicts)
+            .enumerate()
+            .map(|(i, (case, verdict))| CaseResult { case: i, kind: case.kind, verdict })
+            .collect();
+        done += results.len();
+        progress(done, total);
         all.push(results);
     }
     let confusion: Vec<Confusion> = all.iter().map(|r| Confusion::from_results(r)).collect();

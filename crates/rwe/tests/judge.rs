@@ -201,3 +201,67 @@ fn the_cohort_eval_check_measures_the_judge_on_the_demo() {
         assert!(!case.contains("first_day_max_lactate"), "the agent's columns are not read: {case}");
     }
 }
+
+/// A judge that answers from the case it is shown (rows with an odd
+/// subject id are excluded; the row of subject 10000005 fails like a lost
+/// connection when `fail_row_5`), several requests at once, counting how
+/// many were in flight together.
+struct Concurrent {
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    fail_row_5: bool,
+}
+
+impl evident_llm::ChatModel for Concurrent {
+    fn model_id(&self) -> &str {
+        "concurrent"
+    }
+    fn parallelism(&self) -> usize {
+        3
+    }
+    fn chat(&self, request: &evident_llm::ChatRequest) -> Result<evident_llm::ChatResponse, evident_llm::LlmError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.in_flight.fetch_sub(1, SeqCst);
+        let text = &request.messages.last().unwrap().content;
+        let row = (0..8).find(|i| text.contains(&format!("{}", 10000000 + i))).expect("a subject id");
+        if self.fail_row_5 && row == 5 {
+            return Err(evident_llm::LlmError::Backend("connection lost".into()));
+        }
+        let answer = if row % 2 == 1 { EXCLUDE } else { KEEP };
+        Ok(evident_llm::ChatResponse {
+            text: answer.into(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            finish_reason: evident_llm::FinishReason::Stop,
+            model: "concurrent".into(),
+            endpoint: "test".into(),
+            reused_prompt_tokens: 0,
+            logprobs: None,
+        })
+    }
+}
+
+#[test]
+fn cases_go_to_a_parallel_model_at_once_and_keep_their_order() {
+    let (_dir, table) = audit_table(8);
+    let model = Concurrent { in_flight: 0.into(), most: 0.into(), fail_row_5: false };
+    let structured = evident_llm::StructuredModel::unrecorded(&model);
+    let report = judge_cohort(structured, &rwe_prompts(None), &definition(), &table, 1).unwrap();
+    assert_eq!((report.sampled, report.judged, report.excluded), (8, 8, 4));
+    // Each verdict is its own row's (line = row + 2, after the header).
+    for case in &report.cases {
+        let row = case.line - 2;
+        assert_eq!(case.verdict.as_ref().unwrap().excludes(), row % 2 == 1, "line {}", case.line);
+    }
+    let most = model.most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((2..=3).contains(&most), "{most} requests in flight at most");
+
+    // A lost connection on one case ends the pass with that error.
+    let failing = Concurrent { in_flight: 0.into(), most: 0.into(), fail_row_5: true };
+    let structured = evident_llm::StructuredModel::unrecorded(&failing);
+    let error = judge_cohort(structured, &rwe_prompts(None), &definition(), &table, 1).unwrap_err();
+    assert!(error.to_string().contains("connection lost"), "{error}");
+}

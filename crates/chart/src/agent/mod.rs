@@ -277,6 +277,9 @@ impl ChatModel for Metered<'_> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn parallelism(&self) -> usize {
+        self.inner.parallelism()
+    }
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let start = Instant::now();
         let out = self.inner.chat(request);

@@ -1,11 +1,14 @@
 //! The embedded provider: a GGUF model run in-process by llama.cpp
 //! (`llama-cpp-2`). Uses the GGUF's own chat template and tokenizer;
 //! JSON-schema requests are constrained with llguidance. One worker thread
-//! owns the model and one context; requests queue on a channel, so the
-//! model is used by one request at a time. The context keeps the KV cache
-//! of the previous request, and a new request re-decodes only the tokens
-//! after the longest shared prefix (a patient record first, then a varying
-//! criterion, costs little more than the criterion).
+//! owns the model and one context; requests queue on a channel. The
+//! context has [`LlamaConfig::parallel`] sequences (slots), one request in
+//! each, and every step decodes the next tokens of all of them in one
+//! batch. Each slot keeps the KV cache of its previous request, and a new
+//! request goes to the free slot whose cache shares the longest prefix
+//! with it, re-decoding only the tokens after that prefix (a patient
+//! record first, then a varying criterion, costs little more than the
+//! criterion).
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -56,6 +59,13 @@ pub struct LlamaConfig {
     /// has its own.
     #[serde(default = "default_true")]
     pub fast_forward: bool,
+    /// Requests answered at once, each in its own sequence of the KV
+    /// cache (with its own `context_size` window): concurrent callers'
+    /// tokens are decoded together in one batch (continuous batching),
+    /// which on a CPU costs little more than one sequence's. 1: one
+    /// request at a time, as builds before it did.
+    #[serde(default = "default_parallel")]
+    pub parallel: u32,
 }
 
 fn default_context_size() -> u32 {
@@ -66,6 +76,9 @@ fn default_batch_size() -> u32 {
 }
 fn default_true() -> bool {
     true
+}
+fn default_parallel() -> u32 {
+    1
 }
 fn default_max_string_length() -> u32 {
     600
@@ -81,6 +94,7 @@ impl LlamaConfig {
             prefix_reuse: true,
             max_string_length: default_max_string_length(),
             fast_forward: true,
+            parallel: default_parallel(),
         }
     }
 }
@@ -101,6 +115,9 @@ pub struct LlamaTimings {
     /// Completion tokens the grammar forced, decoded in batches rather
     /// than sampled ([`LlamaConfig::fast_forward`]).
     pub forced_tokens: u32,
+    /// Decodes of this request's tokens that held another request's
+    /// tokens too ([`LlamaConfig::parallel`]).
+    pub shared_decodes: u32,
     /// Everything from receiving the request to returning the answer.
     pub total_ms: f64,
 }
@@ -117,6 +134,7 @@ enum Job {
 /// A chat model run in-process by llama.cpp.
 pub struct LlamaChatModel {
     id: String,
+    parallel: usize,
     endpoint: String,
     jobs: Mutex<mpsc::Sender<Job>>,
     last_timings: Arc<Mutex<LlamaTimings>>,
@@ -144,6 +162,7 @@ impl LlamaChatModel {
             )));
         }
         let id = model_id_for(&config.model_path);
+        let parallel = config.parallel.max(1) as usize;
         let endpoint = format!("local:{}", config.model_path.display());
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), LlmError>>();
@@ -155,7 +174,7 @@ impl LlamaChatModel {
             .spawn(move || worker(config, worker_id, worker_endpoint, jobs_rx, ready_tx))
             .map_err(|e| LlmError::Backend(format!("cannot start the model thread: {e}")))?;
         ready_rx.recv().map_err(|_| LlmError::Backend("the model thread stopped while loading".into()))??;
-        Ok(LlamaChatModel { id, endpoint, jobs: Mutex::new(jobs_tx), last_timings })
+        Ok(LlamaChatModel { id, parallel, endpoint, jobs: Mutex::new(jobs_tx), last_timings })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -199,6 +218,10 @@ impl ChatModel for LlamaChatModel {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(Job::CountTokens(request, reply_tx)).ok()?;
         reply_rx.recv().ok()?.ok()
     }
+    /// [`LlamaConfig::parallel`]: its slots.
+    fn parallelism(&self) -> usize {
+        self.parallel
+    }
 }
 
 /// The model id: the file name without `.gguf`, plus the first 12 hex
@@ -236,9 +259,14 @@ fn worker(
         .threads
         .map(|t| t as i32)
         .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(2));
+    let slots = config.parallel.max(1);
+    // Each sequence has its own window of `n_ctx` tokens (llama.cpp's
+    // non-unified KV cache: one stream per sequence).
     let n_ctx = config.context_size.min(model.n_ctx_train().max(512));
     let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_ctx(NonZeroU32::new(n_ctx * slots))
+        .with_n_seq_max(slots)
+        .with_kv_unified(false)
         .with_n_batch(config.batch_size)
         .with_n_ubatch(config.batch_size)
         .with_n_threads(threads)
@@ -256,29 +284,31 @@ fn worker(
         ctx,
         n_ctx,
         template: model.chat_template(None).ok(),
-        cached: Vec::new(),
+        slots: (0..slots as i32).map(|seq| Slot { seq, cached: Vec::new(), work: None }).collect(),
+        batch: LlamaBatch::new(config.batch_size.max(1) as usize, 1),
         tok_env: None,
         id,
         endpoint,
     };
     let _ = ready.send(Ok(()));
-    for job in jobs {
-        let (request, reply) = match job {
-            Job::Chat(request, reply) => (request, reply),
-            Job::CountTokens(request, reply) => {
-                let count = engine
-                    .render_prompt(&request)
-                    .map(|prompt| engine.model.vocab().tokenize(prompt.as_bytes(), false, true).len());
-                let _ = reply.send(count);
-                continue;
+    let mut open = true;
+    while open || engine.busy() {
+        // Block for a job only when nothing is being decoded; otherwise
+        // take what has arrived, as long as a sequence is free for it.
+        if !engine.busy() {
+            match jobs.recv() {
+                Ok(job) => engine.admit(job),
+                Err(_) => break,
             }
-        };
-        let result = engine.run(&request);
-        if result.is_err() {
-            // A failed request may leave the KV cache half-written.
-            engine.forget_cache();
         }
-        let _ = reply.send(result);
+        while open && engine.slots.iter().any(|s| s.work.is_none()) {
+            match jobs.try_recv() {
+                Ok(job) => engine.admit(job),
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        engine.step();
     }
 }
 
@@ -286,19 +316,88 @@ struct Engine<'m> {
     config: &'m LlamaConfig,
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
+    /// The window of one sequence (prompt + answer).
     n_ctx: u32,
     template: Option<LlamaChatTemplate>,
-    /// Tokens whose keys and values are in sequence 0 of the KV cache.
-    cached: Vec<LlamaToken>,
+    /// One per sequence of the KV cache ([`LlamaConfig::parallel`]).
+    slots: Vec<Slot>,
+    batch: LlamaBatch<'m>,
     tok_env: Option<toktrie::TokEnv>,
     id: String,
     endpoint: String,
 }
 
+/// The fewest prompt tokens worth copying from another slot's KV cache
+/// rather than decoding them (a copy moves the whole sequence).
+const MIN_COPIED_PREFIX: usize = 64;
+
+/// A sequence of the KV cache and the request it is answering, if any.
+struct Slot {
+    seq: i32,
+    /// Tokens whose keys and values are in this sequence of the KV cache.
+    cached: Vec<LlamaToken>,
+    work: Option<Work>,
+}
+
+/// A request being answered in a slot.
+struct Work {
+    request: ChatRequest,
+    reply: Reply,
+    started: Instant,
+    /// The prompt's tokens; decoded while `cached` is shorter.
+    tokens: Vec<LlamaToken>,
+    reused: usize,
+    /// The slot reading this prompt's first tokens as part of its own, and
+    /// how many: this slot decodes nothing until it can copy them.
+    waiting: Option<(usize, usize)>,
+    sampler: LlamaSampler,
+    /// A matcher of the request's grammar kept in step with the sampler's,
+    /// to find the tokens it forces ([`LlamaConfig::fast_forward`]).
+    forward: Option<llguidance::Matcher>,
+    budget: u32,
+    /// Generated tokens waiting to be decoded: the last sampled one and
+    /// any the grammar forces after it.
+    pending: Vec<LlamaToken>,
+    generated: u32,
+    text_bytes: Vec<u8>,
+    token_logprobs: Vec<TokenLogprob>,
+    timings: LlamaTimings,
+}
+
+/// What one slot put into a batch.
+struct Member {
+    slot: usize,
+    tokens: usize,
+    prompt: bool,
+    /// The batch index of the logits to choose its next token from.
+    logits: Option<i32>,
+}
+
 impl Engine<'_> {
-    fn forget_cache(&mut self) {
-        let _ = self.ctx.clear_kv_cache_seq(Some(0), None, None);
-        self.cached.clear();
+    fn busy(&self) -> bool {
+        self.slots.iter().any(|s| s.work.is_some())
+    }
+
+    fn admit(&mut self, job: Job) {
+        match job {
+            Job::CountTokens(request, reply) => {
+                let count = self
+                    .render_prompt(&request)
+                    .map(|prompt| self.model.vocab().tokenize(prompt.as_bytes(), false, true).len());
+                let _ = reply.send(count);
+            }
+            Job::Chat(request, reply) => {
+                if let Err(e) = self.start(request, &reply) {
+                    let _ = reply.send(Err(e));
+                }
+            }
+        }
+    }
+
+    fn forget_cache(&mut self, slot: usize) {
+        let slot = &mut self.slots[slot];
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+        slot.cached.clear();
     }
 
     fn render_prompt(&self, request: &ChatRequest) -> Result<String, LlmError> {
@@ -378,10 +477,12 @@ impl Engine<'_> {
         Ok((LlamaSampler::chain_simple(chain), forward))
     }
 
-    fn run(&mut self, request: &ChatRequest) -> Result<(ChatResponse, LlamaTimings), LlmError> {
+    /// Puts `request` into the free slot whose KV cache shares the longest
+    /// prefix with its prompt; at least the last prompt token is decoded
+    /// again so that its logits exist.
+    fn start(&mut self, request: ChatRequest, reply: &Reply) -> Result<(), LlmError> {
         let started = Instant::now();
-        let mut timings = LlamaTimings::default();
-        let prompt = self.render_prompt(request)?;
+        let prompt = self.render_prompt(&request)?;
         let tokens = self.model.vocab().tokenize(prompt.as_bytes(), false, true);
         if tokens.is_empty() {
             return Err(LlmError::Backend("the prompt is empty".into()));
@@ -390,144 +491,318 @@ impl Engine<'_> {
         if prompt_len + 1 >= self.n_ctx {
             return Err(LlmError::ContextOverflow { prompt_tokens: prompt_len, context_size: self.n_ctx });
         }
-        // The longest prefix already in the KV cache; at least the last
-        // prompt token is decoded again so that its logits exist.
-        let mut keep = if self.config.prefix_reuse {
-            self.cached.iter().zip(&tokens).take_while(|(a, b)| a == b).count()
-        } else {
-            0
+        let (sampler, forward) = self.sampler(&request)?;
+        let shared = |slot: &Slot| common_prefix(&slot.cached, &tokens);
+        let Some((index, mut keep)) = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.work.is_none())
+            .map(|(i, s)| (i, if self.config.prefix_reuse { shared(s) } else { 0 }))
+            .max_by_key(|&(i, keep)| (keep, std::cmp::Reverse(i)))
+        else {
+            return Err(LlmError::Backend("no free sequence in the KV cache".into()));
         };
         keep = keep.min(tokens.len() - 1);
-        if keep < self.cached.len() {
+        // A longer prefix that another slot holds, or is reading as part
+        // of its own prompt, is copied from it rather than decoded again.
+        let elsewhere = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != index && self.config.prefix_reuse)
+            .map(|(i, s)| {
+                let reading = s.work.as_ref().map_or(0, |w| common_prefix(&w.tokens, &tokens));
+                (i, shared(s).max(reading).min(tokens.len() - 1))
+            })
+            .max_by_key(|&(i, shared)| (shared, std::cmp::Reverse(i)))
+            .filter(|&(_, shared)| shared >= keep + MIN_COPIED_PREFIX);
+        let mut waiting = None;
+        if let Some((source, shared)) = elsewhere {
+            if self.slots[source].cached.len() >= shared {
+                keep = self.copy_prefix(source, index, shared)?;
+            } else {
+                waiting = Some((source, shared));
+            }
+        }
+        if keep < self.slots[index].cached.len() {
+            let seq = self.slots[index].seq as u32;
             let cleared = self
                 .ctx
-                .clear_kv_cache_seq(Some(0), Some(keep as u32), None)
+                .clear_kv_cache_seq(Some(seq), Some(keep as u32), None)
                 .map_err(|e| LlmError::Backend(format!("KV cache: {e}")))?;
             if !cleared {
-                self.forget_cache();
+                self.forget_cache(index);
                 keep = 0;
             }
-            self.cached.truncate(keep);
+            self.slots[index].cached.truncate(keep);
         }
-        timings.prompt_tokens = prompt_len;
-        timings.reused_prompt_tokens = keep as u32;
+        let timings =
+            LlamaTimings { prompt_tokens: prompt_len, reused_prompt_tokens: keep as u32, ..Default::default() };
+        self.slots[index].work = Some(Work {
+            budget: request.max_tokens.min(self.n_ctx - prompt_len - 1),
+            request,
+            reply: reply.clone(),
+            started,
+            tokens,
+            reused: keep,
+            waiting,
+            sampler,
+            forward,
+            pending: Vec::new(),
+            generated: 0,
+            text_bytes: Vec::new(),
+            token_logprobs: Vec::new(),
+            timings,
+        });
+        Ok(())
+    }
 
-        let (mut sampler, mut forward) = self.sampler(request)?;
-        let batch_size = self.config.batch_size.max(1) as usize;
-        let mut batch = LlamaBatch::new(batch_size, 1);
-        let rest = &tokens[keep..];
-        let decode_started = Instant::now();
-        for (chunk_index, chunk) in rest.chunks(batch_size).enumerate() {
-            batch.clear();
-            let first_pos = keep + chunk_index * batch_size;
-            for (i, token) in chunk.iter().enumerate() {
-                let pos = first_pos + i;
-                let last = pos + 1 == tokens.len();
-                batch.add(*token, pos as i32, &[0], last).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
+    /// Copies the first `len` tokens of slot `from`'s KV cache into slot
+    /// `to` (llama.cpp copies a whole sequence between streams; the copy
+    /// is then cut); returns how many tokens `to` now holds.
+    fn copy_prefix(&mut self, from: usize, to: usize, len: usize) -> Result<usize, LlmError> {
+        let (source, target) = (self.slots[from].seq, self.slots[to].seq);
+        let kv = |e| LlmError::Backend(format!("KV cache: {e}"));
+        self.ctx.copy_kv_cache_seq(source, target, None, None).map_err(kv)?;
+        self.slots[to].cached = self.slots[from].cached.clone();
+        if !self.ctx.clear_kv_cache_seq(Some(target as u32), Some(len as u32), None).map_err(kv)? {
+            self.forget_cache(to);
+            return Ok(0);
+        }
+        self.slots[to].cached.truncate(len);
+        Ok(len)
+    }
+
+    /// Slots waiting for another's prompt prefix copy it once it is read;
+    /// a slot whose source no longer holds or reads that prefix (its
+    /// request failed or was replaced) reads its prompt itself.
+    fn end_waits(&mut self) {
+        for index in 0..self.slots.len() {
+            let Some((source, len)) = self.slots[index].work.as_ref().and_then(|w| w.waiting) else { continue };
+            let tokens = self.slots[index].work.as_ref().map(|w| &w.tokens[..len]).unwrap_or_default();
+            let src = &self.slots[source];
+            let held = src.cached.len() >= len && src.cached[..len] == *tokens;
+            let reading = src.work.as_ref().is_some_and(|w| w.tokens.starts_with(tokens));
+            if !held && reading {
+                continue;
             }
-            self.ctx
-                .decode(&mut batch)
-                .map_err(|e| LlmError::Backend(format!("llama.cpp could not read the prompt: {e}")))?;
-            self.cached.extend_from_slice(chunk);
+            let copied = if held { self.copy_prefix(source, index, len) } else { Ok(0) };
+            match copied {
+                Ok(copied) => {
+                    let slot = &mut self.slots[index];
+                    // Not copied: the slot reads its prompt after what it
+                    // held when it started (its cache is unchanged).
+                    if let Some(work) = slot.work.as_mut() {
+                        work.waiting = None;
+                        if copied > 0 {
+                            work.reused = copied;
+                            work.timings.reused_prompt_tokens = copied as u32;
+                        }
+                    }
+                }
+                Err(e) => self.fail(index, e),
+            }
         }
-        timings.prompt_decode_ms = ms(decode_started);
+    }
 
-        let budget = request.max_tokens.min(self.n_ctx - prompt_len - 1);
-        let mut text_bytes: Vec<u8> = Vec::new();
-        let mut finish = FinishReason::Length;
-        let mut generated = 0u32;
-        let mut logits_index = batch.n_tokens() - 1;
-        let mut token_logprobs: Vec<TokenLogprob> = Vec::new();
-        while generated < budget {
-            // The model's own distribution, read before the sampler chain
-            // (grammar, temperature) sees the logits.
-            let position = request.logprobs.map(|want| {
-                let (log_norm, top) = log_softmax_top(self.ctx.get_logits_ith(logits_index), want.top as usize);
-                (log_norm, top)
-            });
-            let sample_started = Instant::now();
-            // `sample` also accepts the token in every sampler of the chain.
-            let token = sampler.sample(&self.ctx, logits_index);
-            timings.sampling_ms += ms(sample_started);
-            if let (Some((log_norm, top)), false) = (position, self.model.vocab().is_eog(token)) {
-                let logits = self.ctx.get_logits_ith(logits_index);
-                let logit = logits.get(token.0 as usize).copied().unwrap_or(f32::NEG_INFINITY);
-                let piece = |t: LlamaToken| {
-                    String::from_utf8_lossy(&self.model.vocab().token_to_piece(t, false, None)).into_owned()
+    /// One `llama_decode` over every busy slot: each generating slot's
+    /// pending tokens first, then as much of the prompts still to be read
+    /// as the batch holds; then each slot whose logits are ready chooses
+    /// its next token. The decode time counts for every request in the
+    /// batch.
+    fn step(&mut self) {
+        self.end_waits();
+        let capacity = self.config.batch_size.max(1) as usize;
+        self.batch.clear();
+        let mut members: Vec<Member> = Vec::new();
+        let mut added: Result<(), String> = Ok(());
+        for generating in [true, false] {
+            for (index, slot) in self.slots.iter().enumerate() {
+                let Some(work) = &slot.work else { continue };
+                let first = slot.cached.len();
+                let (tokens, prompt_end) = if generating {
+                    (&work.pending[..], None)
+                } else if first < work.tokens.len() && work.waiting.is_none() {
+                    (&work.tokens[first..], Some(work.tokens.len()))
+                } else {
+                    continue;
                 };
-                token_logprobs.push(TokenLogprob {
-                    token: piece(token),
-                    logprob: logit - log_norm,
-                    top: top
-                        .into_iter()
-                        .map(|(id, logprob)| TopLogprob { token: piece(LlamaToken::new(id as i32)), logprob })
-                        .collect(),
-                });
-            }
-            if self.model.vocab().is_eog(token) {
-                finish = FinishReason::Stop;
-                break;
-            }
-            generated += 1;
-            text_bytes.extend(self.model.vocab().token_to_piece(token, false, None));
-            if cut_at_stop(&mut text_bytes, &request.stop) {
-                finish = FinishReason::Stop;
-                break;
-            }
-            if generated >= budget {
-                break;
-            }
-            // The sampled token, then any the grammar now forces.
-            let forced = match forward.as_mut() {
-                // One batch holds the sampled token and what follows it.
-                Some(matcher) => forced_after(matcher, token, ((budget - generated) as usize).min(batch_size - 1)),
-                None => Vec::new(),
-            };
-            if forward.as_ref().is_some_and(|m| m.is_error()) {
-                forward = None;
-            }
-            if !forced.is_empty() {
-                sampler.accept_many(&forced);
-                for t in &forced {
-                    text_bytes.extend(self.model.vocab().token_to_piece(*t, false, None));
+                let room = capacity - self.batch.n_tokens() as usize;
+                let take = if generating {
+                    if tokens.is_empty() || tokens.len() > room {
+                        continue;
+                    }
+                    tokens.len()
+                } else {
+                    tokens.len().min(room)
+                };
+                if take == 0 {
+                    continue;
                 }
-                generated += forced.len() as u32;
-                timings.forced_tokens += forced.len() as u32;
-                if cut_at_stop(&mut text_bytes, &request.stop) {
-                    finish = FinishReason::Stop;
-                    break;
+                let mut logits = None;
+                for (i, token) in tokens[..take].iter().enumerate() {
+                    let pos = first + i;
+                    let last = match prompt_end {
+                        Some(end) => pos + 1 == end,
+                        None => i + 1 == take,
+                    };
+                    if let Err(e) = self.batch.add(*token, pos as i32, &[slot.seq], last) {
+                        added = Err(format!("batch: {e}"));
+                    }
+                    if last {
+                        logits = Some(self.batch.n_tokens() - 1);
+                    }
                 }
-                if generated >= budget {
-                    break;
-                }
+                members.push(Member { slot: index, tokens: take, prompt: !generating, logits });
             }
-            batch.clear();
-            let first = self.cached.len();
-            let step: Vec<LlamaToken> = std::iter::once(token).chain(forced).collect();
-            for (i, t) in step.iter().enumerate() {
-                let last = i + 1 == step.len();
-                batch.add(*t, (first + i) as i32, &[0], last).map_err(|e| LlmError::Backend(format!("batch: {e}")))?;
-            }
-            let decode_started = Instant::now();
-            self.ctx.decode(&mut batch).map_err(|e| LlmError::Backend(format!("llama.cpp decode failed: {e}")))?;
-            timings.generation_decode_ms += ms(decode_started);
-            self.cached.extend_from_slice(&step);
-            logits_index = batch.n_tokens() - 1;
         }
-        timings.completion_tokens = generated;
-        timings.total_ms = ms(started);
+        if members.is_empty() {
+            return;
+        }
+        let decode_started = Instant::now();
+        let decoded = added.and_then(|()| {
+            self.ctx.decode(&mut self.batch).map_err(|e| match members.iter().any(|m| m.prompt) {
+                true => format!("llama.cpp could not read the prompt: {e}"),
+                false => format!("llama.cpp decode failed: {e}"),
+            })
+        });
+        let elapsed = ms(decode_started);
+        let shared = u32::from(members.len() > 1);
+        if let Err(e) = decoded {
+            // A failed decode may leave the KV cache half-written.
+            for member in &members {
+                self.fail(member.slot, LlmError::Backend(e.clone()));
+            }
+            return;
+        }
+        for member in members {
+            let slot = &mut self.slots[member.slot];
+            let Some(work) = slot.work.as_mut() else { continue };
+            work.timings.shared_decodes += shared;
+            if member.prompt {
+                let from = slot.cached.len();
+                slot.cached.extend_from_slice(&work.tokens[from..from + member.tokens]);
+                work.timings.prompt_decode_ms += elapsed;
+            } else {
+                slot.cached.append(&mut work.pending);
+                work.timings.generation_decode_ms += elapsed;
+            }
+            if let Some(logits) = member.logits {
+                match self.choose(member.slot, logits) {
+                    Ok(Some(finish)) => self.finish(member.slot, finish),
+                    Ok(None) => {}
+                    Err(e) => self.fail(member.slot, e),
+                }
+            }
+        }
+    }
+
+    /// Chooses slot `index`'s next token from the logits at `logits`:
+    /// the reason generation ends, or `None` with the tokens to decode
+    /// next in `pending`.
+    fn choose(&mut self, index: usize, logits: i32) -> Result<Option<FinishReason>, LlmError> {
+        let batch_size = self.config.batch_size.max(1) as usize;
+        let model = self.model;
+        let vocab = model.vocab();
+        let ctx = &self.ctx;
+        let work = self.slots[index].work.as_mut().ok_or_else(|| LlmError::Backend("an empty slot".into()))?;
+        let request = &work.request;
+        if work.generated >= work.budget {
+            return Ok(Some(FinishReason::Length));
+        }
+        // The model's own distribution, read before the sampler chain
+        // (grammar, temperature) sees the logits.
+        let position = request.logprobs.map(|want| log_softmax_top(ctx.get_logits_ith(logits), want.top as usize));
+        let sample_started = Instant::now();
+        // `sample` also accepts the token in every sampler of the chain.
+        let token = work.sampler.sample(ctx, logits);
+        work.timings.sampling_ms += ms(sample_started);
+        if let (Some((log_norm, top)), false) = (position, vocab.is_eog(token)) {
+            let row = ctx.get_logits_ith(logits);
+            let logit = row.get(token.0 as usize).copied().unwrap_or(f32::NEG_INFINITY);
+            let piece = |t: LlamaToken| String::from_utf8_lossy(&vocab.token_to_piece(t, false, None)).into_owned();
+            work.token_logprobs.push(TokenLogprob {
+                token: piece(token),
+                logprob: logit - log_norm,
+                top: top
+                    .into_iter()
+                    .map(|(id, logprob)| TopLogprob { token: piece(LlamaToken::new(id as i32)), logprob })
+                    .collect(),
+            });
+        }
+        if vocab.is_eog(token) {
+            return Ok(Some(FinishReason::Stop));
+        }
+        work.generated += 1;
+        work.text_bytes.extend(vocab.token_to_piece(token, false, None));
+        if cut_at_stop(&mut work.text_bytes, &request.stop) {
+            return Ok(Some(FinishReason::Stop));
+        }
+        if work.generated >= work.budget {
+            return Ok(Some(FinishReason::Length));
+        }
+        // The sampled token, then any the grammar now forces.
+        let forced = match work.forward.as_mut() {
+            // One batch holds the sampled token and what follows it.
+            Some(matcher) => {
+                forced_after(matcher, token, ((work.budget - work.generated) as usize).min(batch_size - 1))
+            }
+            None => Vec::new(),
+        };
+        if work.forward.as_ref().is_some_and(|m| m.is_error()) {
+            work.forward = None;
+        }
+        if !forced.is_empty() {
+            work.sampler.accept_many(&forced);
+            for t in &forced {
+                work.text_bytes.extend(vocab.token_to_piece(*t, false, None));
+            }
+            work.generated += forced.len() as u32;
+            work.timings.forced_tokens += forced.len() as u32;
+            if cut_at_stop(&mut work.text_bytes, &request.stop) {
+                return Ok(Some(FinishReason::Stop));
+            }
+            if work.generated >= work.budget {
+                return Ok(Some(FinishReason::Length));
+            }
+        }
+        work.pending = std::iter::once(token).chain(forced).collect();
+        Ok(None)
+    }
+
+    /// Answers slot `index`'s request; the slot keeps its KV cache.
+    fn finish(&mut self, index: usize, finish_reason: FinishReason) {
+        let Some(work) = self.slots[index].work.take() else { return };
+        let mut timings = work.timings;
+        timings.completion_tokens = work.generated;
+        timings.total_ms = ms(work.started);
         let response = ChatResponse {
-            text: String::from_utf8_lossy(&text_bytes).into_owned(),
-            prompt_tokens: prompt_len,
-            completion_tokens: generated,
-            finish_reason: finish,
+            text: String::from_utf8_lossy(&work.text_bytes).into_owned(),
+            prompt_tokens: timings.prompt_tokens,
+            completion_tokens: work.generated,
+            finish_reason,
             model: self.id.clone(),
             endpoint: self.endpoint.clone(),
-            reused_prompt_tokens: keep as u32,
-            logprobs: request.logprobs.map(|_| token_logprobs),
+            reused_prompt_tokens: work.reused as u32,
+            logprobs: work.request.logprobs.map(|_| work.token_logprobs),
         };
-        Ok((response, timings))
+        let _ = work.reply.send(Ok((response, timings)));
     }
+
+    /// Answers slot `index`'s request with `error` and forgets the slot's
+    /// KV cache, which a failed request may have left half-written.
+    fn fail(&mut self, index: usize, error: LlmError) {
+        if let Some(work) = self.slots[index].work.take() {
+            let _ = work.reply.send(Err(error));
+        }
+        self.forget_cache(index);
+    }
+}
+
+/// How many tokens `a` and `b` share from the start.
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
 }
 
 /// llguidance's view of the model's tokenizer: the token trie llama-cpp-2

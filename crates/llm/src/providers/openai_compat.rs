@@ -369,6 +369,11 @@ impl ChatModel for OpenAiChatModel {
         &self.id
     }
 
+    /// `max_concurrency`: the requests in flight at once.
+    fn parallelism(&self) -> usize {
+        self.config.max_concurrency.max(1)
+    }
+
     fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         // Check every endpoint before sending anything: a retry may move on
         // to any of them.
