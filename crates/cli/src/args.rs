@@ -79,7 +79,8 @@ pub struct ScreenArgs {
     /// Sections kept per task by two-stage retrieval.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
-    /// Patients worked on at once (useful against servers).
+    /// Screening tasks worked on at once (useful against servers, and with
+    /// the embedded model's `[llm] parallel` slots).
     #[arg(long, default_value_t = 1)]
     pub concurrency: usize,
     /// The matching model.

@@ -7,9 +7,12 @@
 //! each: a criterion, a note, or all criteria); each task's results are
 //! stored in one transaction, and a task with stored results is never run
 //! again. So a run killed at any point loses at most the tasks in flight
-//! and never stores a decision twice. Patients are worked on by
-//! `concurrency` threads sharing one store connection (held only for reads
-//! and writes, never across a model call).
+//! and never stores a decision twice. Tasks are worked on by `concurrency`
+//! threads sharing one store connection (held only for reads and writes,
+//! never across a model call), in order: a patient's tasks one after
+//! another, so that threads work on the same patient at once (a model with
+//! slots reads the patient's record once and copies it; see
+//! `evident_llm::ChatModel::parallelism`).
 //!
 //! Checks: with [`ChecksMode::On`] a criterion with a reviewed check is
 //! decided by the check alone and never shown to the model; with
@@ -103,7 +106,8 @@ impl Default for RetrievalSettings {
 pub struct BatchConfig {
     pub method: Method,
     pub retrieval: RetrievalSettings,
-    /// Patients worked on at once (useful against servers).
+    /// Tasks worked on at once (useful against servers and an embedded
+    /// model with `[llm] parallel` slots).
     pub concurrency: usize,
     pub zero_shot: ZeroShotConfig,
     pub makar: MakarConfig,
@@ -530,41 +534,32 @@ pub fn run_batch(
     let failed = AtomicBool::new(false);
     let ran = AtomicUsize::new(0);
     let first_error: Mutex<Option<BatchError>> = Mutex::new(None);
-    let workers = config.concurrency.max(1).min(planned.len().max(1));
+    // Each patient's checks (one task), then its model tasks.
+    let items: Vec<(&PlannedPatient, Option<&PlannedTask>)> = planned
+        .iter()
+        .flat_map(|p| p.checks.iter().map(move |_| (p, None)).chain(p.tasks.iter().map(move |t| (p, Some(t)))))
+        .collect();
+    let workers = config.concurrency.max(1).min(items.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
             scope.spawn(|| {
                 while !failed.load(Ordering::SeqCst) {
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(patient) = planned.get(i) else { break };
-                    if let Some(checks) = &patient.checks {
-                        match store_checks(store, &run_id, &patient.record.patient_id, checks) {
-                            Ok(()) => {
-                                ran.fetch_add(1, Ordering::SeqCst);
-                                progress(Progress::TaskDone);
-                            }
-                            Err(e) => {
-                                failed.store(true, Ordering::SeqCst);
-                                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                                break;
-                            }
+                    let Some(&(patient, task)) = items.get(i) else { break };
+                    let outcome = match (task, &patient.checks) {
+                        (Some(task), _) => run_task(store, &engine, set, config, models, &run_id, patient, task),
+                        (None, Some(checks)) => store_checks(store, &run_id, &patient.record.patient_id, checks),
+                        (None, None) => Ok(()),
+                    };
+                    match outcome {
+                        Ok(()) => {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            progress(Progress::TaskDone);
                         }
-                    }
-                    for task in &patient.tasks {
-                        if failed.load(Ordering::SeqCst) {
+                        Err(e) => {
+                            failed.store(true, Ordering::SeqCst);
+                            first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
                             break;
-                        }
-                        let outcome = run_task(store, &engine, set, config, models, &run_id, patient, task);
-                        match outcome {
-                            Ok(()) => {
-                                ran.fetch_add(1, Ordering::SeqCst);
-                                progress(Progress::TaskDone);
-                            }
-                            Err(e) => {
-                                failed.store(true, Ordering::SeqCst);
-                                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                                break;
-                            }
                         }
                     }
                 }

@@ -301,3 +301,41 @@ fn a_label_correction_makes_its_own_run_and_keeps_the_models_label() {
     assert_eq!(a.verdict.eligibility, Eligibility::Excluded);
     assert!(plain_report.label_correction.is_none());
 }
+
+/// Answers NOT MET after a short wait, counting the calls in flight.
+struct Overlapping {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl ChatModel for Overlapping {
+    fn model_id(&self) -> &str {
+        "overlapping"
+    }
+    fn chat(&self, _: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let text = serde_json::json!({"rationale": "-", "decision": "NOT MET", "confidence": "low",
+            "evidence": [], "medications_and_supplements": []});
+        Ok(support::response(text.to_string(), 10, 5, "overlapping"))
+    }
+}
+
+/// Concurrency is over tasks, not patients: one patient's criteria go to
+/// the model at once (a model with slots reads the record once).
+#[test]
+fn one_patients_tasks_run_at_once() {
+    let store = store();
+    let set = CriteriaSet::from_yaml_str(TRIAL, "trial").unwrap();
+    let model_run_id = store.lock().unwrap().begin_model_run("test").unwrap();
+    let overlapping = Overlapping { in_flight: AtomicUsize::new(0), most: AtomicUsize::new(0) };
+    let model = StructuredModel::unrecorded(&overlapping);
+    let models =
+        Models { matching: model, augmenting: model, embedder: None, model_run_id, knowledge: None, online: None };
+    let out = run_batch(&store, &set, &["A".to_string()], &config(Strategy::Ican, 3), &models, None, &|_| {}).unwrap();
+    assert_eq!(out.tasks_run, 3);
+    let most = overlapping.most.load(Ordering::SeqCst);
+    assert!(most >= 2, "patient A's three criteria went one at a time ({most} in flight at most)");
+}

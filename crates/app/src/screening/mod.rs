@@ -47,7 +47,8 @@ pub struct ScreeningOptions {
     pub retrieval: Option<Mode>,
     /// Sections kept per task by two-stage retrieval.
     pub top_k: usize,
-    /// Patients worked on at once (useful against servers).
+    /// Screening tasks worked on at once (useful against servers and the
+    /// embedded model's `[llm] parallel` slots).
     pub concurrency: usize,
     /// The matching model.
     pub matching: ModelChoice,
