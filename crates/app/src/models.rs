@@ -88,8 +88,20 @@ impl Session {
     }
 
     /// The provider behind `choice`, unrecorded; only this module and the
-    /// model server use it.
+    /// model server use it. Opened once per session and then shared.
     fn provider(&self, choice: &ModelChoice) -> Result<(String, Arc<dyn ChatModel>)> {
+        let key = format!("{choice:?}");
+        // Held while opening, so that threads asking at once load it once.
+        let mut providers = self.providers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(opened) = providers.get(&key) {
+            return Ok(opened.clone());
+        }
+        let opened = self.open_provider(choice)?;
+        providers.insert(key, opened.clone());
+        Ok(opened)
+    }
+
+    fn open_provider(&self, choice: &ModelChoice) -> Result<(String, Arc<dyn ChatModel>)> {
         let llm = &self.config().llm;
         match (&choice.model, &choice.endpoint) {
             (Some(model), Some(endpoint)) => {

@@ -23,6 +23,9 @@ pub struct Session {
     config: Config,
     store: OnceLock<SharedStore>,
     readers: ReadPool,
+    /// The chat models opened so far, by what chose them: a session loads
+    /// an embedded model once, and its jobs share its slots and KV cache.
+    pub(crate) providers: Mutex<std::collections::BTreeMap<String, OpenedModel>>,
 }
 
 /// Read-only connections to the store beside the one writer, opened as
@@ -33,6 +36,9 @@ struct ReadPool {
     state: Mutex<(Vec<Store>, usize)>,
     returned: Condvar,
 }
+
+/// A chat model opened by a session: its name and the provider.
+pub(crate) type OpenedModel = (String, Arc<dyn evident_llm::ChatModel>);
 
 /// At most this many read-only connections per session.
 pub const READERS: usize = 4;
@@ -46,7 +52,13 @@ impl Session {
 
     /// A session with a configuration already built (tests, the server).
     pub fn with_config(db: &Path, config: Config) -> Session {
-        Session { db: db.to_path_buf(), config, store: OnceLock::new(), readers: ReadPool::default() }
+        Session {
+            db: db.to_path_buf(),
+            config,
+            store: OnceLock::new(),
+            readers: ReadPool::default(),
+            providers: Mutex::default(),
+        }
     }
 
     /// Where the store is.

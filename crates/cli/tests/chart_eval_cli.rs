@@ -78,3 +78,68 @@ fn a_tiny_bank_is_answered_scored_and_resumed() {
     assert_eq!(again["stored_answers"], 2);
     assert_eq!(std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap(), answers);
 }
+
+/// `--concurrency 3` with three slots (`[llm] parallel = 3`): the three
+/// questions are answered at once, by one loaded model whose slots copy
+/// the prompt they share; each is stored once.
+#[test]
+fn questions_are_answered_at_once_by_one_model() {
+    let sb = Sandbox::new();
+    let committed = std::fs::read_to_string(repo_root().join("examples/chart/bank/dev.jsonl")).unwrap();
+    let lines: Vec<&str> = committed.lines().take(3).collect();
+    let patient_of = |line: &str| serde_json::from_str::<serde_json::Value>(line).unwrap()["patient"].clone();
+    assert!(lines.iter().all(|l| patient_of(l) == patient_of(lines[0])), "one patient's questions");
+    let patient = patient_of(lines[0]).as_str().unwrap().to_string();
+    let bundle = std::fs::read_dir(shared_data().join("synthea/generated-sample-data-R4"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(&format!("\"id\": \"{patient}\"")))
+        .expect("the bank's first patient has a bundle");
+    sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+    sb.write("bank.jsonl", &(lines.join("\n") + "\n"));
+    sb.write("evident.toml", "[llm]\nparallel = 3\n");
+    let args = [
+        "--config",
+        "evident.toml",
+        "--json",
+        "eval",
+        "chart",
+        "--questions",
+        "bank.jsonl",
+        "--method",
+        "baseline",
+        "--out",
+        "out",
+        "--resamples",
+        "200",
+        "--concurrency",
+        "3",
+    ];
+    let run = sb.run(&args).ok().json();
+    assert_eq!(run["new_answers"], 3, "{run}");
+    let answers = std::fs::read_to_string(sb.path().join("out/answers.jsonl")).unwrap();
+    let mut ids: Vec<String> = answers
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["question_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3, "{answers}");
+    // One model for all three: the later prompts start from the first's
+    // shared part (a model loaded per question would reuse nothing).
+    let reused: u64 = answers
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["reused_prompt_tokens"].as_u64().unwrap())
+        .sum();
+    assert!(reused > 0, "{answers}");
+    // The questions' model runs overlap in time.
+    let runs = sb.store().model_runs().unwrap();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    let overlap = runs.iter().enumerate().any(|(i, a)| {
+        runs[i + 1..].iter().any(|b| {
+            let (a_end, b_end) = (a.finished_at.clone().unwrap(), b.finished_at.clone().unwrap());
+            a.started_at < b_end && b.started_at < a_end
+        })
+    });
+    assert!(overlap, "{runs:?}");
+}

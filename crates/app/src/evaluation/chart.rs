@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use evident_chart::bank::{self, BankQuestion, GenerationReport, PatientFacts, PatientRecord, Template};
 use evident_chart::evaluate::{self, AnswerRecord, Results};
@@ -221,6 +223,9 @@ pub struct ChartEvalRequest {
     pub criteria_file: Option<PathBuf>,
     /// The agent's (and its ablations') sampling temperature ([`AskRequest::temperature`]).
     pub agent_temperature: Option<f32>,
+    /// Questions answered at once (useful against servers and the embedded
+    /// model's `[llm] parallel` slots); 1: one after another, in order.
+    pub concurrency: usize,
 }
 
 /// The sampling seed of run `run`: the model's default for the first (so
@@ -426,14 +431,15 @@ pub fn evaluate_chart(
     let total = questions.len() * methods.len() * request.runs as usize;
     progress.report(ProgressEvent::ScreeningStarted { label: format!("chart evaluation: {}", methods.join(", ")) });
     progress.report(ProgressEvent::ScreeningPlanned { total, done: total - todo.len() });
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&answers_file)
         .map_err(|e| AppError::file(&answers_file, e))?;
-    let mut new_answers = 0;
     let build = if todo.is_empty() { None } else { build_id() };
-    for (q, method, run) in todo {
+    // One question, method and run: its record, or the error that ends
+    // the evaluation.
+    let answer_one = |q: &BankQuestion, method: &String, run: u32| -> Result<AnswerRecord> {
         let ask = AskRequest {
             patient_id: q.patient.clone(),
             question: q.question.clone(),
@@ -448,42 +454,63 @@ pub fn evaluate_chart(
             seed: run_seed(run),
             out_dir: Some(request.out.join(page_dir(&q.id, method, run))),
         };
-        let answered = match crate::chart::ask(session, &ask) {
-            Ok(a) => a,
+        match crate::chart::ask(session, &ask) {
+            Ok(answered) => Ok(AnswerRecord {
+                build: build.clone(),
+                ..AnswerRecord::new(q, method, run, &answered.answer, &answered.run)
+            }),
             // A prompt the model cannot take is this method's failure on
             // this question, not a reason to stop: stored, scored 0.
             Err(
                 e @ (AppError::Llm(LlmError::ContextOverflow { .. })
                 | AppError::Chart(evident_chart::ChartError::Llm(LlmError::ContextOverflow { .. }))),
-            ) => {
-                let record =
-                    AnswerRecord { build: build.clone(), ..AnswerRecord::error(q, method, run, &e.to_string()) };
-                append(&mut file, &answers_file, &record)?;
-                stored.push(record);
-                new_answers += 1;
-                progress.report(ProgressEvent::TaskDone);
-                continue;
-            }
-            Err(e @ (AppError::Input(_) | AppError::NotFound(_) | AppError::Setup(_))) => {
-                progress.report(ProgressEvent::ScreeningFinished);
-                return Err(e);
-            }
-            Err(e) => {
-                progress.report(ProgressEvent::ScreeningFinished);
-                return Err(AppError::Interrupted {
-                    what: format!("the chart evaluation (question {}, method {method}, run {run})", q.id),
-                    cause: Box::new(e),
-                });
-            }
-        };
-        let record =
-            AnswerRecord { build: build.clone(), ..AnswerRecord::new(q, method, run, &answered.answer, &answered.run) };
-        append(&mut file, &answers_file, &record)?;
-        stored.push(record);
-        new_answers += 1;
+            ) => Ok(AnswerRecord { build: build.clone(), ..AnswerRecord::error(q, method, run, &e.to_string()) }),
+            Err(e @ (AppError::Input(_) | AppError::NotFound(_) | AppError::Setup(_))) => Err(e),
+            Err(e) => Err(AppError::Interrupted {
+                what: format!("the chart evaluation (question {}, method {method}, run {run})", q.id),
+                cause: Box::new(e),
+            }),
+        }
+    };
+    // Each answer is appended as soon as it is made, so a killed
+    // evaluation resumes after it; with more than one worker the file's
+    // order is the order answers finished in.
+    let written = Mutex::new((file, Vec::<AnswerRecord>::new()));
+    let keep = |record: AnswerRecord| -> Result<()> {
+        let mut guard = written.lock().unwrap_or_else(|e| e.into_inner());
+        let (file, new) = &mut *guard;
+        append(file, &answers_file, &record)?;
+        new.push(record);
         progress.report(ProgressEvent::TaskDone);
+        Ok(())
+    };
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Option<AppError>> = Mutex::new(None);
+    let work = || {
+        while failed.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+            let Some(&(q, method, run)) = todo.get(next.fetch_add(1, Ordering::SeqCst)) else { break };
+            if let Err(e) = answer_one(q, method, run).and_then(keep) {
+                failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+            }
+        }
+    };
+    let workers = request.concurrency.clamp(1, todo.len().max(1));
+    if workers == 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(work);
+            }
+        });
     }
     progress.report(ProgressEvent::ScreeningFinished);
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let new = written.into_inner().unwrap_or_else(|e| e.into_inner()).1;
+    let new_answers = new.len();
+    stored.extend(new);
     // Scores are recomputed from the stored answer text, so a stored
     // answer is scored by the current rules and the current bank.
     let by_id: BTreeMap<&str, &BankQuestion> = questions.iter().map(|q| (q.id.as_str(), q)).collect();

@@ -61,6 +61,11 @@ struct ChartArgs {
     /// greedy); the comparators sample at the paper's 0.2.
     #[arg(long)]
     agent_temperature: Option<f32>,
+    /// Questions answered at once (useful against servers, and with the
+    /// embedded model's `[llm] parallel` slots); answers with more than
+    /// one can depend on which requests the model decoded together.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
     /// Where answers.jsonl, results.json and summary.md go; run the same
     /// command again to resume.
     #[arg(long, default_value = "evident-eval-chart")]
@@ -314,6 +319,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 seed: a.seed,
                 criteria_file: a.criteria.clone(),
                 agent_temperature: a.agent_temperature,
+                concurrency: a.concurrency,
             };
             ctx.print(&evident_app::evaluation::chart::evaluate_chart(&ctx.session, &request, &ctx.bars())?)?;
         }
