@@ -10,18 +10,23 @@ mod common;
 
 use common::{repo_root, shared_data, Sandbox};
 
-#[test]
-fn a_tiny_bank_is_answered_scored_and_resumed() {
-    let sb = Sandbox::new();
-    let committed = std::fs::read_to_string(repo_root().join("examples/chart/bank/dev.jsonl")).unwrap();
-    let lines: Vec<&str> = committed.lines().take(2).collect();
-    let patient = serde_json::from_str::<serde_json::Value>(lines[0]).unwrap()["patient"].as_str().unwrap().to_string();
+/// Ingests the Synthea R4 bundle of the patient a bank line asks about.
+fn ingest_patient_of(sb: &Sandbox, line: &str) {
+    let patient = serde_json::from_str::<serde_json::Value>(line).unwrap()["patient"].as_str().unwrap().to_string();
     let bundle = std::fs::read_dir(shared_data().join("synthea/generated-sample-data-R4"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| std::fs::read_to_string(p).unwrap().contains(&format!("\"id\": \"{patient}\"")))
         .expect("the bank's first patient has a bundle");
     sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+}
+
+#[test]
+fn a_tiny_bank_is_answered_scored_and_resumed() {
+    let sb = Sandbox::new();
+    let committed = std::fs::read_to_string(repo_root().join("examples/chart/bank/dev.jsonl")).unwrap();
+    let lines: Vec<&str> = committed.lines().take(2).collect();
+    ingest_patient_of(&sb, lines[0]);
     sb.write("bank.jsonl", &(lines.join("\n") + "\n"));
     let args =
         ["eval", "chart", "--questions", "bank.jsonl", "--method", "baseline", "--out", "out", "--resamples", "200"];
@@ -89,13 +94,7 @@ fn questions_are_answered_at_once_by_one_model() {
     let lines: Vec<&str> = committed.lines().take(3).collect();
     let patient_of = |line: &str| serde_json::from_str::<serde_json::Value>(line).unwrap()["patient"].clone();
     assert!(lines.iter().all(|l| patient_of(l) == patient_of(lines[0])), "one patient's questions");
-    let patient = patient_of(lines[0]).as_str().unwrap().to_string();
-    let bundle = std::fs::read_dir(shared_data().join("synthea/generated-sample-data-R4"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| std::fs::read_to_string(p).unwrap().contains(&format!("\"id\": \"{patient}\"")))
-        .expect("the bank's first patient has a bundle");
-    sb.run(&["ingest", bundle.to_str().unwrap()]).ok();
+    ingest_patient_of(&sb, lines[0]);
     sb.write("bank.jsonl", &(lines.join("\n") + "\n"));
     sb.write("evident.toml", "[llm]\nparallel = 3\n");
     let args = [

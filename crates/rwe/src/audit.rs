@@ -351,10 +351,11 @@ pub fn judge_cohort<'m>(
     Ok(JudgeReport::of_cases(model.model_id(), cases.collect()))
 }
 
-/// [`judge_case`] on each case's facts (`seed` passed to each), sent from as many threads as the
-/// model answers at once ([`evident_llm::ChatModel::parallelism`]; one: in
-/// order on this thread); the verdicts in the cases' order. The first
-/// error ends the pass (cases already sent are answered first).
+/// [`judge_case`] on each case's facts (`seed` passed to each), sent from
+/// as many threads as the model answers at once
+/// ([`evident_llm::ChatModel::parallelism`]; one: in order on this
+/// thread); the verdicts in the cases' order. The first error ends the
+/// pass (cases already sent are answered first).
 pub fn judge_cases(
     model: StructuredModel<'_>,
     prompts: &Prompts,
