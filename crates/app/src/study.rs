@@ -20,6 +20,7 @@ use evident_rwe::bundle::{
 };
 use evident_rwe::cohort_eval::{build_cases, reference_cohort, CohortEvalSpec, SPEC_FILE as COHORT_EVAL_SPEC};
 pub use evident_rwe::cohort_eval::{CaseCounts, JudgeCheck};
+pub use evident_rwe::compiled_judge::JudgeStrategy;
 use evident_rwe::database::r_database;
 use evident_rwe::database_hash::{database_info, CachedDatabaseHash, DatabaseHashCache};
 pub use evident_rwe::database_hash::{DatabaseHashMode, DatabaseHashRequest};
@@ -50,8 +51,8 @@ pub struct StudyRequest {
     pub out: PathBuf,
     /// Override the paper's 100 steps.
     pub max_steps: Option<u32>,
-    /// Run the LLM cohort judge after the rule checks.
-    pub judge: bool,
+    /// The cohort judge run after the rule checks (`None`: none).
+    pub judge: Option<JudgeStrategy>,
     pub use_cache: bool,
     /// The sampling seed (`None`: the model's own; the embedded model's is
     /// fixed, so a run at the paper's temperature 0.6 repeats until the
@@ -95,13 +96,14 @@ struct RunInputs<'a> {
     strategy: Strategy,
     model: &'a str,
     database_url: &'a str,
-    judge: bool,
+    judge: Option<JudgeStrategy>,
     max_steps: u32,
 }
 
 /// Whether `stored` answers a run with `inputs`: made by this version of
 /// Evident with the same prompts from the same task file, strategy, model
-/// and database; judged if the judge is asked for and the rules passed;
+/// and database; judged by the judge asked for, if any, when the rules
+/// passed;
 /// and not cut short by a step budget smaller than the one asked for now.
 /// `Err` says why not.
 fn answers_rerun(stored: &StoredBundle, inputs: &RunInputs) -> std::result::Result<(), &'static str> {
@@ -117,9 +119,10 @@ fn answers_rerun(stored: &StoredBundle, inputs: &RunInputs) -> std::result::Resu
     if stored.database.url != inputs.database_url {
         return Err("made on another database");
     }
-    let unjudged = stored.cohort_audit.as_ref().is_some_and(|a| a.rules.passed() && a.judge.is_none());
-    if inputs.judge && unjudged {
-        return Err("its cohort was not judged");
+    if let (Some(asked), Some(audit)) = (inputs.judge, &stored.cohort_audit) {
+        if audit.rules.passed() && audit.judge.as_ref().map(|j| j.strategy) != Some(asked) {
+            return Err("its cohort was not judged by this judge");
+        }
     }
     if stored.run.termination == Termination::StepBudget && (stored.run.steps.len() as u64) < inputs.max_steps as u64 {
         return Err("it stopped at a smaller step budget");
@@ -330,15 +333,19 @@ fn run_stages(
     let audit = if audit_path.is_file() {
         let table = AuditTable::read(&audit_path).map_err(|e| AppError::Input(e.to_string()))?;
         let rules = rule_checks(&table, &mut conn).map_err(|e| AppError::Setup(e.to_string()))?;
-        let (judge, database_judge) = if rules.passed() && request.judge {
-            stage("the cohort judge");
-            let definition = &task.protocol.methods;
-            (
-                Some(judge_cohort(&model, &prompts, definition, &table, 1).map_err(audit_error)?),
-                Some(judge_database_facts(&model, &prompts, definition, &table, &mut conn, 1).map_err(audit_error)?),
-            )
-        } else {
-            (None, None)
+        let (judge, database_judge) = match request.judge {
+            Some(strategy) if rules.passed() => {
+                stage(&format!("the cohort judge ({})", strategy.as_str()));
+                let definition = &task.protocol.methods;
+                (
+                    Some(judge_cohort(&model, strategy, &prompts, definition, &table, 1).map_err(audit_error)?),
+                    Some(
+                        judge_database_facts(&model, strategy, &prompts, definition, &table, &mut conn, 1)
+                            .map_err(audit_error)?,
+                    ),
+                )
+            }
+            _ => (None, None),
         };
         audit_table = Some(table);
         Some(CohortAudit { rules, judge, database_judge })
@@ -409,7 +416,13 @@ impl fmt::Display for StudyReport {
                     writeln!(f, "  rule {}: {} ({})", c.rule, if c.passed { "passed" } else { "FAILED" }, c.detail)?;
                 }
                 if let Some(j) = &a.judge {
-                    writeln!(f, "  judge: {} of {} judged rows excluded", j.excluded, j.judged)?;
+                    writeln!(
+                        f,
+                        "  judge ({}): {} of {} judged rows excluded",
+                        j.strategy.as_str(),
+                        j.excluded,
+                        j.judged
+                    )?;
                 }
                 let cohort = match self.cohort_qualified {
                     Some(true) => "qualified",
@@ -447,7 +460,7 @@ pub struct EvalRequest {
     /// Run folders go under `out/run-N/TASK`.
     pub out: PathBuf,
     pub max_steps: Option<u32>,
-    pub judge: bool,
+    pub judge: Option<JudgeStrategy>,
     pub use_cache: bool,
     /// As [`StudyRequest::database_hash`]; with the default, the database
     /// is read once for all runs and tasks.
@@ -539,7 +552,8 @@ impl fmt::Display for EvalReport {
                     Some(a) => match &a.judge {
                         None => "rules passed, not judged".to_string(),
                         Some(j) => format!(
-                            "rules passed, judge {} ({} of {} excluded)",
+                            "rules passed, {} judge {} ({} of {} excluded)",
+                            j.strategy.as_str(),
                             if j.passed() { "passed" } else { "failed" },
                             j.excluded,
                             j.judged
@@ -591,6 +605,7 @@ pub struct JudgeCheckRequest {
     /// The study database the reference cohort is read from.
     pub db: String,
     pub model: ModelChoice,
+    pub strategy: JudgeStrategy,
     pub runs: u32,
     pub counts: CaseCounts,
     pub seed: u64,
@@ -641,6 +656,7 @@ pub fn check_judge(session: &Session, request: &JudgeCheckRequest) -> Result<Jud
     let prompts = study_prompts(None);
     let check = evident_rwe::cohort_eval::check_judge(
         &model,
+        request.strategy,
         &prompts,
         &task.id,
         &task.protocol.methods,
@@ -728,7 +744,7 @@ mod tests {
             strategy: Strategy::TypedRead,
             model: "qwen",
             database_url: "sqlite:demo.db",
-            judge: false,
+            judge: None,
             max_steps: 100,
         };
         assert_eq!(answers_rerun(&stored, &inputs()), Ok(()));
@@ -738,7 +754,26 @@ mod tests {
         assert!(answers_rerun(&stored, &RunInputs { model: "llama", ..inputs() }).is_err());
         assert!(answers_rerun(&stored, &RunInputs { database_url: "sqlite:other.db", ..inputs() }).is_err());
         // The rules passed but the judge never ran: a judged rerun judges.
-        assert_eq!(answers_rerun(&stored, &RunInputs { judge: true, ..inputs() }), Err("its cohort was not judged"));
+        let judged_by = |s| RunInputs { judge: Some(s), ..inputs() };
+        assert_eq!(
+            answers_rerun(&stored, &judged_by(JudgeStrategy::Paper)),
+            Err("its cohort was not judged by this judge")
+        );
+        // Judged by the paper's judge: a rerun with the compiled judge judges again.
+        let mut judged = stored.clone();
+        judged.cohort_audit.as_mut().unwrap().judge = Some(evident_rwe::audit::JudgeReport {
+            model: "qwen".into(),
+            strategy: JudgeStrategy::Paper,
+            compiled: None,
+            sampled: 0,
+            judged: 0,
+            excluded: 0,
+            exclusion_rate: None,
+            cases: Vec::new(),
+        });
+        assert_eq!(answers_rerun(&judged, &judged_by(JudgeStrategy::Paper)), Ok(()));
+        assert_eq!(answers_rerun(&judged, &inputs()), Ok(()), "a run without the judge takes a judged bundle");
+        assert!(answers_rerun(&judged, &judged_by(JudgeStrategy::Compiled)).is_err());
         let mut older = stored.clone();
         older.prompts_sha256 = "0".repeat(64);
         assert!(answers_rerun(&older, &inputs()).is_err());

@@ -50,7 +50,7 @@ fn a_finished_run_is_read_back_without_its_database() {
         strategy: Strategy::TypedRead,
         out: out.clone(),
         max_steps: None,
-        judge: true,
+        judge: Some(evident_app::study::JudgeStrategy::Paper),
         use_cache: false,
         seed: None,
         database_hash: DatabaseHashRequest::default(),

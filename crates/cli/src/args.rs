@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use evident_app::screening::{parse_definitions, parse_method, parse_retrieval, ExemplarOptions, ScreeningOptions};
-use evident_app::study::{DatabaseHashMode, DatabaseHashRequest};
+use evident_app::study::{DatabaseHashMode, DatabaseHashRequest, JudgeStrategy};
 use evident_app::{EmbedderChoice, ModelChoice};
 use evident_match::batch::Method;
 
@@ -199,4 +199,32 @@ pub fn hash_request(mode: &str, timeout_seconds: u64) -> DatabaseHashRequest {
         mode: DatabaseHashMode::from_name(mode).unwrap_or_default(),
         timeout: (timeout_seconds > 0).then(|| std::time::Duration::from_secs(timeout_seconds)),
     }
+}
+
+/// The cohort judge names `--judge` takes.
+pub const JUDGE_NAMES: [&str; 2] = ["paper", "compiled"];
+
+/// Which cohort judge screens a study's cohort after the rule checks.
+/// Shared by `study` and `eval rwe`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JudgeArgs {
+    /// paper (RWE-bench's judge: Figure 19's prompt, one model call per sampled row) or
+    /// compiled (Evident's: the model writes the protocol's criteria once as checks over the
+    /// rows' facts, and Evident runs them on every sampled row).
+    #[arg(long, default_value = "paper", value_parser = JUDGE_NAMES)]
+    pub judge: String,
+    /// Skip the cohort judge (the rule checks still run).
+    #[arg(long, conflicts_with = "judge")]
+    pub no_judge: bool,
+}
+
+impl JudgeArgs {
+    pub fn strategy(&self) -> Option<JudgeStrategy> {
+        (!self.no_judge).then(|| judge_strategy(&self.judge))
+    }
+}
+
+/// A `--judge` name (checked by clap) as the strategy.
+pub fn judge_strategy(name: &str) -> JudgeStrategy {
+    JudgeStrategy::from_name(name).unwrap_or_default()
 }

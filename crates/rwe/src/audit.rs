@@ -9,7 +9,9 @@
 //! 2. the LLM cohort judge with the paper's prompt (Figure 19), over up to
 //!    100 rows sampled uniformly from the agent's own audit table: the
 //!    exclusion rate is the share of judged rows the judge would exclude,
-//!    and a rate above 0.8 marks the cohort unqualified.
+//!    and a rate above 0.8 marks the cohort unqualified. Evident's
+//!    compiled judge ([`crate::compiled_judge`]) may take its place: the
+//!    same rows, the same rate, decided by checks the model writes once.
 //!
 //! Every cohort also carries an [`Attrition`] table: each inclusion and
 //! exclusion step with the number it removed.
@@ -22,6 +24,8 @@ use evident_llm::prompts::Prompts;
 use evident_llm::{chat_json, ChatRequest, LlmError, Message, RepairPolicy, StructuredAnswer, StructuredModel};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+use crate::compiled_judge::{common_facts, compile_criteria, CompiledCriteria, JudgeStrategy};
 
 /// The file name the agent writes its final cohort to, in its workspace.
 pub const AUDIT_FILE: &str = "cohort_audit.csv";
@@ -36,6 +40,8 @@ pub const EXCLUSION_THRESHOLD: f64 = 0.8;
 pub const RWE_PROMPTS: &[(&str, &str)] = &[
     ("cohort_judge_system.prompt.md", include_str!("../prompts/cohort_judge_system.prompt.md")),
     ("cohort_judge_case.prompt.md", include_str!("../prompts/cohort_judge_case.prompt.md")),
+    ("cohort_criteria_system.prompt.md", include_str!("../prompts/cohort_criteria_system.prompt.md")),
+    ("cohort_criteria_facts.prompt.md", include_str!("../prompts/cohort_criteria_facts.prompt.md")),
 ];
 
 /// Built-in templates of this crate and of `evident_llm`, with an optional
@@ -297,6 +303,13 @@ pub struct CaseJudgement {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JudgeReport {
     pub model: String,
+    /// Which judge (reports written before Evident had two: the paper's).
+    #[serde(default)]
+    pub strategy: JudgeStrategy,
+    /// The compiled judge's checks (`None` for the paper's judge, or when
+    /// the model's answer never validated: every case is then unjudged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<CompiledCriteria>,
     pub sampled: usize,
     pub judged: usize,
     pub excluded: usize,
@@ -338,6 +351,7 @@ pub fn sample_rows(n: usize, k: usize, seed: u64) -> Vec<usize> {
 /// the cohort definition (the protocol's population and criteria).
 pub fn judge_cohort<'m>(
     model: impl Into<StructuredModel<'m>>,
+    strategy: JudgeStrategy,
     prompts: &Prompts,
     definition: &str,
     table: &AuditTable,
@@ -346,9 +360,41 @@ pub fn judge_cohort<'m>(
     let model: StructuredModel<'m> = model.into();
     let rows = sample_rows(table.rows.len(), JUDGE_SAMPLE, seed);
     let facts: Vec<Vec<Fact>> = rows.iter().map(|&row| table.facts(row)).collect();
-    let verdicts = judge_cases(model, prompts, definition, &facts, None)?;
-    let cases = rows.iter().zip(verdicts).map(|(&row, verdict)| CaseJudgement { line: table.lines[row], verdict });
-    Ok(JudgeReport::of_cases(model.model_id(), cases.collect()))
+    let pass = judge_pass(model, strategy, prompts, definition, &facts, None)?;
+    let lines = rows.iter().map(|&row| table.lines[row]);
+    Ok(JudgeReport::of_pass(model.model_id(), strategy, lines, pass))
+}
+
+/// What one judge pass over cases made of them: a verdict per case (in
+/// order; `None`: unjudged) and, for the compiled judge, its checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgePass {
+    pub verdicts: Vec<Option<JudgeVerdict>>,
+    pub compiled: Option<CompiledCriteria>,
+}
+
+/// Judges each case's facts with `strategy`: the paper's judge asks the
+/// model about every case ([`judge_cases`]); the compiled judge asks it
+/// once for checks over the facts the cases share and runs them
+/// ([`crate::compiled_judge`]). `seed` goes to every model call.
+pub fn judge_pass(
+    model: StructuredModel<'_>,
+    strategy: JudgeStrategy,
+    prompts: &Prompts,
+    definition: &str,
+    cases: &[Vec<Fact>],
+    seed: Option<u64>,
+) -> Result<JudgePass, AuditError> {
+    match strategy {
+        JudgeStrategy::Paper => {
+            Ok(JudgePass { verdicts: judge_cases(model, prompts, definition, cases, seed)?, compiled: None })
+        }
+        JudgeStrategy::Compiled => {
+            let compiled = compile_criteria(model, prompts, definition, &common_facts(cases), seed)?;
+            let verdicts = cases.iter().map(|facts| compiled.as_ref().and_then(|c| c.apply(facts))).collect();
+            Ok(JudgePass { verdicts, compiled })
+        }
+    }
 }
 
 /// [`judge_case`] on each case's facts (`seed` passed to each), sent from
@@ -389,12 +435,17 @@ pub fn judge_cases(
 }
 
 impl JudgeReport {
-    /// The counts of a judge's verdicts on the sampled rows.
-    fn of_cases(model: &str, cases: Vec<CaseJudgement>) -> JudgeReport {
+    /// The counts of a judge pass's verdicts on the sampled rows (at
+    /// these audit-file lines).
+    fn of_pass(model: &str, strategy: JudgeStrategy, lines: impl Iterator<Item = u64>, pass: JudgePass) -> JudgeReport {
+        let cases: Vec<CaseJudgement> =
+            lines.zip(pass.verdicts).map(|(line, verdict)| CaseJudgement { line, verdict }).collect();
         let judged = cases.iter().filter(|c| c.verdict.is_some()).count();
         let excluded = cases.iter().filter(|c| c.verdict.as_ref().is_some_and(JudgeVerdict::excludes)).count();
         JudgeReport {
             model: model.to_string(),
+            strategy,
+            compiled: pass.compiled,
             sampled: cases.len(),
             judged,
             excluded,
@@ -410,6 +461,7 @@ impl JudgeReport {
 /// columns: a second, separate check that does not trust the agent's table.
 pub fn judge_database_facts<'m>(
     model: impl Into<StructuredModel<'m>>,
+    strategy: JudgeStrategy,
     prompts: &Prompts,
     definition: &str,
     table: &AuditTable,
@@ -431,9 +483,9 @@ pub fn judge_database_facts<'m>(
             .map_err(AuditError::Lookup)?,
         );
     }
-    let verdicts = judge_cases(model, prompts, definition, &facts, None)?;
-    let cases = rows.iter().zip(verdicts).map(|(&row, verdict)| CaseJudgement { line: table.lines[row], verdict });
-    Ok(JudgeReport::of_cases(model.model_id(), cases.collect()))
+    let pass = judge_pass(model, strategy, prompts, definition, &facts, None)?;
+    let lines = rows.iter().map(|&row| table.lines[row]);
+    Ok(JudgeReport::of_pass(model.model_id(), strategy, lines, pass))
 }
 
 /// The audit's verdict: rules, then the judge (run only when the rules

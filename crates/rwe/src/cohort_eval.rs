@@ -23,7 +23,8 @@ use evident_llm::prompts::Prompts;
 use evident_llm::StructuredModel;
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{judge_cases, sample_rows, AuditError, AuditTable, Fact, JudgeVerdict};
+use crate::audit::{judge_pass, sample_rows, AuditError, AuditTable, Fact, JudgeVerdict};
+use crate::compiled_judge::{CompiledCriteria, JudgeStrategy};
 use crate::metrics::{summary, MetricSummary};
 
 /// The file name of a task's CohortEval specification.
@@ -253,6 +254,10 @@ impl Confusion {
 pub struct JudgeCheck {
     pub task: String,
     pub model: String,
+    pub strategy: JudgeStrategy,
+    /// The compiled judge's checks in each run (empty for the paper's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compiled: Vec<Option<CompiledCriteria>>,
     pub counts: CaseCounts,
     /// Size of the reference cohort (equal to the gold count).
     pub reference_rows: usize,
@@ -267,11 +272,12 @@ pub struct JudgeCheck {
 
 /// Judges every case `runs` times (run `r` passes seed `r` to the model;
 /// under greedy decoding the runs agree) and summarises the four measures
-/// as mean and standard error over runs. A run's cases go to the model as
-/// [`judge_cases`] sends them; `progress` hears after each run.
+/// as mean and standard error over runs. A run is one judge pass
+/// ([`judge_pass`]) over all the cases; `progress` hears after each run.
 #[allow(clippy::too_many_arguments)]
 pub fn check_judge<'m>(
     model: impl Into<StructuredModel<'m>>,
+    strategy: JudgeStrategy,
     prompts: &Prompts,
     task: &str,
     definition: &str,
@@ -285,9 +291,14 @@ pub fn check_judge<'m>(
     let total = cases.len() * runs.max(1) as usize;
     let mut done = 0;
     let mut all = Vec::new();
+    let mut compiled = Vec::new();
     let facts: Vec<Vec<Fact>> = cases.iter().map(|c| c.facts.clone()).collect();
     for r in 0..runs.max(1) {
-        let verdicts = judge_cases(model, prompts, definition, &facts, Some(u64::from(r)))?;
+        let pass = judge_pass(model, strategy, prompts, definition, &facts, Some(u64::from(r)))?;
+        if strategy == JudgeStrategy::Compiled {
+            compiled.push(pass.compiled);
+        }
+        let verdicts = pass.verdicts;
         let results: Vec<CaseResult> = cases
             .iter()
             .zip(verdicts)
@@ -303,6 +314,8 @@ pub fn check_judge<'m>(
     Ok(JudgeCheck {
         task: task.to_string(),
         model: model.model_id().to_string(),
+        strategy,
+        compiled,
         counts,
         reference_rows,
         cases,
@@ -336,8 +349,9 @@ impl std::fmt::Display for JudgeCheck {
         let adv: usize = self.confusion.iter().map(|c| c.adversarial_kept).sum();
         write!(
             f,
-            "| {} | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} ({} judge) | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} |",
             self.model,
+            self.strategy.as_str(),
             kinds(CaseKind::Member),
             kinds(CaseKind::Counterfactual),
             kinds(CaseKind::Adversarial),

@@ -5,8 +5,9 @@
 //! analysis wrote ([`gold`]), the environment's answer sheet that gates
 //! fill-in fields behind their choice questions ([`sheet`]), RWE-bench's
 //! metrics ([`metrics`]), the check that a protocol does not leak its results
-//! ([`leak`]), the R sandbox ([`sandbox`]), the cohort audit ([`audit`]),
-//! the agent ([`agent`]), Evident's reader of a result against a choice's
+//! ([`leak`]), the R sandbox ([`sandbox`]), the cohort audit ([`audit`]) with
+//! Evident's compiled judge beside the paper's ([`compiled_judge`]), the
+//! agent ([`agent`]), Evident's reader of a result against a choice's
 //! options ([`reading`]), the typed tools' outputs as data ([`analysis`]),
 //! and the evidence bundle ([`bundle`]) with its page ([`report`]) and
 //! the database's hash in it ([`database_hash`]).
@@ -16,6 +17,7 @@ pub mod analysis;
 pub mod audit;
 pub mod bundle;
 pub mod cohort_eval;
+pub mod compiled_judge;
 pub mod database;
 pub mod database_hash;
 pub mod gold;

@@ -23,6 +23,7 @@ pub use evident_model::text::escape_html as escape;
 use crate::analysis::AnalysisOutput;
 use crate::audit::{Attrition, AuditTable, StepKind, ATTRITION_FILE};
 use crate::bundle::Bundle;
+use crate::compiled_judge::JudgeStrategy;
 use crate::gold::Gold;
 use crate::sheet::{AnswerSheet, AnswerValue};
 use crate::task::FieldKind;
@@ -358,9 +359,13 @@ fn audit(o: &mut String, b: &Bundle) {
         None => o.push_str("<p class=\"muted\">The judge runs only on a cohort that passed the rule checks.</p>\n"),
         Some(j) => {
             let rate = j.exclusion_rate.map_or("–".to_string(), |r| format!("{:.1}%", 100.0 * r));
+            let how = match j.strategy {
+                JudgeStrategy::Paper => "Figure 19&#39;s prompt, RWE-bench&#39;s judge",
+                JudgeStrategy::Compiled => "Evident&#39;s compiled judge: the checks below, run on each row",
+            };
             let _ = writeln!(
                 o,
-                "<p>{} (Figure 19&#39;s prompt) sampled {} rows, judged {}, would exclude {}: exclusion rate {}, {} (at most 80% passes).</p>",
+                "<p>{} ({how}) sampled {} rows, judged {}, would exclude {}: exclusion rate {}, {} (at most 80% passes).</p>",
                 escape(&j.model),
                 j.sampled,
                 j.judged,
@@ -368,6 +373,7 @@ fn audit(o: &mut String, b: &Bundle) {
                 escape(&rate),
                 verdict(j.passed())
             );
+            compiled_checks(o, j);
             judged_cases(o, &j.cases);
         }
     }
@@ -381,6 +387,7 @@ fn audit(o: &mut String, b: &Bundle) {
             d.excluded,
             escape(&rate)
         );
+        compiled_checks(o, d);
         judged_cases(o, &d.cases);
     }
     let cohort = match a.qualified() {
@@ -389,6 +396,45 @@ fn audit(o: &mut String, b: &Bundle) {
         None => "not screened (the rules passed; the judge did not run)",
     };
     let _ = writeln!(o, "<p>Cohort: <strong>{cohort}</strong>.</p>");
+}
+
+/// The compiled judge's checks: what each row was held to.
+fn compiled_checks(o: &mut String, j: &crate::audit::JudgeReport) {
+    if j.strategy != JudgeStrategy::Compiled {
+        return;
+    }
+    let Some(c) = &j.compiled else {
+        o.push_str("<p class=\"muted\">The model wrote no valid checks: every row is unjudged.</p>\n");
+        return;
+    };
+    o.push_str("<table><tr><th>criterion</th><th>check</th></tr>\n");
+    for check in &c.checks {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td><code>{} {} {}</code></td></tr>",
+            escape(&check.criterion),
+            escape(&check.fact),
+            check.test.as_str(),
+            escape(&check.value)
+        );
+    }
+    for r in &c.rejected {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td class=\"muted\">not run: {}</td></tr>",
+            escape(&r.check.criterion),
+            escape(&r.reason)
+        );
+    }
+    for f in &c.other_facts {
+        let _ = writeln!(
+            o,
+            "<tr><td class=\"muted\">({})</td><td><code>{}</code>: no check</td></tr>",
+            escape(&f.role),
+            escape(&f.fact)
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 fn judged_cases(o: &mut String, cases: &[crate::audit::CaseJudgement]) {

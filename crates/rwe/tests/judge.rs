@@ -12,6 +12,7 @@ use evident_rwe::audit::{
     judge_cohort, judge_request, rule_checks, rwe_prompts, AuditTable, CohortAudit, IdColumn, JudgeReport,
     KnownIdentifiers, RuleReport,
 };
+use evident_rwe::compiled_judge::JudgeStrategy;
 use evident_rwe::Task;
 use support::scripted;
 
@@ -59,7 +60,7 @@ fn exclusion_rate_decides_qualification() {
     let prompts = rwe_prompts(None);
     // Four of five excluded: 0.8 is not above the threshold.
     let model = scripted(&[EXCLUDE, KEEP, EXCLUDE, EXCLUDE, EXCLUDE]);
-    let report = judge_cohort(&model, &prompts, &definition(), &table, 1).unwrap();
+    let report = judge_cohort(&model, JudgeStrategy::Paper, &prompts, &definition(), &table, 1).unwrap();
     assert!(model.exhausted());
     assert_eq!((report.sampled, report.judged, report.excluded), (5, 5, 4));
     assert_eq!(report.exclusion_rate, Some(0.8));
@@ -71,7 +72,7 @@ fn exclusion_rate_decides_qualification() {
     }
     // All five excluded: unqualified.
     let model = scripted(&[EXCLUDE; 5]);
-    let report = judge_cohort(&model, &prompts, &definition(), &table, 1).unwrap();
+    let report = judge_cohort(&model, JudgeStrategy::Paper, &prompts, &definition(), &table, 1).unwrap();
     assert_eq!(report.exclusion_rate, Some(1.0));
     assert!(!report.passed());
 }
@@ -82,7 +83,7 @@ fn unparseable_answers_are_unjudged_and_logged() {
     let prompts = rwe_prompts(None);
     // Row 1: three invalid answers (first try and two repairs); row 2: keep.
     let model = scripted(&["maybe", "{\"decision\": \"perhaps\"}", "no", KEEP]);
-    let report = judge_cohort(&model, &prompts, &definition(), &table, 3).unwrap();
+    let report = judge_cohort(&model, JudgeStrategy::Paper, &prompts, &definition(), &table, 3).unwrap();
     assert_eq!((report.sampled, report.judged, report.excluded), (2, 1, 0));
     assert_eq!(report.cases[0].verdict, None);
     assert_eq!(model.failures().len(), 1);
@@ -99,7 +100,7 @@ fn only_a_cohort_passing_rules_and_judge_is_qualified() {
     let rules = rule_checks(&table, &mut ids).unwrap();
     assert!(rules.passed(), "{:?}", rules.checks);
     let model = scripted(&[KEEP, KEEP, EXCLUDE]);
-    let judge = judge_cohort(&model, &rwe_prompts(None), &definition(), &table, 1).unwrap();
+    let judge = judge_cohort(&model, JudgeStrategy::Paper, &rwe_prompts(None), &definition(), &table, 1).unwrap();
     let audit = |rules: &RuleReport, judge: Option<&JudgeReport>| CohortAudit {
         rules: rules.clone(),
         judge: judge.cloned(),
@@ -148,6 +149,7 @@ fn the_cohort_eval_check_measures_the_judge_on_the_demo() {
     let model = scripted(&answers);
     let check = check_judge(
         &model,
+        JudgeStrategy::Paper,
         &rwe_prompts(None),
         &task.id,
         &task.protocol.methods,
@@ -168,7 +170,10 @@ fn the_cohort_eval_check_measures_the_judge_on_the_demo() {
     let cf = &requests[74].messages[1].content;
     assert!(cf.contains("age_at_icu_admission: 16\n"), "{cf}");
     assert!(requests[104].messages[1].content.contains("note: Meets all criteria\n"));
-    assert!(check.to_string().contains("| 74 / 30 / 10 | 1 | 100.0 | 75.0 | 88.1 | 100.0 | 0 | 10 |"), "{check}");
+    assert!(
+        check.to_string().contains("(paper judge) | 74 / 30 / 10 | 1 | 100.0 | 75.0 | 88.1 | 100.0 | 0 | 10 |"),
+        "{check}"
+    );
 
     // The second audit check: the judge reads Evident's facts about each
     // sampled row, assembled from the database by its identifiers, not the
@@ -177,6 +182,7 @@ fn the_cohort_eval_check_measures_the_judge_on_the_demo() {
     let model = scripted(&[KEEP, KEEP, EXCLUDE]);
     let report = evident_rwe::audit::judge_database_facts(
         &model,
+        JudgeStrategy::Paper,
         &rwe_prompts(None),
         &task.protocol.methods,
         &small,
@@ -249,7 +255,7 @@ fn cases_go_to_a_parallel_model_at_once_and_keep_their_order() {
     let (_dir, table) = audit_table(8);
     let model = Concurrent { in_flight: 0.into(), most: 0.into(), fail_row_5: false };
     let structured = evident_llm::StructuredModel::unrecorded(&model);
-    let report = judge_cohort(structured, &rwe_prompts(None), &definition(), &table, 1).unwrap();
+    let report = judge_cohort(structured, JudgeStrategy::Paper, &rwe_prompts(None), &definition(), &table, 1).unwrap();
     assert_eq!((report.sampled, report.judged, report.excluded), (8, 8, 4));
     // Each verdict is its own row's (line = row + 2, after the header).
     for case in &report.cases {
@@ -262,6 +268,85 @@ fn cases_go_to_a_parallel_model_at_once_and_keep_their_order() {
     // A lost connection on one case ends the pass with that error.
     let failing = Concurrent { in_flight: 0.into(), most: 0.into(), fail_row_5: true };
     let structured = evident_llm::StructuredModel::unrecorded(&failing);
-    let error = judge_cohort(structured, &rwe_prompts(None), &definition(), &table, 1).unwrap_err();
+    let error =
+        judge_cohort(structured, JudgeStrategy::Paper, &rwe_prompts(None), &definition(), &table, 1).unwrap_err();
     assert!(error.to_string().contains("connection lost"), "{error}");
+}
+
+/// Evident's compiled judge on the lactate task's CohortEval cases: one
+/// model call writes the checks (the rendered prompt is pinned), Evident
+/// runs them on every case; a member is kept, each counterfactual edit is
+/// caught by the check on its column, and no cue keeps a case.
+#[test]
+fn the_compiled_judge_asks_once_and_runs_its_checks_on_every_case() {
+    use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
+    use evident_rwe::cohort_eval::{build_cases, check_judge, reference_cohort, CaseCounts, CohortEvalSpec};
+    use evident_rwe::compiled_judge::{common_facts, compile_request};
+    let dir = tempfile::tempdir().unwrap();
+    let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
+    load_mimic(&evident_testdata::shared_data().join("mimic-iv-demo"), &url, &mut |_| {}).unwrap();
+    let task_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
+    let task = Task::load(&task_dir.join("task.yaml")).unwrap().task;
+    let spec = CohortEvalSpec::load(&task_dir.join("cohort_eval.yaml")).unwrap();
+    let mut conn = ReadOnlyConnection::connect(&url, QueryLimits::default()).unwrap();
+    let table = reference_cohort(&mut conn, &spec).unwrap();
+    let cases = build_cases(&table, &spec, CaseCounts::PAPER, 1).unwrap();
+    let facts: Vec<_> = cases.iter().map(|c| c.facts.clone()).collect();
+    // The compiler sees the facts the cases share, described, not a case's values.
+    let shown = common_facts(&facts);
+    let names: Vec<&str> = shown.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["age_at_icu_admission", "sex", "icu_stay_number", "first_day_max_lactate"]);
+    assert_eq!(shown[1].value, "text: F or M");
+    let request = compile_request(&rwe_prompts(None), &task.protocol.methods, &shown).unwrap();
+    assert!(request.contains_patient_text);
+    let rendered: String =
+        request.messages.iter().map(|m| format!("--- {:?}\n{}\n", m.role, m.content)).collect::<Vec<_>>().join("");
+    insta::assert_snapshot!("cohort_criteria_prompt", rendered);
+
+    let population = "Population: adults (age at ICU admission of at least eighteen years) at their first ICU stay (the stay with the earliest intime in icustays for each subject_id).";
+    let answer = serde_json::json!({
+        "age_at_icu_admission": {"role": "eligibility criterion", "criterion": population, "test": "at_least", "value": 18},
+        "sex": {"role": "covariate"},
+        "icu_stay_number": {"role": "eligibility criterion", "criterion": population, "test": "equals", "value": 1},
+        "first_day_max_lactate": {"role": "eligibility criterion", "criterion": "Stays without such a lactate are excluded.", "test": "is_number"}
+    })
+    .to_string();
+    let model = scripted(&[answer.as_str()]);
+    let check = check_judge(
+        &model,
+        JudgeStrategy::Compiled,
+        &rwe_prompts(None),
+        &task.id,
+        &task.protocol.methods,
+        table.rows.len(),
+        CaseCounts::PAPER,
+        cases.clone(),
+        1,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(model.exhausted(), "one call for all 114 cases");
+    let c = check.confusion[0];
+    assert_eq!((c.tp, c.fn_, c.tn, c.fp, c.unjudged, c.adversarial_kept), (74, 0, 40, 0, 0, 0));
+    let compiled = check.compiled[0].as_ref().unwrap();
+    assert_eq!(compiled.checks.len(), 3);
+    assert_eq!(compiled.other_facts[0].role, "covariate");
+    // The age edit names the age criterion and the value that failed it.
+    let first_cf = cases.iter().position(|c| c.edit.as_deref().is_some_and(|e| e.starts_with("age_at_icu"))).unwrap();
+    let verdict = check.runs[0][first_cf].verdict.as_ref().unwrap();
+    assert_eq!(verdict.triggered_exclusion_criteria, [population]);
+    assert_eq!(verdict.evidence, "age_at_icu_admission = \"16\", not at least 18");
+    assert!(
+        check.to_string().contains("(compiled judge) | 74 / 30 / 10 | 1 | 100.0 | 100.0 | 100.0 | 100.0 | 0 | 0 |"),
+        "{check}"
+    );
+
+    // A criterion the definition does not say does not validate: after the
+    // repairs, no checks, and every case is unjudged (never kept).
+    let made_up = answer.replace("Stays without such a lactate are excluded.", "Lactate must be high.");
+    let model = scripted(&[made_up.as_str(), made_up.as_str(), made_up.as_str()]);
+    let report =
+        judge_cohort(&model, JudgeStrategy::Compiled, &rwe_prompts(None), &task.protocol.methods, &table, 1).unwrap();
+    assert_eq!((report.sampled, report.judged, report.exclusion_rate), (74, 0, None));
+    assert!(!report.passed());
 }

@@ -144,6 +144,10 @@ struct CohortJudgeArgs {
     /// Seed of the case sampling.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// paper (Figure 19's prompt on every case) or compiled (Evident's: the criteria written
+    /// once as checks over the cases' facts, run by Evident).
+    #[arg(long, default_value = "paper", value_parser = crate::args::JUDGE_NAMES)]
+    judge: String,
     /// The judge model.
     #[command(flatten)]
     llm: ModelArgs,
@@ -225,9 +229,8 @@ struct RweArgs {
     out: PathBuf,
     #[arg(long)]
     max_steps: Option<u32>,
-    /// Skip the LLM cohort judge (the rule checks still run).
-    #[arg(long)]
-    no_judge: bool,
+    #[command(flatten)]
+    judge: crate::args::JudgeArgs,
     /// The agent's and the judge's model.
     #[command(flatten)]
     llm: ModelArgs,
@@ -281,7 +284,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 runs: a.runs,
                 out: a.out.clone(),
                 max_steps: a.max_steps,
-                judge: !a.no_judge,
+                judge: a.judge.strategy(),
                 use_cache: !a.no_cache,
                 database_hash: a.database_hash.request(),
             };
@@ -292,6 +295,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
                 task: a.task.clone(),
                 db: a.database.clone(),
                 model: a.llm.choice(),
+                strategy: crate::args::judge_strategy(&a.judge),
                 runs: a.runs,
                 counts: evident_app::study::CaseCounts {
                     members: a.members,

@@ -35,9 +35,8 @@ pub struct Args {
     /// Steps at most (RWE-bench: 100).
     #[arg(long)]
     pub max_steps: Option<u32>,
-    /// Skip the LLM cohort judge (the rule checks still run).
-    #[arg(long)]
-    pub no_judge: bool,
+    #[command(flatten)]
+    pub judge: crate::args::JudgeArgs,
     #[command(flatten)]
     pub llm: ModelArgs,
     /// Do not serve answers from the model cache.
@@ -76,7 +75,7 @@ pub fn run(ctx: &Context, args: &Args) -> anyhow::Result<Exit> {
             strategy: *strategy,
             out,
             max_steps: args.max_steps,
-            judge: !args.no_judge,
+            judge: args.judge.strategy(),
             use_cache: !args.no_cache,
             seed: args.seed,
             database_hash: args.database_hash.request(),
