@@ -5,6 +5,8 @@
 //! (the step, the database hash, the task) and the report page. The typed
 //! strategy builds a cohort whose audit passes the rule checks, on SQLite
 //! and on PostgreSQL (where the run's read-only role is dropped after it).
+//! Evident's compiled cohort judge writes its checks from the protocol's
+//! sentences.
 
 mod common;
 
@@ -199,4 +201,45 @@ fn typed_study_passes_the_rule_checks(s: &Sandbox, database: &str) -> serde_json
     let page = std::fs::read_to_string(s.path().join("run/report.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<h2>Step trace</h2>"), "{page}");
     bundle
+}
+
+/// Evident's compiled cohort judge on the embedded model, as a user runs
+/// it: one call writes checks whose criteria are sentences of the
+/// protocol; every case is then judged by them (none is left unjudged
+/// when there is a check), and the table names the judge.
+#[test]
+fn the_compiled_judge_writes_checks_from_the_protocols_sentences_on_the_embedded_model() {
+    let s = Sandbox::new();
+    let demo = shared_data().join("mimic-iv-demo");
+    s.run(&["db", "load", "mimic", demo.to_str().unwrap(), "--into", "sqlite:demo.db"]).ok();
+    let task = repo_root().join("crates/rwe/tasks/lactate-hospital-mortality");
+    let task_arg = task.to_str().unwrap();
+    let counts = ["--members", "10", "--counterfactuals", "3", "--adversarial", "1", "--runs", "1"];
+    let mut args =
+        vec!["--json", "eval", "cohort-judge", task_arg, "--database", "sqlite:demo.db", "--judge", "compiled"];
+    args.extend(counts);
+    let out = s.run(&args).ok().json();
+    assert_eq!(out["strategy"], "compiled", "{out}");
+    let compiled = &out["compiled"][0];
+    assert!(compiled.is_object(), "the embedded model's answer validated: {out}");
+    let methods = std::fs::read_to_string(task.join("task.yaml")).unwrap();
+    let definition: String = methods.split_whitespace().collect::<Vec<_>>().join(" ");
+    let checks = compiled["checks"].as_array().unwrap();
+    for check in checks {
+        let criterion = check["criterion"].as_str().unwrap();
+        assert!(definition.contains(criterion), "{criterion:?} is not a sentence of the protocol");
+    }
+    let c = &out["confusion"][0];
+    let count = |k: &str| c[k].as_u64().unwrap();
+    assert_eq!(count("tp") + count("fn") + count("tn") + count("fp") + count("unjudged"), 14, "{c}");
+    assert_eq!(count("unjudged") == 0, !checks.is_empty(), "{out}");
+    // The table names the judge (the answer now comes from the cache).
+    let plain =
+        [&["eval", "cohort-judge", task_arg, "--database", "sqlite:demo.db", "--judge", "compiled"][..], &counts]
+            .concat();
+    let plain = s.run(&plain).ok().stdout();
+    assert!(plain.contains("(compiled judge) | 10 / 3 / 1 | 1 |"), "{plain}");
+    // The judge and --no-judge together make no sense.
+    s.run(&["study", task_arg, "--database", "sqlite:demo.db", "--judge", "compiled", "--no-judge"])
+        .fails_with(2, "--no-judge");
 }
