@@ -341,16 +341,21 @@ pub fn compile_criteria<'m>(
             _ => other_facts.push(FactRole { fact: fact.name.clone(), role: entry.role }),
         }
     }
-    let mut compiled = CompiledCriteria::validated(checks);
+    let mut compiled = CompiledCriteria::validated(checks, facts);
     compiled.other_facts = other_facts;
     Ok(Some(compiled))
 }
 
 impl CompiledCriteria {
-    /// Keeps the checks Evident can run and sets the others apart.
-    pub fn validated(written: Vec<CriterionCheck>) -> CompiledCriteria {
+    /// Keeps the checks Evident can run and sets the others apart: a
+    /// check on an identifier, a comparison without a number, a match
+    /// without a value, a repeat, and a test that needs a number on a fact
+    /// that `facts` (as [`common_facts`] describes them) says holds text,
+    /// which no row could pass.
+    pub fn validated(written: Vec<CriterionCheck>, facts: &[Fact]) -> CompiledCriteria {
         let mut checks: Vec<CriterionCheck> = Vec::new();
         let mut rejected = Vec::new();
+        let holds_text = |name: &str| facts.iter().any(|f| f.name == name && f.value.starts_with("text"));
         for check in written {
             let reason = if is_identifier(&check.fact) {
                 Some("an identifier decides no criterion".to_string())
@@ -358,6 +363,8 @@ impl CompiledCriteria {
                 Some(format!("{} needs a number to compare with, not {:?}", check.test.as_str(), check.value))
             } else if matches!(check.test, Test::Equals | Test::NotEquals) && is_missing(&check.value) {
                 Some(format!("{} needs a value", check.test.as_str()))
+            } else if (check.test.numeric() || check.test == Test::IsNumber) && holds_text(&check.fact) {
+                Some(format!("{} holds text, and {} needs a number", check.fact, check.test.as_str()))
             } else if checks.iter().any(|c| c.fact == check.fact && c.test == check.test && c.value == check.value) {
                 Some("the same check twice".to_string())
             } else {
@@ -457,11 +464,14 @@ mod tests {
     }
 
     fn lactate_checks() -> CompiledCriteria {
-        CompiledCriteria::validated(vec![
-            check("age", Test::AtLeast, "18"),
-            check("first_icu_stay", Test::Equals, "1"),
-            check("lactate", Test::IsNumber, ""),
-        ])
+        CompiledCriteria::validated(
+            vec![
+                check("age", Test::AtLeast, "18"),
+                check("first_icu_stay", Test::Equals, "1"),
+                check("lactate", Test::IsNumber, ""),
+            ],
+            &[],
+        )
     }
 
     #[test]
@@ -502,13 +512,18 @@ mod tests {
 
     #[test]
     fn text_compares_as_text_and_checks_that_cannot_run_are_set_apart() {
-        let c = CompiledCriteria::validated(vec![
-            check("sex", Test::Equals, "f"),
-            check("sex", Test::Equals, "f"),
-            check("age", Test::AtLeast, "adult"),
-            check("subject_id", Test::IsNumber, ""),
-            check("stage", Test::NotEquals, ""),
-        ]);
+        let c = CompiledCriteria::validated(
+            vec![
+                check("sex", Test::Equals, "f"),
+                check("sex", Test::Equals, "f"),
+                check("age", Test::AtLeast, "adult"),
+                check("subject_id", Test::IsNumber, ""),
+                check("stage", Test::NotEquals, ""),
+                check("careunit", Test::AtLeast, "18"),
+                check("labs", Test::IsNumber, ""),
+            ],
+            &[fact("careunit", "text"), fact("labs", "text: none"), fact("sex", "text: F or M")],
+        );
         assert_eq!(c.checks.len(), 1);
         let reasons: Vec<&str> = c.rejected.iter().map(|r| r.reason.as_str()).collect();
         assert_eq!(
@@ -517,13 +532,15 @@ mod tests {
                 "the same check twice",
                 "at_least needs a number to compare with, not \"adult\"",
                 "an identifier decides no criterion",
-                "not_equals needs a value"
+                "not_equals needs a value",
+                "careunit holds text, and at_least needs a number",
+                "labs holds text, and is_number needs a number"
             ]
         );
         assert_eq!(c.apply(&[fact("sex", "F")]).unwrap().decision, "Do not exclude");
         assert!(c.apply(&[fact("sex", "M")]).unwrap().excludes());
         // No check to run: unjudged, not kept.
-        assert_eq!(CompiledCriteria::validated(vec![]).apply(&[fact("sex", "F")]), None);
+        assert_eq!(CompiledCriteria::validated(vec![], &[]).apply(&[fact("sex", "F")]), None);
     }
 
     #[test]
