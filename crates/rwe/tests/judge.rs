@@ -114,25 +114,38 @@ fn only_a_cohort_passing_rules_and_judge_is_qualified() {
     assert_eq!(audit(&failing, None).qualified(), Some(false), "a failed rule decides without the judge");
 }
 
+/// The lactate task (its folder, task and CohortEval specification) and
+/// its reference cohort on the MIMIC-IV demo, with the connection read.
+struct Lactate {
+    dir: std::path::PathBuf,
+    task: Task,
+    spec: evident_rwe::cohort_eval::CohortEvalSpec,
+    conn: evident_db::ReadOnlyConnection,
+    table: AuditTable,
+}
+
+fn lactate_on_the_demo() -> Lactate {
+    use evident_rwe::cohort_eval::{reference_cohort, CohortEvalSpec};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
+    let task = Task::load(&dir.join("task.yaml")).unwrap().task;
+    let spec = CohortEvalSpec::load(&dir.join("cohort_eval.yaml")).unwrap();
+    let mut conn =
+        evident_db::ReadOnlyConnection::connect(support::demo_sqlite(), evident_db::QueryLimits::default()).unwrap();
+    let table = reference_cohort(&mut conn, &spec).unwrap();
+    Lactate { dir, task, spec, conn, table }
+}
+
 /// The CohortEval check on the demo: the lactate task's reference cohort
 /// (its SQL in cohort_eval.yaml) has the size the R reference computed;
 /// members, counterfactual and adversarial cases reach the judge as Figure
 /// 19 cases; the four measures take members as positives.
 #[test]
 fn the_cohort_eval_check_measures_the_judge_on_the_demo() {
-    use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-    use evident_rwe::cohort_eval::{build_cases, check_judge, reference_cohort, CaseCounts, CaseKind, CohortEvalSpec};
+    use evident_rwe::cohort_eval::{build_cases, check_judge, CaseCounts, CaseKind};
     use evident_rwe::Gold;
-    let dir = tempfile::tempdir().unwrap();
-    let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
-    load_mimic(&evident_testdata::shared_data().join("mimic-iv-demo"), &url, &mut |_| {}).unwrap();
-    let task_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
-    let task = Task::load(&task_dir.join("task.yaml")).unwrap().task;
+    let Lactate { dir: task_dir, task, spec, mut conn, table } = lactate_on_the_demo();
     let gold = Gold::load(&task_dir.join("gold.json"), &task).unwrap();
-    let spec = CohortEvalSpec::load(&task_dir.join("cohort_eval.yaml")).unwrap();
     assert_eq!(spec.task, task.id);
-    let mut conn = ReadOnlyConnection::connect(&url, QueryLimits::default()).unwrap();
-    let table = reference_cohort(&mut conn, &spec).unwrap();
     assert_eq!(table.rows.len() as f64, gold.fields[&spec.size_field], "the SQL's cohort is the R reference's");
     // Every member is a real admission: the rule checks pass the reference cohort.
     assert!(rule_checks(&table, &mut conn).unwrap().passed());
@@ -279,17 +292,9 @@ fn cases_go_to_a_parallel_model_at_once_and_keep_their_order() {
 /// caught by the check on its column, and no cue keeps a case.
 #[test]
 fn the_compiled_judge_asks_once_and_runs_its_checks_on_every_case() {
-    use evident_db::{load_mimic, DatabaseUrl, QueryLimits, ReadOnlyConnection};
-    use evident_rwe::cohort_eval::{build_cases, check_judge, reference_cohort, CaseCounts, CohortEvalSpec};
+    use evident_rwe::cohort_eval::{build_cases, check_judge, CaseCounts};
     use evident_rwe::compiled_judge::{common_facts, compile_request};
-    let dir = tempfile::tempdir().unwrap();
-    let url = DatabaseUrl::parse(&format!("sqlite:{}", dir.path().join("demo.db").display())).unwrap();
-    load_mimic(&evident_testdata::shared_data().join("mimic-iv-demo"), &url, &mut |_| {}).unwrap();
-    let task_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tasks/lactate-hospital-mortality");
-    let task = Task::load(&task_dir.join("task.yaml")).unwrap().task;
-    let spec = CohortEvalSpec::load(&task_dir.join("cohort_eval.yaml")).unwrap();
-    let mut conn = ReadOnlyConnection::connect(&url, QueryLimits::default()).unwrap();
-    let table = reference_cohort(&mut conn, &spec).unwrap();
+    let Lactate { task, spec, table, .. } = lactate_on_the_demo();
     let cases = build_cases(&table, &spec, CaseCounts::PAPER, 1).unwrap();
     let facts: Vec<_> = cases.iter().map(|c| c.facts.clone()).collect();
     // The compiler sees the facts the cases share, described, not a case's values.
