@@ -229,4 +229,47 @@ fn the_report_shows_attrition_audit_answers_plots_and_trace_escaped() {
         r.steps.iter().map(|st| (st.action.clone(), st.observation.clone())).collect()
     };
     assert_eq!(actions(&stored.run), actions(&run));
+
+    // Judged by Evident's compiled judge: the page lists the checks the
+    // rows were held to (escaped), those set apart and why, and the facts
+    // given no check; the judgement reads back from the bundle.
+    use evident_rwe::compiled_judge::{CompiledCriteria, CriterionCheck, FactRole, JudgeStrategy, Test};
+    let check = |criterion: &str, fact: &str, test, value: &str| CriterionCheck {
+        criterion: criterion.into(),
+        fact: fact.into(),
+        test,
+        value: value.into(),
+    };
+    let mut compiled = CompiledCriteria::validated(
+        vec![
+            check("Adults <age 18 & over>.", "age", Test::AtLeast, "18"),
+            check("Ids.", "stay_id", Test::IsNumber, ""),
+        ],
+        &[],
+    );
+    compiled.other_facts.push(FactRole { fact: "dd".into(), role: "outcome".into() });
+    let judged = CohortAudit {
+        judge: Some(evident_rwe::audit::JudgeReport {
+            model: "scripted".into(),
+            strategy: JudgeStrategy::Compiled,
+            compiled: Some(compiled),
+            sampled: 0,
+            judged: 0,
+            excluded: 0,
+            exclusion_rate: None,
+            cases: Vec::new(),
+        }),
+        ..audit.clone()
+    };
+    let with_judge = Bundle { cohort_audit: Some(&judged), ..bundle };
+    let html = render_report(&with_judge, &gold);
+    assert!(html.contains("Evident&#39;s compiled judge: the checks below, run on each row"), "{html}");
+    assert!(
+        html.contains("<tr><td>Adults &lt;age 18 &amp; over&gt;.</td><td><code>age at_least 18</code></td></tr>"),
+        "{html}"
+    );
+    assert!(html.contains("not run: an identifier decides no criterion"), "{html}");
+    assert!(html.contains("<td class=\"muted\">(outcome)</td><td><code>dd</code>: no check</td>"), "{html}");
+    write_bundle(&run_dir, &with_judge).unwrap();
+    assert_eq!(read_bundle(&run_dir).unwrap().cohort_audit.as_ref(), Some(&judged));
 }
