@@ -3,8 +3,10 @@
 //! temperature, 256 tokens for queries, 512 for answers), the rewrite's
 //! cap of eight queries, hybrid retrieval up to the reference date, the
 //! top 20 after reranking, the sufficiency loop's stops (judged
-//! sufficient, no new query, round limit, evidence full), and citations
-//! validated as for every method. The prompts are pinned as snapshots.
+//! sufficient, no new query, round limit, evidence full), citations
+//! validated as for every method, and an answer prompt the model's context
+//! refuses asked again with half the context, then recorded as a pipeline
+//! failure. The prompts are pinned as snapshots.
 
 mod support;
 
@@ -336,4 +338,77 @@ fn rag_prompts() {
     run_with(&store, "P1", &model, Method::IterativeRag, "Is the patient receiving metformin?", AgentConfig::default());
     assert!(model.exhausted());
     insta::assert_snapshot!("iterative_rag_prompts", rendered(&model));
+}
+
+/// A scripted model behind a context of `limit` characters for answer
+/// prompts (512 tokens to answer; a rewrite's 256 always fits): a longer
+/// one is refused, unanswered, as the embedded model refuses a prompt
+/// longer than its context.
+struct Narrow {
+    inner: Scripted,
+    limit: usize,
+}
+
+impl evident_llm::ChatModel for Narrow {
+    fn model_id(&self) -> &str {
+        "narrow"
+    }
+    fn chat(&self, request: &evident_llm::ChatRequest) -> Result<evident_llm::ChatResponse, evident_llm::LlmError> {
+        let chars: usize = request.messages.iter().map(|m| m.content.len()).sum();
+        if request.max_tokens == 512 && chars > self.limit {
+            return Err(evident_llm::LlmError::ContextOverflow {
+                prompt_tokens: chars as u32,
+                context_size: self.limit as u32,
+            });
+        }
+        self.inner.chat(request)
+    }
+}
+
+fn ask_narrow(model: &Narrow, store: &Mutex<Store>) -> ChartAnswer {
+    let view = RecordView::new(store, "P2", day("2022-12-31").date().and_hms_opt(23, 59, 59).unwrap());
+    let skills = SkillLibrary::builtin().unwrap();
+    let config = AgentConfig::default();
+    let q = Question {
+        text: "Has lenalidomide been given?",
+        answer_type: None,
+        method: Method::AdvancedRag,
+        skills: &skills,
+        config: &config,
+        patient: "female, 67 years".into(),
+        embedder: Some(&WordHash),
+    };
+    ask(StructuredModel::new(model, &model.inner), &prompts(None), &view, &q).unwrap()
+}
+
+/// A comparator's answer prompt that the model's context still refuses
+/// (the estimate is conservative, but a repair prompt carries the cut-off
+/// answer and the schema) is sent again with half the context, as the
+/// agent's is; refused three times, the question is a recorded pipeline
+/// failure, not an error.
+#[test]
+fn a_comparators_answer_that_overflows_the_context_is_asked_again_with_half() {
+    let store = long_store();
+    let wide = scripted(&[queries(3), ANSWER.to_string()]);
+    run_with(&store, "P2", &wide, Method::AdvancedRag, "Has lenalidomide been given?", AgentConfig::default());
+    let size = |r: &evident_llm::ChatRequest| r.messages.iter().map(|m| m.content.len()).sum::<usize>();
+    let answer = size(&wide.requests()[1]);
+    assert_eq!(wide.requests()[1].max_tokens, 512);
+
+    let model = Narrow { inner: scripted(&[queries(3), ANSWER.to_string()]), limit: answer * 3 / 4 };
+    let out = ask_narrow(&model, &store);
+    assert_eq!(out.status, "answered", "{}", out.trace.stopped_because);
+    assert!(out.context.len() < 20, "{}", out.context.len());
+    assert!(
+        out.trace.stopped_because.contains("; synthesis context halved after: prompt of"),
+        "{}",
+        out.trace.stopped_because
+    );
+    assert!(model.inner.exhausted());
+
+    let model = Narrow { inner: scripted(&[queries(3)]), limit: 0 };
+    let out = ask_narrow(&model, &store);
+    assert_eq!(out.status, "pipeline_failure", "{}", out.trace.stopped_because);
+    assert!(out.trace.stopped_because.contains("synthesis context still too large"), "{}", out.trace.stopped_because);
+    assert_eq!(model.inner.failures().len(), 1);
 }

@@ -250,12 +250,15 @@ pub(crate) use agent::node_tokens;
 
 /// The synthesis every retrieval comparator shares: the baseline prompt,
 /// the synthesis prompt with the numbered nodes that fit the context, two
-/// attempts at the two-line answer.
+/// attempts at the two-line answer. As for the agent, should the model's
+/// context still overflow (the estimate is conservative, but a repair
+/// prompt carries the cut-off answer and the schema), the context shrinks
+/// by half, twice, and then the question is a recorded pipeline failure.
 pub(crate) fn answer(
     ctx: &Ctx<'_>,
     nodes: Vec<Evidence>,
     trace: &mut agent::Trace,
-    describe: impl FnOnce(usize, usize) -> String,
+    describe: impl Fn(usize, usize) -> String,
 ) -> Result<agent::Produced, ChartError> {
     let total = nodes.len();
     let render = |shown: &[agent::ShownNode]| {
@@ -265,12 +268,31 @@ pub(crate) fn answer(
         )
     };
     let system = ctx.prompts.render("chart_baseline.prompt.md", json!({}))?;
-    let (nodes, shown) = agent::number_nodes(&nodes, answer_budget(ctx)?);
-    trace.context_tokens = nodes.iter().map(Evidence::tokens).sum();
-    trace.stopped_because = describe(nodes.len(), total);
-    let user = render(&shown)?;
-    let outcome = agent::synthesise(ctx, system, user, &nodes, ANSWER_TOKENS, &[], EvidenceOrder::MostRecent, trace)?;
-    Ok(agent::Produced { nodes, outcome, trace: std::mem::take(trace) })
+    let mut budget = answer_budget(ctx)?;
+    let mut halved = String::new();
+    for shrink in 0..3 {
+        let (kept, shown) = agent::number_nodes(&nodes, budget);
+        trace.context_tokens = kept.iter().map(Evidence::tokens).sum();
+        trace.stopped_because = describe(kept.len(), total) + &halved;
+        let user = render(&shown)?;
+        let order = EvidenceOrder::MostRecent;
+        match agent::synthesise(ctx, system.clone(), user.clone(), &kept, ANSWER_TOKENS, &[], order, trace) {
+            Ok(outcome) => return Ok(agent::Produced { nodes: kept, outcome, trace: std::mem::take(trace) }),
+            Err(e) if agent::is_overflow(&e) && shrink < 2 => {
+                halved.push_str(&format!("; synthesis context halved after: {e}"));
+                // Half of what was shown (the budget may be far larger).
+                budget = budget.min(trace.context_tokens) / 2;
+            }
+            Err(e) if agent::is_overflow(&e) => {
+                let request = request(ctx, vec![Message::system(system), Message::user(user)], ANSWER_TOKENS);
+                let failure = agent::overflow_failure(ctx, request, &e)?;
+                trace.stopped_because.push_str(&format!("; synthesis context still too large: {e}"));
+                return Ok(agent::Produced { nodes: kept, outcome: Err(failure), trace: std::mem::take(trace) });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the third attempt returns")
 }
 
 /// The tokens left for context nodes in the synthesis prompt.
