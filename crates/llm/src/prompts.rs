@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 /// The templates of this crate.
 pub const BUILTIN_PROMPTS: &[(&str, &str)] = &[
     ("repair.prompt.md", include_str!("../prompts/repair.prompt.md")),
+    ("repair_cut_off.prompt.md", include_str!("../prompts/repair_cut_off.prompt.md")),
     ("json_answer.prompt.md", include_str!("../prompts/json_answer.prompt.md")),
 ];
 
@@ -88,6 +89,14 @@ mod tests {
         let prompts = Prompts::builtin(None);
         let text = prompts
             .render("repair.prompt.md", json!({"errors": ["\"eligible\" is a required property"], "schema": schema()}))
+            .unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn repair_cut_off_prompt_snapshot() {
+        let text = Prompts::builtin(None)
+            .render("repair_cut_off.prompt.md", json!({"completion_tokens": 512, "attempt": 2, "attempts": 3}))
             .unwrap();
         insta::assert_snapshot!(text);
     }

@@ -6,7 +6,7 @@
 //! value is returned only if it validates as given.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::chat::ChatModel;
 use crate::error::LlmError;
@@ -172,6 +172,7 @@ pub fn chat_json_with_logprobs<'m>(
     let validator = SchemaValidator::new(schema)?;
     let schema_text = serde_json::to_string_pretty(schema)
         .map_err(|e| LlmError::InvalidSchema(format!("cannot be written out for the repair prompt: {e}")))?;
+    let first = request;
     let mut request = request.clone();
     request.json_schema = Some(schema.clone());
     let mut attempts = 0;
@@ -184,7 +185,8 @@ pub fn chat_json_with_logprobs<'m>(
                 return Ok(StructuredLogprobs { answer, logprobs: response.logprobs });
             }
             Err(mut errors) => {
-                if !response.is_complete() {
+                let cut_off = !response.is_complete();
+                if cut_off {
                     let cut = format!(
                         "the answer was cut off at the token limit after {} tokens, before it was complete; \
                          keep every text field short",
@@ -206,11 +208,29 @@ pub fn chat_json_with_logprobs<'m>(
                         logprobs: None,
                     });
                 }
-                let repair = prompts
-                    .render("repair.prompt.md", serde_json::json!({"errors": errors, "schema": schema_text}))
-                    .map_err(|e| LlmError::Backend(e.to_string()))?;
-                request.messages.push(Message::assistant(response.text));
-                request.messages.push(Message::user(repair));
+                let render = |name: &str, context: Value| {
+                    prompts.render(name, context).map_err(|e| LlmError::Backend(e.to_string()))
+                };
+                if cut_off {
+                    // A cut-off answer is asked again from the first
+                    // request with a short note: the half answer and the
+                    // schema would add hundreds of tokens (they made the
+                    // chart comparators' repairs overflow a 4,096-token
+                    // context) and the request already carries the schema
+                    // for decoding. The attempt number keeps a second note
+                    // from repeating the first request word for word.
+                    let note = render(
+                        "repair_cut_off.prompt.md",
+                        json!({"completion_tokens": response.completion_tokens, "attempt": attempts + 1,
+                               "attempts": policy.repair_attempts + 1}),
+                    )?;
+                    request.messages = first.messages.clone();
+                    request.messages.push(Message::user(note));
+                } else {
+                    let repair = render("repair.prompt.md", json!({"errors": errors, "schema": schema_text}))?;
+                    request.messages.push(Message::assistant(response.text));
+                    request.messages.push(Message::user(repair));
+                }
             }
         }
     }
@@ -220,7 +240,6 @@ pub fn chat_json_with_logprobs<'m>(
 mod tests {
     use super::*;
     use crate::request::{ChatResponse, FinishReason};
-    use serde_json::json;
     use std::sync::Mutex;
 
     /// A model that replays scripted answers and remembers what it was asked.
@@ -329,8 +348,30 @@ mod tests {
         let StructuredAnswer::PipelineFailure(failure) = outcome else { panic!("expected a pipeline failure") };
         assert!(failure.errors[0].contains("cut off at the token limit"), "{:?}", failure.errors);
         let seen = model.seen.lock().unwrap();
-        let repair = &seen[1].messages[2].content;
-        assert!(repair.contains("cut off at the token limit"), "{repair}");
+        let repair = &seen[1].messages;
+        assert!(repair.last().unwrap().content.contains("cut off at the token limit"), "{repair:?}");
+    }
+
+    #[test]
+    fn a_cut_off_answer_is_asked_again_from_the_first_request_without_the_half_answer_or_the_schema() {
+        let (outcome, model) = run(&["CUT:{\"age\": 7", "{\"age\": \"7\"}", "CUT:{\"ag", "{\"age\": 7}"], 3);
+        assert_eq!(outcome.value(), Some(&json!({"age": 7})));
+        let seen = model.seen.lock().unwrap();
+        let first = &seen[0].messages;
+        // After the cut: the first request and one short note, no more.
+        assert_eq!(seen[1].messages.len(), first.len() + 1);
+        assert_eq!(seen[1].messages[..first.len()], first[..]);
+        let note = &seen[1].messages[first.len()].content;
+        assert!(note.contains("after 1 tokens") && note.contains("attempt 2 of 4"), "{note}");
+        assert!(!note.contains("\"properties\""), "the note carries no schema: {note}");
+        assert!(seen[1].messages.iter().all(|m| m.content != "{\"age\": 7"), "the half answer is not sent back");
+        // An invalid (complete) answer is repaired as before: answer and schema.
+        assert_eq!(seen[2].messages.len(), first.len() + 3);
+        assert!(seen[2].messages.last().unwrap().content.contains("\"properties\""));
+        // A second cut starts from the first request again, with a note of its own.
+        assert_eq!(seen[3].messages.len(), first.len() + 1);
+        assert!(seen[3].messages.last().unwrap().content.contains("attempt 4 of 4"));
+        assert!(seen.iter().all(|r| r.json_schema.is_some()), "every request carries the schema for decoding");
     }
 
     #[test]
