@@ -98,6 +98,18 @@ fn run_with(
     question: &str,
     config: AgentConfig,
 ) -> ChartAnswer {
+    ask_as(store, patient, StructuredModel::recorded(model), method, question, config)
+}
+
+/// [`run_with`] through any structured model.
+fn ask_as(
+    store: &Mutex<Store>,
+    patient: &str,
+    model: StructuredModel<'_>,
+    method: Method,
+    question: &str,
+    config: AgentConfig,
+) -> ChartAnswer {
     let as_of = if patient == "P1" { day(AS_OF) } else { day("2022-12-31") };
     let view = RecordView::new(store, patient, as_of.date().and_hms_opt(23, 59, 59).unwrap());
     let skills = SkillLibrary::builtin().unwrap();
@@ -110,7 +122,7 @@ fn run_with(
         patient: "female, 67 years".into(),
         embedder: Some(&WordHash),
     };
-    ask(StructuredModel::recorded(model), &prompts(None), &view, &q).unwrap()
+    ask(model, &prompts(None), &view, &q).unwrap()
 }
 
 fn queries(n: usize) -> String {
@@ -366,24 +378,12 @@ impl evident_llm::ChatModel for Narrow {
 }
 
 fn ask_narrow(model: &Narrow, store: &Mutex<Store>) -> ChartAnswer {
-    let view = RecordView::new(store, "P2", day("2022-12-31").date().and_hms_opt(23, 59, 59).unwrap());
-    let skills = SkillLibrary::builtin().unwrap();
-    let config = AgentConfig::default();
-    let q = Question {
-        text: "Has lenalidomide been given?",
-        answer_type: None,
-        method: Method::AdvancedRag,
-        skills: &skills,
-        config: &config,
-        patient: "female, 67 years".into(),
-        embedder: Some(&WordHash),
-    };
-    ask(StructuredModel::new(model, &model.inner), &prompts(None), &view, &q).unwrap()
+    let model = StructuredModel::new(model, &model.inner);
+    ask_as(store, "P2", model, Method::AdvancedRag, "Has lenalidomide been given?", AgentConfig::default())
 }
 
 /// A comparator's answer prompt that the model's context still refuses
-/// (the estimate is conservative, but a repair prompt carries the cut-off
-/// answer and the schema) is sent again with half the context, as the
+/// (the estimate is conservative) is sent again with half the context, as the
 /// agent's is; refused three times, the question is a recorded pipeline
 /// failure, not an error.
 #[test]

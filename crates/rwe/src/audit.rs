@@ -264,11 +264,29 @@ pub fn judge_schema() -> serde_json::Value {
 /// The judge's request for one case: the Figure 19 system prompt, then the
 /// cohort definition and the case's facts.
 pub fn judge_request(prompts: &Prompts, definition: &str, facts: &[Fact]) -> Result<ChatRequest, AuditError> {
+    let messages = definition_messages(
+        prompts,
+        ["cohort_judge_system.prompt.md", "cohort_judge_case.prompt.md"],
+        definition,
+        facts,
+    )?;
+    Ok(ChatRequest::new(messages).with_max_tokens(512))
+}
+
+/// A judge's two messages: the system template, then the user template
+/// rendered with the trimmed cohort definition and the facts (both judges
+/// lay out their requests so).
+pub(crate) fn definition_messages(
+    prompts: &Prompts,
+    [system, user]: [&str; 2],
+    definition: &str,
+    facts: &[Fact],
+) -> Result<Vec<Message>, AuditError> {
     let render =
         |name: &str, ctx: serde_json::Value| prompts.render(name, ctx).map_err(|e| AuditError::Judge(e.to_string()));
-    let system = render("cohort_judge_system.prompt.md", json!({}))?;
-    let user = render("cohort_judge_case.prompt.md", json!({"definition": definition.trim(), "facts": facts}))?;
-    Ok(ChatRequest::new(vec![Message::system(system), Message::user(user)]).with_max_tokens(512))
+    let system = render(system, json!({}))?;
+    let user = render(user, json!({"definition": definition.trim(), "facts": facts}))?;
+    Ok(vec![Message::system(system), Message::user(user)])
 }
 
 /// The judge's verdict on one case; `None` when no answer validated

@@ -24,7 +24,7 @@
 //!   else as trimmed, case-insensitive text.
 
 use evident_llm::prompts::Prompts;
-use evident_llm::{chat_json, ChatRequest, Message, RepairPolicy, StructuredAnswer, StructuredModel};
+use evident_llm::{chat_json, ChatRequest, RepairPolicy, StructuredAnswer, StructuredModel};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -276,11 +276,9 @@ const OTHER_ROLES: [&str; 4] = ["exposure", "outcome", "covariate", "other"];
 /// The compiler's request: the system prompt, then the definition and
 /// the facts as [`common_facts`] describes them.
 pub fn compile_request(prompts: &Prompts, definition: &str, facts: &[Fact]) -> Result<ChatRequest, AuditError> {
-    let render =
-        |name: &str, ctx: serde_json::Value| prompts.render(name, ctx).map_err(|e| AuditError::Judge(e.to_string()));
-    let system = render("cohort_criteria_system.prompt.md", json!({}))?;
-    let user = render("cohort_criteria_facts.prompt.md", json!({"definition": definition.trim(), "facts": facts}))?;
-    Ok(ChatRequest::new(vec![Message::system(system), Message::user(user)]).with_max_tokens(2048))
+    let templates = ["cohort_criteria_system.prompt.md", "cohort_criteria_facts.prompt.md"];
+    Ok(ChatRequest::new(crate::audit::definition_messages(prompts, templates, definition, facts)?)
+        .with_max_tokens(2048))
 }
 
 /// The JSON schema of the whole answer: one entry per fact, in the facts'
