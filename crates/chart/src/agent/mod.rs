@@ -590,8 +590,8 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     let fixed = vec![Message::system(ctx.baseline()?), Message::user(render(&[], None)? + &" ".repeat(300))];
     let mut budget = node_budget(ctx.config, &fixed, 512);
     // The estimate is conservative; should the model's context still
-    // overflow, the context shrinks by half (twice), then the question is
-    // a recorded pipeline failure rather than an error.
+    // overflow, what was shown shrinks by half (twice), then the question
+    // is a recorded pipeline failure rather than an error.
     for shrink in 0..3 {
         let (kept, shown) = number_nodes(&subject_first(&nodes, ctx.question, budget), budget);
         let resolution = resolve_in(&kept, order);
@@ -604,7 +604,7 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
             Ok(outcome) => return Ok(Produced { nodes: kept, outcome, trace }),
             Err(e) if is_overflow(&e) && shrink < 2 => {
                 trace.stopped_because.push_str(&format!("; synthesis context halved after: {e}"));
-                budget /= 2;
+                budget = halved(budget, &kept);
             }
             Err(e) if is_overflow(&e) => {
                 let request = ctx.request(vec![Message::system(ctx.baseline()?), Message::user(user)], 512);
@@ -617,6 +617,15 @@ pub(crate) fn run_agent(ctx: &Ctx<'_>) -> Result<Produced, ChartError> {
     unreachable!("the third shrink returns")
 }
 
+/// The context budget after a synthesis prompt overflowed the model's
+/// context: half of what was shown, counted as the budget counts
+/// ([`node_tokens`]), which may be far less than the budget (on an
+/// endpoint whose context is unknown the budget is the 120,000 default,
+/// and halving it would show the same items again).
+pub(crate) fn halved(budget: usize, shown: &[Evidence]) -> usize {
+    budget.min(shown.iter().map(node_tokens).sum()) / 2
+}
+
 /// A validated citation list for `two` over `nodes`.
 pub(crate) fn cite(view: &RecordView<'_>, two: &TwoLine, nodes: &[Evidence]) -> Result<Vec<Citation>, ChartError> {
     two.cited.iter().map(|&n| Citation::resolve(view, n, nodes)).collect()
@@ -624,4 +633,26 @@ pub(crate) fn cite(view: &RecordView<'_>, two: &TwoLine, nodes: &[Evidence]) -> 
 
 pub(crate) fn date_of(t: NaiveDateTime) -> String {
     t.format("%Y-%m-%d").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflow_halves_what_was_shown_not_a_budget_far_larger() {
+        let item = Evidence::Patient {
+            patient_id: "P1".into(),
+            birth_date: None,
+            sex: Some("female".into()),
+            as_of: chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap(),
+        };
+        let shown = vec![item.clone(), item.clone(), item];
+        let tokens: usize = shown.iter().map(node_tokens).sum();
+        // An endpoint's default budget: halving it would show the same items again.
+        assert_eq!(halved(120_000, &shown), tokens / 2);
+        // A budget smaller than what was shown (a first item shortened to fit) halves itself.
+        assert_eq!(halved(tokens - 10, &shown), (tokens - 10) / 2);
+        assert_eq!(halved(1_000, &[]), 0);
+    }
 }

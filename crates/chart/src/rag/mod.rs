@@ -251,9 +251,9 @@ pub(crate) use agent::node_tokens;
 /// The synthesis every retrieval comparator shares: the baseline prompt,
 /// the synthesis prompt with the numbered nodes that fit the context, two
 /// attempts at the two-line answer. As for the agent, should the model's
-/// context still overflow (the estimate is conservative, but a repair
-/// prompt carries the cut-off answer and the schema), the context shrinks
-/// by half, twice, and then the question is a recorded pipeline failure.
+/// context still overflow (the estimate is conservative), what was shown
+/// shrinks by half ([`agent::halved`]), twice, and then the question is a
+/// recorded pipeline failure.
 pub(crate) fn answer(
     ctx: &Ctx<'_>,
     nodes: Vec<Evidence>,
@@ -280,8 +280,7 @@ pub(crate) fn answer(
             Ok(outcome) => return Ok(agent::Produced { nodes: kept, outcome, trace: std::mem::take(trace) }),
             Err(e) if agent::is_overflow(&e) && shrink < 2 => {
                 halved.push_str(&format!("; synthesis context halved after: {e}"));
-                // Half of what was shown (the budget may be far larger).
-                budget = budget.min(trace.context_tokens) / 2;
+                budget = agent::halved(budget, &kept);
             }
             Err(e) if agent::is_overflow(&e) => {
                 let request = request(ctx, vec![Message::system(system), Message::user(user)], ANSWER_TOKENS);
