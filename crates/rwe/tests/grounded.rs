@@ -836,13 +836,19 @@ fn rebuilding_the_same_cohort_is_idle() {
 
 /// Run 2 of typed-read's RDW task answered three fields from a cohort with
 /// the `high_rdw` group, then built it again without the group, and its Cox
-/// model took the continuous RDW: once an answer is recorded, a cohort that
-/// drops a column or changes the stays is refused and nothing is written;
-/// the same cohort, or one that adds a column, is built.
+/// model took the continuous RDW: once an answer is recorded the stays and
+/// columns are fixed. A `build_cohort` keeps the fixed cohort's criteria
+/// and columns, says which of its own it did not follow, and adds its new
+/// columns (run 1 of the age task at 100 steps, its `older` group missing
+/// when it first answered, was refused a rebuild over every ICU stay and
+/// never answered the two questions the group was for); SQL saved as the
+/// cohort file that drops a column or changes the stays is refused, and
+/// nothing is written.
 #[test]
 fn once_an_answer_is_recorded_the_cohort_is_fixed() {
     let (run_dir, mut env) = grounded_env("rdw-one-year-survival");
-    let file = run_dir.path().join("workspace/cohort_audit.csv");
+    let workspace = run_dir.path().join("workspace");
+    let file = workspace.join("cohort_audit.csv");
     let with_group = r#"{"labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
     let without_group = r#"{"labs": [{"itemid": 51277}], "death_within_days": 365}"#;
     // Before any answer the cohort may change freely.
@@ -854,22 +860,30 @@ fn once_an_answer_is_recorded_the_cohort_is_fixed() {
     let obs = env.execute(3, &Action::SubmitAnswers { answers: answers.into_iter().collect() });
     assert!(obs.text.contains("n_high_rdw: accepted (27"), "{}", obs.text);
     let before = std::fs::read(&file).unwrap();
+    // Without the group, or over adults of 60 and over: the cohort as it was.
     let obs = env.execute(4, &Action::BuildCohort { params: params(without_group) });
+    assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+    let older = r#"{"min_age": 60, "labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
+    let obs = env.execute(5, &Action::BuildCohort { params: params(older) });
     assert!(
-        obs.text.starts_with("The action failed: the cohort is fixed: n_high_rdw was answered from cohort_audit.csv (99 stays) and each question is answered once, so the other answers must come from the same cohort; this one would drop the column high_rdw; nothing was written."),
+        obs.text.starts_with("The cohort is fixed (n_high_rdw was answered from it), so its criteria and columns were kept: age at ICU admission >= 18.\nCohort built: 99 stays"),
         "{}",
         obs.text
     );
     assert_eq!(std::fs::read(&file).unwrap(), before);
-    // Fewer stays: only adults of 60 and over.
-    let older = r#"{"min_age": 60, "labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
-    let obs = env.execute(5, &Action::BuildCohort { params: params(older) });
-    assert!(obs.text.contains("this one would hold ") && obs.text.contains(" stays, not the same 99"), "{}", obs.text);
-    assert_eq!(std::fs::read(&file).unwrap(), before);
-    // The same cohort again is built (and writes the same file).
-    let obs = env.execute(6, &Action::BuildCohort { params: params(with_group) });
-    assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
-    assert_eq!(std::fs::read(&file).unwrap(), before);
+    // Every ICU stay, no RDW required, an `older` group: the same 99 stays
+    // with the new column.
+    let wider = r#"{"first_icu_stay_only": false, "groups": [{"name": "older", "column": "age", "at_least": 65}]}"#;
+    let obs = env.execute(6, &Action::BuildCohort { params: params(wider) });
+    assert!(
+        obs.text.starts_with("The cohort is fixed (n_high_rdw was answered from it), so its criteria and columns were kept: first ICU stay only; stays with a rdw value only.\nCohort built: 99 stays"),
+        "{}",
+        obs.text
+    );
+    let header = std::fs::read_to_string(&file).unwrap().lines().next().unwrap().to_string();
+    assert!(header.ends_with(",rdw,high_rdw,older,death_365d,followup_365d"), "{header}");
+    let with_older = std::fs::read(&file).unwrap();
     // Nor may SQL saved as the cohort file replace it.
     let sql = "SELECT subject_id, hadm_id, stay_id FROM mimiciv_icu.icustays LIMIT 10";
     let obs = env.execute(7, &Action::RunSql { sql: sql.into(), save_as: Some("cohort_audit.csv".into()) });
@@ -880,7 +894,26 @@ fn once_an_answer_is_recorded_the_cohort_is_fixed() {
         "{}",
         obs.text
     );
-    assert_eq!(std::fs::read(&file).unwrap(), before);
+    assert_eq!(std::fs::read(&file).unwrap(), with_older);
+    // SQL that keeps the stays and columns is saved, and the criteria no
+    // longer describe the file: a rebuild is then checked as SQL is.
+    assert!(workspace.join("cohort_spec.json").is_file());
+    let cohort_sql = std::fs::read_to_string(workspace.join("cohort.sql")).unwrap();
+    let sql = format!(
+        "SELECT c.*, CASE WHEN c.days_to_death <= 365 THEN 1 ELSE 0 END AS death_365d, \
+         CASE WHEN c.days_to_death <= 365 THEN max(c.days_to_death, 0) ELSE 365 END AS followup_365d FROM ({}) c",
+        cohort_sql.trim().trim_end_matches(';')
+    );
+    let obs = env.execute(8, &Action::RunSql { sql, save_as: Some("cohort_audit.csv".into()) });
+    assert!(obs.text.contains("Saved all 99 rows to cohort_audit.csv."), "{}", obs.text);
+    assert!(!workspace.join("cohort_spec.json").exists());
+    let obs = env.execute(9, &Action::BuildCohort { params: params(older) });
+    assert!(
+        obs.text.starts_with("The action failed: the cohort is fixed: n_high_rdw was answered")
+            && obs.text.contains("this one would drop the column older; nothing was written"),
+        "{}",
+        obs.text
+    );
 }
 
 /// A model whose context holds `max_chars` characters of messages: a

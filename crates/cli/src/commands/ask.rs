@@ -25,7 +25,9 @@ pub struct Args {
     /// and, on the embedded model, the form the answer is decoded in.
     #[arg(long)]
     pub answer_type: Option<String>,
-    /// agent, baseline, full-context, simple-rag (dense top 10, MiniLM),
+    /// agent, baseline, full-context (the newest documents and labs that
+    /// fit the model's context: raise `[llm] context_size` to show more),
+    /// simple-rag (dense top 10, MiniLM),
     /// advanced-rag (up to 8 rewritten queries, hybrid trigram BM25 +
     /// MiniLM, reranked, top 20), iterative-rag (sub-queries, hybrid,
     /// reranked, sufficiency loop of up to 3 rounds), or an ablation of the agent

@@ -47,8 +47,9 @@ struct ChartArgs {
     #[arg(long)]
     questions: PathBuf,
     /// A method (repeat for several): agent, baseline, simple-rag,
-    /// full-context, an ablation (agent-no-skills, ...) or any other
-    /// method `evident ask --method` accepts.
+    /// full-context (as much of the record as `[llm] context_size` holds),
+    /// an ablation (agent-no-skills, ...) or any other method `evident ask
+    /// --method` accepts.
     #[arg(long = "method", required = true)]
     methods: Vec<String>,
     /// Runs per question and method (the paper: 10); scores are averaged

@@ -24,12 +24,18 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use evident_db::{ReadOnlyConnection, Value as DbValue};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::audit::{ATTRITION_FILE, AUDIT_FILE};
 
 /// The file the cohort's SQL is written to.
 pub const COHORT_SQL_FILE: &str = "cohort.sql";
+
+/// The criteria `build_cohort` last wrote the cohort file from (JSON), so
+/// that a rebuild once the cohort is fixed keeps them ([`CohortSpec::within`]),
+/// across a resumed run too. Removed when SQL writes the cohort file.
+pub const COHORT_SPEC_FILE: &str = "cohort_spec.json";
 
 /// JSON Schema of `build_cohort`'s parameters.
 pub const PARAMS_SCHEMA: &str = r#"{"type": "object", "properties": {"min_age": {"type": "integer", "minimum": 0, "maximum": 120}, "first_icu_stay_only": {"type": "boolean"}, "labs": {"type": "array", "maxItems": 3, "items": {"type": "object", "properties": {"itemid": {"type": "integer", "minimum": 1, "maximum": 999999}, "name": {"type": "string", "maxLength": 32}, "required": {"type": "boolean"}}, "required": ["itemid", "name"], "additionalProperties": false}}, "drug": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "contains": {"type": "array", "minItems": 1, "maxItems": 10, "items": {"type": "string", "maxLength": 40}}}, "required": ["name", "contains"], "additionalProperties": false}, "death_within_days": {"type": "integer", "minimum": 1, "maximum": 3650}, "groups": {"type": "array", "maxItems": 2, "items": {"anyOf": [{"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "column": {"type": "string", "maxLength": 32}, "at_least": {"type": "number"}}, "required": ["name", "column", "at_least"], "additionalProperties": false}, {"type": "object", "properties": {"name": {"type": "string", "maxLength": 32}, "column": {"type": "string", "maxLength": 32}, "above": {"type": "number"}}, "required": ["name", "column", "above"], "additionalProperties": false}]}}}, "required": [], "additionalProperties": false}"#;
@@ -399,7 +405,7 @@ pub fn label_column(label: &str) -> String {
 }
 
 /// A laboratory criterion: the first-day maximum of one `itemid`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabCriterion {
     pub itemid: i64,
     /// The column name in the cohort file.
@@ -409,7 +415,7 @@ pub struct LabCriterion {
 }
 
 /// A drug exposure column (0/1).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DrugExposure {
     pub name: String,
     pub contains: Vec<String>,
@@ -420,7 +426,7 @@ pub struct DrugExposure {
 /// it, 0 where it is less, empty where it is missing. The age task's
 /// "older" (65 or more) and the RDW task's "high RDW" (above 15.5 %), which
 /// a small model could not write in SQL.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupColumn {
     pub name: String,
     pub column: String,
@@ -429,7 +435,7 @@ pub struct GroupColumn {
 }
 
 /// The criteria `build_cohort` takes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CohortSpec {
     pub min_age: i64,
     pub first_icu_stay_only: bool,
@@ -582,6 +588,76 @@ impl CohortSpec {
             hours_before: 6,
             hours_after: 24,
         })
+    }
+
+    /// This request's additions to the criteria of a `fixed` cohort, and
+    /// what of the request was not followed. Once an answer is recorded the
+    /// stays and columns may not change, so a rebuild keeps the fixed
+    /// cohort's eligibility (first stay, minimum age, required laboratory
+    /// values and their window), its columns, its drug and its follow-up,
+    /// and adds this request's new groups and laboratory columns (as
+    /// columns, not criteria). Run 1 of typed-read's age task, its `older`
+    /// group missing when its first answers were taken, rebuilt with
+    /// `first_icu_stay_only: false`, was refused (140 stays, not 100) and
+    /// never answered the two questions the group was for.
+    pub fn within(&self, fixed: &CohortSpec) -> (CohortSpec, Vec<String>) {
+        let mut kept = Vec::new();
+        if self.first_icu_stay_only != fixed.first_icu_stay_only {
+            kept.push(if fixed.first_icu_stay_only { "first ICU stay only" } else { "every ICU stay" }.to_string());
+        }
+        if self.min_age != fixed.min_age {
+            kept.push(format!("age at ICU admission >= {}", fixed.min_age));
+        }
+        let mut spec = fixed.clone();
+        for lab in &self.labs {
+            match fixed.labs.iter().find(|l| l.name == lab.name) {
+                Some(l) if l.itemid != lab.itemid => kept.push(format!("{} as itemid {}", l.name, l.itemid)),
+                Some(_) => {}
+                None if spec.column_names().contains(&lab.name.as_str()) => {
+                    kept.push(format!("the column {} as it was", lab.name))
+                }
+                None => {
+                    if lab.required {
+                        kept.push(format!("{} as a column, not a criterion", lab.name));
+                    }
+                    spec.labs.push(LabCriterion { required: false, ..lab.clone() });
+                }
+            }
+        }
+        for lab in fixed.labs.iter().filter(|l| l.required && !self.labs.iter().any(|m| m.name == l.name)) {
+            kept.push(format!("stays with a {} value only", lab.name));
+        }
+        match (&fixed.drug, &self.drug) {
+            (Some(f), Some(d)) if f != d => kept.push(format!("the drug column {}", f.name)),
+            (None, Some(d)) if spec.column_names().contains(&d.name.as_str()) => {
+                kept.push(format!("the column {} as it was", d.name))
+            }
+            (None, Some(d)) => spec.drug = Some(d.clone()),
+            _ => {}
+        }
+        match (fixed.death_within_days, self.death_within_days) {
+            (Some(f), Some(d)) if f != d => kept.push(format!("death within {f} days")),
+            (None, Some(d)) => spec.death_within_days = Some(d),
+            _ => {}
+        }
+        for group in &self.groups {
+            match fixed.groups.iter().find(|g| g.name == group.name) {
+                Some(g) if g != group => kept.push(format!("the group {} as it was cut", g.name)),
+                Some(_) => {}
+                None if spec.column_names().contains(&group.name.as_str()) => {
+                    kept.push(format!("the column {} as it was", group.name))
+                }
+                None => spec.groups.push(group.clone()),
+            }
+        }
+        (spec, kept)
+    }
+
+    /// The names of the columns the criteria add to the fixed ones.
+    fn column_names(&self) -> Vec<&str> {
+        let labs = self.labs.iter().map(|l| l.name.as_str());
+        let drug = self.drug.iter().map(|d| d.name.as_str());
+        labs.chain(drug).chain(self.groups.iter().map(|g| g.name.as_str())).collect()
     }
 
     /// One row per ICU stay with every criterion variable (no filter).
@@ -810,6 +886,8 @@ pub fn build_cohort_checked(
     }
     let write =
         |name: &str, bytes: &[u8]| std::fs::write(workspace.join(name), bytes).map_err(|e| format!("{name}: {e}"));
+    let spec_json = serde_json::to_vec_pretty(spec).map_err(|e| format!("{COHORT_SPEC_FILE}: {e}"))?;
+    write(COHORT_SPEC_FILE, &spec_json)?;
     write(COHORT_SQL_FILE, format!("{sql};\n").as_bytes())?;
     write(ATTRITION_FILE, attrition_text.as_bytes())?;
     write(AUDIT_FILE, &csv_text)?;
@@ -854,6 +932,48 @@ pub fn build_cohort_checked(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(json: &str) -> CohortSpec {
+        CohortSpec::from_params(serde_json::from_str::<Value>(json).unwrap().as_object().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_rebuild_of_a_fixed_cohort_keeps_its_criteria_and_adds_new_columns() {
+        let fixed = spec(
+            r#"{"labs": [{"itemid": 50813, "name": "lactate"}], "drug": {"name": "statin", "contains": ["statin"]}, "death_within_days": 28}"#,
+        );
+        // The same request, or one that leaves things out, is the cohort as it was.
+        assert_eq!(spec(r#"{"labs": [{"itemid": 50813, "name": "lactate"}]}"#).within(&fixed), (fixed.clone(), vec![]));
+        let (within, kept) = spec(
+            r#"{"min_age": 65, "first_icu_stay_only": false, "labs": [{"itemid": 50813, "name": "lactate"}, {"itemid": 50912, "name": "creatinine"}],
+                "drug": {"name": "heparin", "contains": ["heparin"]}, "death_within_days": 365,
+                "groups": [{"name": "older", "column": "age", "at_least": 65}, {"name": "statin", "column": "age", "above": 80}]}"#,
+        )
+        .within(&fixed);
+        assert_eq!(
+            kept,
+            [
+                "first ICU stay only",
+                "age at ICU admission >= 18",
+                "creatinine as a column, not a criterion",
+                "the drug column statin",
+                "death within 28 days",
+                "the column statin as it was",
+            ]
+        );
+        assert_eq!((within.min_age, within.first_icu_stay_only, within.death_within_days), (18, true, Some(28)));
+        assert_eq!(within.drug, fixed.drug);
+        let labs: Vec<(&str, bool)> = within.labs.iter().map(|l| (l.name.as_str(), l.required)).collect();
+        assert_eq!(labs, [("lactate", true), ("creatinine", false)]);
+        let groups: Vec<&str> = within.groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(groups, ["older"]);
+        // A fixed cohort without a follow-up or drug takes the request's.
+        let bare = spec("{}");
+        let (within, kept) =
+            spec(r#"{"death_within_days": 28, "drug": {"name": "statin", "contains": ["statin"]}}"#).within(&bare);
+        assert!(kept.is_empty(), "{kept:?}");
+        assert_eq!((within.death_within_days, within.drug.map(|d| d.name)), (Some(28), Some("statin".to_string())));
+    }
 
     #[test]
     fn reads_a_groups_cut_from_the_protocol() {

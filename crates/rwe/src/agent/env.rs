@@ -427,19 +427,35 @@ impl StudyEnv {
                 if grounded {
                     super::cohort::name_labs_by_label(db, &mut params)?;
                 }
-                let spec = super::cohort::CohortSpec::from_params(&params)?;
+                let mut spec = super::cohort::CohortSpec::from_params(&params)?;
                 let root = self.workspace.root().to_path_buf();
                 // Each question is answered once, so once an answer is
                 // recorded the bundle's answers must all come from one
                 // cohort. Run 2 of typed-read's RDW task rebuilt its cohort
                 // without the `high_rdw` group after three answers, and the
-                // Cox model then took the continuous RDW.
+                // Cox model then took the continuous RDW. A cohort
+                // `build_cohort` made keeps its criteria and takes the
+                // request's new columns; one SQL made is checked as SQL is.
                 let answered: Vec<String> = self.sheet.answers().keys().cloned().collect();
                 let kept = if answered.is_empty() { None } else { read_cohort_file(&root.join(AUDIT_FILE)) };
+                let mut note = String::new();
+                if let (Some(_), Some(fixed)) = (&kept, read_cohort_spec(&root)) {
+                    let (within, not_followed) = spec.within(&fixed);
+                    spec = within;
+                    if !not_followed.is_empty() {
+                        note = format!(
+                            "The cohort is fixed ({} {} answered from it), so its criteria and columns were kept: {}.\n",
+                            answered.join(", "),
+                            if answered.len() == 1 { "was" } else { "were" },
+                            not_followed.join("; ")
+                        );
+                    }
+                }
                 let text = super::cohort::build_cohort_checked(db, &root, &spec, |header, records| match &kept {
                     Some(kept) => kept.admits(&answered, header, records),
                     None => Ok(()),
                 })?;
+                let text = note + &text;
                 if let Some((rows, _)) = audit_summary(&root.join(AUDIT_FILE)) {
                     self.new_results.push(("stays".into(), ResultValue::Count { n: rows as u64 }));
                 }
@@ -1013,11 +1029,16 @@ impl StudyEnv {
             std::fs::rename(&partial, &path).map_err(|e| format!("{name}: {e}"))?;
             text.push_str(&format!("Saved all {} rows to {name}.", result.rows.len()));
             // The query that made the cohort file is the cohort's
-            // definition, kept beside it for the bundle.
+            // definition, kept beside it for the bundle; `build_cohort`'s
+            // criteria no longer made it.
             if normal_is_audit(name) {
                 let definition = self.workspace.root().join(super::cohort::COHORT_SQL_FILE);
                 std::fs::write(&definition, format!("{};\n", sql.trim().trim_end_matches(';')))
                     .map_err(|e| format!("{}: {e}", super::cohort::COHORT_SQL_FILE))?;
+                let spec = self.workspace.root().join(super::cohort::COHORT_SPEC_FILE);
+                if spec.is_file() {
+                    std::fs::remove_file(&spec).map_err(|e| format!("{}: {e}", super::cohort::COHORT_SPEC_FILE))?;
+                }
             }
         }
         Ok(text)
@@ -1091,6 +1112,12 @@ fn normal_is_audit(name: &str) -> bool {
 struct KeptCohort {
     header: Vec<String>,
     stays: Vec<String>,
+}
+
+/// The criteria `build_cohort` last wrote the cohort file from, if it did.
+fn read_cohort_spec(root: &Path) -> Option<super::cohort::CohortSpec> {
+    let text = std::fs::read(root.join(super::cohort::COHORT_SPEC_FILE)).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 /// The cohort file's header and its `stay_id` column (or, without one, its
