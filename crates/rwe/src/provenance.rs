@@ -443,6 +443,15 @@ pub fn names_all(name: &str, words: &[String]) -> bool {
     words.iter().all(|w| word_matches(w, &tokens, name))
 }
 
+/// Whether a 0/1 group column `group` (`high_rdw`) is what a field named
+/// for `words` counts: each word of the group's name is one of `words`,
+/// or its other side (`n_normal_rdw` is `high_rdw=0`).
+pub fn group_counts(group: &str, words: &[String]) -> bool {
+    group.split('_').all(|g| {
+        words.iter().any(|w| w == g || OPPOSITES.iter().any(|(a, b)| (*a == g && w == b) || (*b == g && w == a)))
+    })
+}
+
 /// The words of a field's name that say what it is about ([`relevant`]).
 fn subject_words(task: &Task, id: &str) -> Vec<String> {
     let Some((question, field)) = task.field(id) else { return Vec::new() };
@@ -754,6 +763,16 @@ pub fn results_note(results: &[ResultNumber]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_counts_the_fields_named_for_it_or_its_other_side() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(group_counts("high_rdw", &words(&["high", "rdw"])));
+        assert!(group_counts("high_rdw", &words(&["normal", "rdw"])));
+        assert!(group_counts("older", &words(&["younger"])));
+        assert!(!group_counts("high_rdw", &words(&["rdw"])), "a median RDW is the rdw column's");
+        assert!(!group_counts("older", &words(&["female"])));
+    }
     use crate::task::tests::GOOD;
 
     fn task() -> Task {

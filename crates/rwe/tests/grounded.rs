@@ -851,11 +851,16 @@ fn once_an_answer_is_recorded_the_cohort_is_fixed() {
     let file = workspace.join("cohort_audit.csv");
     let with_group = r#"{"labs": [{"itemid": 51277}], "groups": [{"name": "high_rdw", "column": "rdw", "above": 15.5}], "death_within_days": 365}"#;
     let without_group = r#"{"labs": [{"itemid": 51277}], "death_within_days": 365}"#;
-    // Before any answer the cohort may change freely.
+    // Before any answer the cohort may change freely. Its `rdw` column
+    // names n_high_rdw's "rdw", but only the group counts it, so the state
+    // says to build the cohort again with it.
     let obs = env.execute(1, &Action::BuildCohort { params: params(without_group) });
     assert!(obs.text.starts_with("Cohort built: 99 stays"), "{}", obs.text);
+    let rebuild = "n_high_rdw (named for high and rdw; no column of cohort_audit.csv is: build the cohort again with it), n_normal_rdw (named for normal and rdw; no column of cohort_audit.csv is: build the cohort again with it)";
+    assert!(env.state_note().contains(rebuild), "{}", env.state_note());
     let obs = env.execute(2, &Action::BuildCohort { params: params(with_group) });
     assert!(obs.text.contains("high_rdw is 1 where rdw > 15.5"), "{}", obs.text);
+    assert!(!env.state_note().contains("no column of cohort_audit.csv is"), "{}", env.state_note());
     let answers = params(r#"{"n_high_rdw": {"from_result": "high_rdw"}}"#);
     let obs = env.execute(3, &Action::SubmitAnswers { answers: answers.into_iter().collect() });
     assert!(obs.text.contains("n_high_rdw: accepted (27"), "{}", obs.text);

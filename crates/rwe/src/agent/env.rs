@@ -789,10 +789,15 @@ impl StudyEnv {
             }
             // A field waits for a result named for what it counts; where no
             // column of the cohort is, the cohort must be built again with
-            // it (run 5's age task had no `older` column and stopped).
+            // it (run 5's age task had no `older` column and stopped), and
+            // so where the group it counts is not a column (the RDW task's
+            // `rdw` column names n_high_rdw's "rdw", but only `high_rdw`
+            // counts it: at 100 steps its run 1 answered one field, then
+            // described and ran failing SQL and R for 20 steps).
             let words = provenance::named_for(task, id);
             let id = if field.is_some() && !words.is_empty() {
-                let missing = !columns.iter().any(|c| provenance::names_any(c, &words));
+                let missing = !columns.iter().any(|c| provenance::names_any(c, &words))
+                    || self.group_names.iter().any(|g| provenance::group_counts(g, &words) && !columns.contains(g));
                 format!(
                     "{id} (named for {}{})",
                     words.join(" and "),
