@@ -20,7 +20,7 @@ use std::sync::Arc;
 use evident_eval::load_annotations;
 use evident_eval::run::store_patient_id;
 use evident_llm::Embedder;
-use evident_match::exemplars::{Exemplar, ExemplarBank, Exemplars};
+use evident_match::exemplars::{Exemplar, ExemplarBank, ExemplarMatch, Exemplars};
 use evident_match::report::CriterionView;
 use evident_match::{Criterion, CriterionResult, CriterionType, Decision, Determination};
 use evident_store::{NewExemplar, Store};
@@ -173,6 +173,9 @@ pub struct ExemplarOptions {
     pub k: usize,
     /// Cosine similarity of the criterion texts at least.
     pub min_similarity: f32,
+    /// What is matched: the criterion texts, or each with the sentences
+    /// that decide it.
+    pub matching: ExemplarMatch,
 }
 
 /// Opens a bank for screening: its exemplars with vectors from the
@@ -241,7 +244,9 @@ pub(crate) fn open_bank(session: &Session, options: &ExemplarOptions, choice: &E
     let fingerprint = evident_match::batch::json_hash(&content)?;
     let bank =
         ExemplarBank::new(&options.bank, exemplars, Box::new(embedder), options.k, options.min_similarity, fingerprint)
-            .map_err(AppError::Setup)?;
+            .map_err(AppError::Setup)?
+            .matching(options.matching)
+            .map_err(|e| AppError::Setup(e.to_string()))?;
     Ok(Exemplars(Arc::new(bank)))
 }
 

@@ -9,6 +9,7 @@ use evident_app::screening::{parse_definitions, parse_method, parse_retrieval, E
 use evident_app::study::{DatabaseHashMode, DatabaseHashRequest, JudgeStrategy};
 use evident_app::{EmbedderChoice, ModelChoice};
 use evident_match::batch::Method;
+use evident_match::exemplars::ExemplarMatch;
 
 /// The model a command asks: embedded, or an OpenAI-compatible server.
 #[derive(clap::Args, Debug, Clone)]
@@ -118,6 +119,12 @@ pub struct ScreenArgs {
     /// Cosine similarity of criterion texts an exemplar needs at least.
     #[arg(long, default_value_t = 0.5, requires = "exemplars")]
     pub exemplars_min_similarity: f32,
+    /// What exemplars are matched on: criterion (the criterion texts) or
+    /// evidence (each criterion text with the sentences that decide it: an
+    /// exemplar's adjudicated sentences, and the screened patient's two
+    /// sentences most similar to the criterion).
+    #[arg(long, default_value = "criterion", value_parser = ["criterion", "evidence"], requires = "exemplars")]
+    pub exemplars_match: String,
     /// Label calibration: a MET or NOT MET that cites no sentence becomes
     /// NOT ENOUGH INFORMATION.
     #[arg(long)]
@@ -139,6 +146,9 @@ impl ScreenArgs {
             endpoint_model: self.augment_endpoint_model.clone(),
             allow_remote: false,
         });
+        let exemplars_match = ExemplarMatch::parse(&self.exemplars_match).ok_or_else(|| {
+            anyhow::anyhow!("--exemplars-match: {:?} is neither criterion nor evidence", self.exemplars_match)
+        })?;
         Ok(ScreeningOptions {
             method: method("--strategy", &self.strategy)?,
             retrieval: parse_retrieval(&self.retrieval)?,
@@ -158,6 +168,7 @@ impl ScreenArgs {
                 bank: bank.clone(),
                 k: self.exemplars_k,
                 min_similarity: self.exemplars_min_similarity,
+                matching: exemplars_match,
             }),
             calibrate: self.calibrate,
             definitions: parse_definitions(&self.definitions)?,

@@ -4,7 +4,9 @@
 //! --exemplars --calibrate` on one patient with the embedded model runs
 //! leave-one-patient-out (no exemplar of that patient in any decision's
 //! trace), reports the paired difference against plain ICAN and the label
-//! confusion; bad input exits 2 naming what to fix.
+//! confusion; matching on the deciding sentences (`--exemplars-match
+//! evidence`) keeps it leave-one-patient-out; bad input exits 2 naming what
+//! to fix.
 
 mod common;
 
@@ -76,16 +78,9 @@ fn import_then_evaluate_leave_one_patient_out_with_calibration() {
 
     // A decision names the exemplars it saw (it has no trace when none was
     // close enough); none is sigir-20143's own.
-    let topics = topics();
-    let mut seen = 0;
+    assert!(exemplars_shown(&sb, &result, "sigir-20143") > 0, "some exemplar was close enough to be shown");
     for run in result["runs"].as_array().unwrap() {
         for r in sb.store().match_results(run.as_str().unwrap()).unwrap() {
-            let trace: Value = r.trace_json.as_deref().map(|t| serde_json::from_str(t).unwrap()).unwrap_or_default();
-            for e in trace["exemplars"].as_array().into_iter().flatten() {
-                let id: u64 = e["source_ref"].as_str().unwrap().rsplit('#').next().unwrap().parse().unwrap();
-                assert_ne!(topics[&id], "sigir-20143", "the patient's own row {id} was shown");
-                seen += 1;
-            }
             // Calibration: nothing MET or NOT MET without a cited sentence.
             let result: Value = serde_json::from_str(&r.result_json).unwrap();
             if result["outcome"]["status"] == "assessed" {
@@ -95,7 +90,56 @@ fn import_then_evaluate_leave_one_patient_out_with_calibration() {
             }
         }
     }
-    assert!(seen > 0, "some exemplar was close enough to be shown");
+}
+
+/// The exemplars the decisions of an evaluation's runs saw, after checking
+/// that none is `topic`'s own.
+fn exemplars_shown(sb: &Sandbox, result: &Value, topic: &str) -> usize {
+    let topics = topics();
+    let mut seen = 0;
+    for run in result["runs"].as_array().unwrap() {
+        for r in sb.store().match_results(run.as_str().unwrap()).unwrap() {
+            let trace: Value = r.trace_json.as_deref().map(|t| serde_json::from_str(t).unwrap()).unwrap_or_default();
+            for e in trace["exemplars"].as_array().into_iter().flatten() {
+                let id: u64 = e["source_ref"].as_str().unwrap().rsplit('#').next().unwrap().parse().unwrap();
+                assert_ne!(topics[&id], topic, "the patient's own row {id} was shown");
+                seen += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// Matching on evidence, with the paper's one-call C-A prompt: the
+/// evaluation says what was matched, and still no exemplar of the patient
+/// screened is shown.
+#[test]
+fn exemplars_matched_on_the_deciding_sentences_are_still_never_the_patients_own() {
+    let sb = Sandbox::new();
+    sb.run(&["exemplars", "import", &annotations(), "--bank", "dev"]).ok();
+    let args = [
+        "--json",
+        "eval",
+        "trialgpt",
+        "--annotations",
+        &annotations(),
+        "--topics",
+        "sigir-20143",
+        "--strategy",
+        "makar-zero-shot",
+        "--exemplars",
+        "dev",
+        "--exemplars-match",
+        "evidence",
+        "--out",
+        "eval",
+    ];
+    let result = sb.run(&args).ok().json();
+    assert_eq!(result["rows"], 6);
+    assert_eq!(result["exemplars"]["match"], "evidence", "{result}");
+    let md = std::fs::read_to_string(sb.path().join("eval/eval.md")).unwrap();
+    assert!(md.contains("matched on the criterion texts with the sentences that decide them"), "{md}");
+    assert!(exemplars_shown(&sb, &result, "sigir-20143") > 0, "some exemplar was close enough to be shown");
 }
 
 #[test]
@@ -106,6 +150,7 @@ fn bad_exemplar_options_are_refused_before_any_screening() {
     let run = |args: Vec<String>| sb.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     run(with(&["--exemplars", "nosuch"])).fails_with(2, "no exemplar bank \"nosuch\"");
     run(with(&["--exemplars", "nosuch", "--exemplars-k", "0"])).fails_with(2, "--exemplars-k must be at least 1");
+    run(with(&["--exemplars", "nosuch", "--exemplars-match", "nearest"])).fails_with(2, "nearest");
     run(with(&["--strategy", "makar", "--calibrate"]))
         .fails_with(2, "calibration is for strategies whose decisions cite sentences");
     run(with(&["--strategy", "makar-evident", "--exemplars", "x"])).fails_with(2, "not by makar-evident");

@@ -5,6 +5,10 @@
 //! by dense similarity of the criterion text (cosine of the embedder's
 //! vectors), at least `min_similarity`, best first (ties by exemplar id),
 //! so the same criterion always sees the same examples in the same order.
+//! Optionally ([`ExemplarMatch::Evidence`]) the texts compared carry the
+//! sentences that decide the criterion as well: an exemplar's adjudicated
+//! sentences, and for the criterion screened the patient's
+//! [`EVIDENCE_SENTENCES`] sentences most similar to it.
 //!
 //! Invariant: an exemplar from the patient being screened is never shown
 //! (selection takes that patient's id and skips every exemplar of it), so
@@ -24,7 +28,51 @@ use serde_json::{json, Value};
 
 use crate::criteria::CriterionType;
 use crate::decision::{Assessment, Decision};
-use crate::zero_shot::MatchError;
+use crate::zero_shot::{MatchError, NoteText};
+
+/// What exemplars are matched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExemplarMatch {
+    /// The criterion texts alone.
+    #[default]
+    Criterion,
+    /// Each criterion text followed by the sentences that decide it: an
+    /// exemplar's adjudicated sentences; for the criterion screened, the
+    /// patient's [`EVIDENCE_SENTENCES`] sentences most similar to the
+    /// criterion (of the notes its prompt shows).
+    Evidence,
+}
+
+impl ExemplarMatch {
+    pub const ALL: [ExemplarMatch; 2] = [ExemplarMatch::Criterion, ExemplarMatch::Evidence];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExemplarMatch::Criterion => "criterion",
+            ExemplarMatch::Evidence => "evidence",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ExemplarMatch> {
+        ExemplarMatch::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+/// The patient sentences most similar to a criterion that
+/// [`ExemplarMatch::Evidence`] adds to it: about as many as an adjudicated
+/// decision cites (most of the TrialGPT split's cite one or two).
+pub const EVIDENCE_SENTENCES: usize = 2;
+
+/// A criterion followed by the sentences that decide it: the text
+/// [`ExemplarMatch::Evidence`] embeds, on both sides.
+pub fn with_evidence(criterion_text: &str, sentences: &[&str]) -> String {
+    let mut text = criterion_text.trim().to_string();
+    for s in sentences {
+        text.push('\n');
+        text.push_str(s.trim());
+    }
+    text
+}
 
 /// One exemplar of a bank, with the vector of its criterion text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,7 +99,9 @@ pub struct ShownExemplar {
     pub id: i64,
     pub source: String,
     pub source_ref: String,
-    /// Cosine similarity of its criterion text to the screened criterion's.
+    /// Cosine similarity of its criterion text to the screened criterion's
+    /// (with the deciding sentences on both sides under
+    /// [`ExemplarMatch::Evidence`]).
     pub similarity: f32,
     #[serde(skip_serializing, default)]
     pub criterion_type: Option<CriterionType>,
@@ -84,8 +134,14 @@ impl ShownExemplar {
 
 /// Chooses exemplars for a criterion.
 pub trait ExemplarSource: Send + Sync {
-    /// The exemplars for `criterion_text`, best first, none of `patient_id`.
-    fn select(&self, criterion_text: &str, patient_id: &str) -> Result<Vec<ShownExemplar>, MatchError>;
+    /// The exemplars for `criterion_text`, best first, none of `patient_id`;
+    /// `notes` are the notes the criterion's prompt shows.
+    fn select(
+        &self,
+        criterion_text: &str,
+        patient_id: &str,
+        notes: &[&NoteText],
+    ) -> Result<Vec<ShownExemplar>, MatchError>;
     /// What names this source in a run's definition (bank, its content, k,
     /// minimum similarity, embedder): a changed bank makes a new run.
     fn definition(&self) -> Value;
@@ -99,6 +155,11 @@ pub struct ExemplarBank {
     k: usize,
     min_similarity: f32,
     fingerprint: String,
+    matching: ExemplarMatch,
+    /// The vectors compared with a query, one per exemplar in order: the
+    /// criterion's, or under [`ExemplarMatch::Evidence`] the criterion's
+    /// with its sentences.
+    vectors: Vec<Vec<f32>>,
     queries: Mutex<HashMap<String, Vec<f32>>>,
 }
 
@@ -123,6 +184,7 @@ impl ExemplarBank {
                 embedder.dimensions()
             ));
         }
+        let vectors = exemplars.iter().map(|e| e.embedding.clone()).collect();
         Ok(ExemplarBank {
             name: name.to_string(),
             exemplars,
@@ -130,8 +192,39 @@ impl ExemplarBank {
             k,
             min_similarity,
             fingerprint,
+            matching: ExemplarMatch::Criterion,
+            vectors,
             queries: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Matches on `matching`; under [`ExemplarMatch::Evidence`] embeds each
+    /// exemplar's criterion with its sentences (one embedder call per 64).
+    pub fn matching(mut self, matching: ExemplarMatch) -> Result<ExemplarBank, MatchError> {
+        self.matching = matching;
+        self.vectors = match matching {
+            ExemplarMatch::Criterion => self.exemplars.iter().map(|e| e.embedding.clone()).collect(),
+            ExemplarMatch::Evidence => {
+                let texts: Vec<String> = self
+                    .exemplars
+                    .iter()
+                    .map(|e| {
+                        with_evidence(&e.criterion_text, &e.sentences.iter().map(String::as_str).collect::<Vec<_>>())
+                    })
+                    .collect();
+                let mut vectors = Vec::with_capacity(texts.len());
+                for chunk in texts.chunks(64) {
+                    let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                    vectors.extend(
+                        self.embedder
+                            .embed(&chunk)
+                            .map_err(|e| MatchError::Exemplars(format!("embedding the exemplars' evidence: {e}")))?,
+                    );
+                }
+                vectors
+            }
+        };
+        Ok(self)
     }
 
     pub fn len(&self) -> usize {
@@ -142,18 +235,49 @@ impl ExemplarBank {
         self.exemplars.is_empty()
     }
 
-    fn query_vector(&self, text: &str) -> Result<Vec<f32>, MatchError> {
-        if let Some(v) = self.queries.lock().unwrap_or_else(|p| p.into_inner()).get(text) {
-            return Ok(v.clone());
+    /// The vectors of `texts` (the embedder asked once for those not seen
+    /// before).
+    fn vectors_of(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, MatchError> {
+        let missing: Vec<&str> = {
+            let seen = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+            let mut missing: Vec<&str> = texts.iter().copied().filter(|t| !seen.contains_key(*t)).collect();
+            missing.sort_unstable();
+            missing.dedup();
+            missing
+        };
+        if !missing.is_empty() {
+            let vectors = self
+                .embedder
+                .embed(&missing)
+                .map_err(|e| MatchError::Exemplars(format!("embedding a criterion: {e}")))?;
+            let mut seen = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+            for (t, v) in missing.into_iter().zip(vectors) {
+                seen.insert(t.to_string(), v);
+            }
         }
-        let v = self
-            .embedder
-            .embed(&[text])
-            .map_err(|e| MatchError::Exemplars(format!("embedding a criterion: {e}")))?
-            .pop()
-            .unwrap_or_default();
-        self.queries.lock().unwrap_or_else(|p| p.into_inner()).insert(text.to_string(), v.clone());
-        Ok(v)
+        let seen = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(texts.iter().map(|t| seen.get(*t).cloned().unwrap_or_default()).collect())
+    }
+
+    /// The text a query embeds: the criterion, and under
+    /// [`ExemplarMatch::Evidence`] the sentences of `notes` most similar to
+    /// it, best first (ties in record order).
+    fn query_text(&self, criterion_text: &str, notes: &[&NoteText]) -> Result<String, MatchError> {
+        if self.matching == ExemplarMatch::Criterion {
+            return Ok(criterion_text.to_string());
+        }
+        let sentences: Vec<&str> = notes.iter().flat_map(|n| n.sentences.iter().map(|(_, s)| s.as_str())).collect();
+        if sentences.is_empty() {
+            return Ok(criterion_text.to_string());
+        }
+        let mut texts = vec![criterion_text];
+        texts.extend(&sentences);
+        let vectors = self.vectors_of(&texts)?;
+        let mut scored: Vec<(f32, usize)> =
+            vectors[1..].iter().enumerate().map(|(i, v)| (cosine(&vectors[0], v), i)).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let best: Vec<&str> = scored.iter().take(EVIDENCE_SENTENCES).map(|&(_, i)| sentences[i]).collect();
+        Ok(with_evidence(criterion_text, &best))
     }
 }
 
@@ -178,10 +302,24 @@ pub fn nearest(
     k: usize,
     min_similarity: f32,
 ) -> Vec<ShownExemplar> {
+    let vectors: Vec<&[f32]> = exemplars.iter().map(|e| e.embedding.as_slice()).collect();
+    nearest_by(exemplars, &vectors, query, patient_id, k, min_similarity)
+}
+
+/// [`nearest`] with `vectors[i]` standing for `exemplars[i]`.
+fn nearest_by(
+    exemplars: &[Exemplar],
+    vectors: &[&[f32]],
+    query: &[f32],
+    patient_id: &str,
+    k: usize,
+    min_similarity: f32,
+) -> Vec<ShownExemplar> {
     let mut scored: Vec<(f32, &Exemplar)> = exemplars
         .iter()
-        .filter(|e| e.patient_id != patient_id)
-        .map(|e| (cosine(query, &e.embedding), e))
+        .zip(vectors)
+        .filter(|(e, _)| e.patient_id != patient_id)
+        .map(|(e, v)| (cosine(query, v), e))
         .filter(|(s, _)| *s >= min_similarity)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
@@ -203,22 +341,35 @@ pub fn nearest(
 }
 
 impl ExemplarSource for ExemplarBank {
-    fn select(&self, criterion_text: &str, patient_id: &str) -> Result<Vec<ShownExemplar>, MatchError> {
+    fn select(
+        &self,
+        criterion_text: &str,
+        patient_id: &str,
+        notes: &[&NoteText],
+    ) -> Result<Vec<ShownExemplar>, MatchError> {
         if self.k == 0 || self.exemplars.is_empty() {
             return Ok(Vec::new());
         }
-        let query = self.query_vector(criterion_text)?;
-        Ok(nearest(&self.exemplars, &query, patient_id, self.k, self.min_similarity))
+        let text = self.query_text(criterion_text, notes)?;
+        let query = self.vectors_of(&[text.as_str()])?.remove(0);
+        let vectors: Vec<&[f32]> = self.vectors.iter().map(Vec::as_slice).collect();
+        Ok(nearest_by(&self.exemplars, &vectors, &query, patient_id, self.k, self.min_similarity))
     }
 
     fn definition(&self) -> Value {
-        json!({
+        let mut definition = json!({
             "bank": self.name,
             "content": self.fingerprint,
             "k": self.k,
             "min_similarity": self.min_similarity,
             "embedder": self.embedder.model_id(),
-        })
+        });
+        // Named only when not the default, so runs made before the choice
+        // existed keep their ids.
+        if self.matching != ExemplarMatch::Criterion {
+            definition["match"] = json!(self.matching.as_str());
+        }
+        definition
     }
 }
 
@@ -233,8 +384,13 @@ impl fmt::Debug for Exemplars {
 }
 
 impl Exemplars {
-    pub fn select(&self, criterion_text: &str, patient_id: &str) -> Result<Vec<ShownExemplar>, MatchError> {
-        self.0.select(criterion_text, patient_id)
+    pub fn select(
+        &self,
+        criterion_text: &str,
+        patient_id: &str,
+        notes: &[&NoteText],
+    ) -> Result<Vec<ShownExemplar>, MatchError> {
+        self.0.select(criterion_text, patient_id, notes)
     }
 }
 

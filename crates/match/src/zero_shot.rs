@@ -356,7 +356,7 @@ impl<'a> ZeroShotMatcher<'a> {
         let mut shown: Vec<ShownExemplar> = Vec::new();
         if let Some(bank) = &self.config.exemplars {
             for c in criteria {
-                let chosen = bank.select(c.prompt_text(), patient_id)?;
+                let chosen = bank.select(c.prompt_text(), patient_id, notes)?;
                 for e in &chosen {
                     if !shown.iter().any(|s| s.id == e.id) {
                         shown.push(e.clone());

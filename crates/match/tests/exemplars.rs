@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use evident_llm::{ChatRequest, EmbedError, Embedder, StructuredModel};
 use evident_match::batch::{run_batch, stored_results, BatchConfig, Method, Models, RetrievalSettings};
 use evident_match::checks::ChecksMode;
-use evident_match::exemplars::{Exemplar, ExemplarBank, Exemplars};
+use evident_match::exemplars::{Exemplar, ExemplarBank, ExemplarMatch, ExemplarSource, Exemplars};
 use evident_match::makar::{MakarConfig, Variant};
 use evident_match::report::{match_report, to_csv, to_html, trial_report};
-use evident_match::zero_shot::{Strategy, ZeroShotConfig};
+use evident_match::zero_shot::{NoteText, Strategy, ZeroShotConfig};
 use evident_match::{CriteriaSet, CriterionType, Decision, Determination};
 use evident_model::text::{split_sections, split_sentences};
 use evident_model::{DocKind, Document, Patient};
@@ -220,6 +220,39 @@ fn ican_never_shows_a_patient_its_own_exemplars_and_the_decision_names_those_it_
     let html = to_html(&all);
     assert!(html.contains("2 worked examples shown"), "{html}");
     assert!(html.contains("<li>#1 annotation dev.json#1 (1.000)</li>"), "{html}");
+}
+
+#[test]
+fn matching_on_evidence_prefers_the_exemplar_whose_sentences_resemble_the_record() {
+    // One criterion three times, told apart by the deciding sentences; the
+    // third is the screened patient's own.
+    let exemplars = vec![
+        exemplar(1, "P1", "Diabetes.", "Diet-controlled diabetes.", Decision::NotMet),
+        exemplar(2, "P2", "Diabetes.", "Diabetes on insulin.", Decision::Met),
+        exemplar(3, "P9", "Diabetes.", "Diabetes on insulin glargine.", Decision::Met),
+    ];
+    let bank = |matching| {
+        ExemplarBank::new("test", exemplars.clone(), Box::new(KeywordEmbedder), 3, 0.5, "content".into())
+            .unwrap()
+            .matching(matching)
+            .unwrap()
+    };
+    let note = NoteText {
+        document_id: "P9-note".into(),
+        date: None,
+        title: "note".into(),
+        sentences: vec![(0, "Lives alone.".into()), (1, "Takes insulin nightly.".into())],
+    };
+    let ids = |bank: &ExemplarBank, notes: &[&NoteText]| -> Vec<i64> {
+        bank.select("Diabetes.", "P9", notes).unwrap().iter().map(|e| e.id).collect()
+    };
+    let (by_criterion, by_evidence) = (bank(ExemplarMatch::Criterion), bank(ExemplarMatch::Evidence));
+    assert_eq!(ids(&by_criterion, &[&note]), vec![1, 2], "equal criteria tie by id; P9's own is never shown");
+    assert_eq!(ids(&by_evidence, &[&note]), vec![2, 1], "the record's insulin sentence matches exemplar 2's");
+    assert_eq!(ids(&by_evidence, &[]), vec![1, 2], "without sentences the criterion alone is the query");
+    // The choice names a new run only when it is not the default.
+    assert_eq!(by_criterion.definition().get("match"), None);
+    assert_eq!(by_evidence.definition()["match"], "evidence");
 }
 
 #[test]

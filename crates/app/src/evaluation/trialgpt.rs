@@ -258,7 +258,7 @@ pub fn evaluate_trialgpt(
         "method_row": ours_row,
         "exemplars": request.options.exemplars.as_ref().map(|e| json!({
             "bank": e.bank, "k": e.k, "min_similarity": e.min_similarity,
-            "leave_one_patient_out": true,
+            "match": e.matching.as_str(), "leave_one_patient_out": true,
         })),
         "calibrate": request.options.calibrate,
         "label_correction": correction.as_ref().map(|c| json!({

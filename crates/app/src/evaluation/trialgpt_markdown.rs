@@ -11,6 +11,7 @@ use evident_eval::paper::{
 };
 use evident_eval::run::{trial_level, TrialLevel};
 use evident_eval::{criterion_metrics, Comparison, Prediction, ReportRow};
+use evident_match::exemplars::ExemplarMatch;
 use evident_match::Decision;
 use evident_match::Eligibility;
 
@@ -221,8 +222,14 @@ pub(super) fn levers_markdown(exemplars: Option<&crate::exemplars::ExemplarOptio
     if let Some(e) = exemplars {
         let _ = writeln!(
             md,
-            "\nExemplars: bank {:?}, k {}, minimum similarity {}; none from the patient screened (leave one patient out).",
-            e.bank, e.k, e.min_similarity
+            "\nExemplars: bank {:?}, k {}, minimum similarity {}, matched on {}; none from the patient screened (leave one patient out).",
+            e.bank,
+            e.k,
+            e.min_similarity,
+            match e.matching {
+                ExemplarMatch::Criterion => "the criterion texts",
+                ExemplarMatch::Evidence => "the criterion texts with the sentences that decide them",
+            }
         );
     }
     if calibrate {

@@ -234,7 +234,7 @@ impl MakarMatcher<'_> {
         };
         if variant.paper() {
             if let (Some(bank), Some(patient)) = (&self.config.exemplars, patient_id) {
-                trace.exemplars = bank.select(criterion_text, patient)?;
+                trace.exemplars = bank.select(criterion_text, patient, notes)?;
             }
             return self.match_criterion_paper(criterion, criterion_text, notes, trace);
         }
